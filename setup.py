@@ -1,0 +1,39 @@
+"""Installs keras-transformer: `pip install -e .[test]`."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="keras-transformer",
+    version="0.1.0",
+    description='The Transformer of "Attention Is All You Need" for Keras 3.',
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
+    include_package_data=True,
+    package_data={"keras_transformer": ["datasets/data/*/*"]},
+    install_requires=[
+        "keras==3.15.1",
+        "numpy",
+    ],
+    extras_require={
+        "tensorflow": [
+            "tensorflow==2.21.*",
+            "tensorflow-text==2.21.*",
+            "sentencepiece>=0.2",
+            "sacrebleu>=2.4",
+        ],
+        "jax": ["jax>=0.4.30", "jaxlib>=0.4.30"],
+        "test": [
+            "tensorflow==2.21.*",
+            "tensorflow-text==2.21.*",
+            "tensorflow-datasets>=4.9",
+            "sentencepiece>=0.2",
+            "sacrebleu>=2.4",
+            "jax>=0.4.30",
+            "jaxlib>=0.4.30",
+            "pytest>=8",
+        ],
+    },
+)

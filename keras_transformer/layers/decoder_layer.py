@@ -1,0 +1,111 @@
+"""One decoder layer: causal self-attention, cross-attention, feed-forward."""
+
+import keras
+
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.residual import residual
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderLayer(EncoderLayer):
+    """Causal self-attention, attention over the encoder output, and FFN.
+
+    Takes the same arguments as `EncoderLayer`. Each of the three sub-layers
+    sits in a residual block with dropout and LayerNorm.
+
+    Call arguments:
+        x: float tensor `(batch, target_length, d_model)`.
+        memory: encoder output `(batch, source_length, d_model)`; may be
+            `None` when `cross_attention_cache` is given.
+        memory_mask: optional boolean `(batch, source_length)`, `True` for
+            real source tokens.
+        self_attention_cache: optional `(batch, 2, max_length, num_heads,
+            d_k)` key/value cache for incremental decoding; needs
+            `cache_index`. The updated cache is returned.
+        cross_attention_cache: optional `(batch, 2, source_length,
+            num_heads, d_k)` keys and values of `memory`, from
+            `cross_attention.project_key_value(memory)`.
+        cache_index: position of the first token of `x`.
+        return_attention_weights: bool. Also return the cross-attention
+            weights `(batch, num_heads, target_length, source_length)`.
+        training: bool. Enables dropout.
+
+    Returns:
+        `x`, or a tuple `(x, self_attention_cache)`, `(x, weights)` or
+        `(x, self_attention_cache, weights)`.
+
+    Example:
+
+    >>> layer = DecoderLayer(d_model=16, num_heads=4, d_ff=32)
+    >>> layer(keras.ops.ones((2, 3, 16)), keras.ops.ones((2, 5, 16))).shape
+    (2, 3, 16)
+    """
+
+    def __init__(self, d_model, num_heads, d_ff, **kwargs):
+        super().__init__(d_model, num_heads, d_ff, **kwargs)
+        self.cross_attention = MultiHeadAttention(
+            d_model,
+            num_heads,
+            self.attention_dropout_rate,
+            dtype=self.dtype_policy,
+            name="cross_attention",
+        )
+        self.cross_attention_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon,
+            dtype=self.dtype_policy,
+            name="cross_attention_norm",
+        )
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.cross_attention.build(input_shape)
+        self.cross_attention_norm.build(input_shape)
+
+    def call(
+        self,
+        x,
+        memory=None,
+        memory_mask=None,
+        self_attention_cache=None,
+        cross_attention_cache=None,
+        cache_index=None,
+        return_attention_weights=False,
+        training=None,
+    ):
+        cache, weights = self_attention_cache, None
+
+        def attend_to_self(y):
+            nonlocal cache
+            if cache is None:
+                return self.self_attention(y, causal=True, training=training)
+            y, cache = self.self_attention(
+                y, cache=cache, cache_index=cache_index, training=training
+            )
+            return y
+
+        def attend_to_memory(y):
+            nonlocal weights
+            y = self.cross_attention(
+                y,
+                memory,
+                attention_mask=memory_mask,
+                key_value=cross_attention_cache,
+                return_attention_weights=return_attention_weights,
+                training=training,
+            )
+            if return_attention_weights:
+                y, weights = y
+            return y
+
+        norm_first, dropout = self.norm_first, self.dropout
+        x = residual(x, attend_to_self, self.self_attention_norm, dropout, norm_first, training)
+        x = residual(x, attend_to_memory, self.cross_attention_norm, dropout, norm_first, training)
+        x = residual(x, self.feed_forward, self.feed_forward_norm, dropout, norm_first, training)
+
+        results = (x,)  # (batch, target_length, d_model)
+        if self_attention_cache is not None:
+            results += (cache,)
+        if return_attention_weights:
+            results += (weights,)
+        return results[0] if len(results) == 1 else results

@@ -1,0 +1,53 @@
+"""Position-wise feed-forward network (section 3.3)."""
+
+import keras
+
+from keras_transformer.validation import check_positive
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class FeedForward(keras.layers.Layer):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied at every position.
+
+    Args:
+        d_model: int. Width of the inputs and outputs.
+        d_ff: int. Width of the inner layer.
+        activation: Activation of the inner layer. Defaults to `"relu"`.
+        **kwargs: Standard layer arguments.
+
+    Example:
+
+    >>> FeedForward(d_model=16, d_ff=64)(keras.ops.ones((2, 3, 16))).shape
+    (2, 3, 16)
+    """
+
+    def __init__(self, d_model, d_ff, activation="relu", **kwargs):
+        super().__init__(**kwargs)
+        check_positive("d_model", d_model)
+        check_positive("d_ff", d_ff)
+        self.d_model = d_model
+        self.d_ff = d_ff
+        self.activation = keras.activations.get(activation)
+        self.inner = keras.layers.Dense(
+            d_ff, activation=self.activation, dtype=self.dtype_policy, name="inner"
+        )
+        self.outer = keras.layers.Dense(d_model, dtype=self.dtype_policy, name="outer")
+
+    def build(self, input_shape):
+        self.inner.build(input_shape)
+        self.outer.build(tuple(input_shape[:-1]) + (self.d_ff,))
+        self.built = True
+
+    def call(self, x):
+        return self.outer(self.inner(x))  # (batch, length, d_model)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "d_model": self.d_model,
+                "d_ff": self.d_ff,
+                "activation": keras.activations.serialize(self.activation),
+            }
+        )
+        return config

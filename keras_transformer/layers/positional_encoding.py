@@ -1,0 +1,92 @@
+"""Sinusoidal or learned positional encoding (section 3.5)."""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_transformer.validation import check_positive
+
+
+def sinusoidal_table(max_length, d_model):
+    """The paper's encoding as a NumPy array `(max_length, d_model)`.
+
+    PE(pos, 2i) = sin(pos / 10000^(2i / d_model)) on even dimensions and
+    PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)) on odd ones.
+    """
+    positions = np.arange(max_length, dtype=np.float64)[:, None]
+    even = np.arange(0, d_model, 2, dtype=np.float64)
+    angles = positions / np.power(10000.0, even / d_model)  # (length, d/2)
+    table = np.zeros((max_length, d_model), dtype=np.float64)
+    table[:, 0::2] = np.sin(angles)
+    table[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    return table.astype("float32")
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PositionalEncoding(keras.layers.Layer):
+    """Scales embeddings by sqrt(d_model) and adds position information.
+
+    Args:
+        max_length: int. Longest sequence the layer accepts. Defaults to
+            `1024`.
+        learned: bool. Learn the position embeddings instead of using the
+            fixed sinusoids (Table 3, row E). Defaults to `False`.
+        **kwargs: Standard layer arguments.
+
+    Call arguments:
+        embeddings: float tensor `(batch, length, d_model)`.
+        start_index: int or scalar int tensor: position of the first token,
+            for incremental decoding. Defaults to `0`.
+
+    Example:
+
+    >>> encoding = PositionalEncoding(max_length=64)
+    >>> encoding(keras.ops.zeros((2, 10, 16))).shape
+    (2, 10, 16)
+    """
+
+    def __init__(self, max_length=1024, learned=False, **kwargs):
+        super().__init__(**kwargs)
+        check_positive("max_length", max_length)
+        self.max_length = max_length
+        self.learned = bool(learned)
+
+    def build(self, input_shape):
+        d_model = input_shape[-1]
+        if d_model is None or d_model % 2:
+            raise ValueError(
+                "PositionalEncoding needs an even, known last dimension "
+                f"(d_model). Received: input_shape={input_shape}"
+            )
+        self.d_model = d_model
+        if self.learned:
+            self.table = self.add_weight(
+                name="position_embeddings",
+                shape=(self.max_length, d_model),
+                initializer=keras.initializers.RandomNormal(stddev=d_model**-0.5),
+            )
+        else:
+            self.table = sinusoidal_table(self.max_length, d_model)
+        self.built = True
+
+    def call(self, embeddings, start_index=0):
+        length = embeddings.shape[1]
+        if length is not None and isinstance(start_index, int):
+            if start_index + length > self.max_length:
+                raise ValueError(
+                    f"Sequence of length {start_index + length} is longer "
+                    f"than `max_length`={self.max_length} of "
+                    f"PositionalEncoding '{self.name}'. Truncate the input "
+                    "or build the model with a larger `max_length`."
+                )
+        length = ops.shape(embeddings)[1]
+        positions = ops.slice(
+            ops.convert_to_tensor(self.table), (start_index, 0), (length, self.d_model)
+        )  # (length, d_model)
+        scale = ops.cast(self.d_model**0.5, self.compute_dtype)
+        return embeddings * scale + ops.cast(positions, self.compute_dtype)[None]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_length": self.max_length, "learned": self.learned})
+        return config

@@ -1,0 +1,73 @@
+"""Label-smoothed cross-entropy over non-padding tokens (section 5.4)."""
+
+import keras
+from keras import ops
+
+from keras_transformer.validation import check_rate
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class LabelSmoothedCrossEntropy(keras.losses.Loss):
+    """Cross-entropy against `(1 - eps) * one_hot + eps / vocab_size`.
+
+    Averaged over the tokens whose label is not `pad_id`; padding adds
+    nothing to the loss or to its normaliser. Logits are upcast to float32
+    first, so the loss is exact under mixed precision. With log-softmax
+    written as `logits - logsumexp(logits)`, the smoothed loss needs only a
+    log-sum-exp, one gathered logit and the mean logit per token:
+
+        loss = lse - (1 - eps) * logits[label] - eps * mean(logits)
+
+    so no one-hot or probability tensor of the vocabulary size is built.
+
+    Args:
+        label_smoothing: float in [0, 1). The paper's eps_ls. Defaults to
+            `0.1`.
+        pad_id: int. Label id that is ignored. Defaults to `0`.
+        **kwargs: `name`, `dtype`; the reduction is fixed (a token mean).
+
+    Example:
+
+    >>> loss = LabelSmoothedCrossEntropy()
+    >>> labels = keras.ops.array([[4, 5, 0]])
+    >>> loss(labels, keras.random.normal((1, 3, 10)))  # mean over 2 tokens
+    """
+
+    def __init__(self, label_smoothing=0.1, pad_id=0, name="label_smoothed_cross_entropy", **kwargs):
+        kwargs.pop("reduction", None)
+        super().__init__(name=name, reduction="sum_over_batch_size", **kwargs)
+        check_rate("label_smoothing", label_smoothing)
+        self.label_smoothing = label_smoothing
+        self.pad_id = pad_id
+
+    def call(self, y_true, y_pred):
+        return token_mean(
+            smoothed_cross_entropy(y_true, y_pred, self.label_smoothing),
+            ops.not_equal(y_true, self.pad_id),
+        )
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "label_smoothing": self.label_smoothing,
+            "pad_id": self.pad_id,
+        }
+
+
+def smoothed_cross_entropy(labels, logits, label_smoothing):
+    """Per-token smoothed cross-entropy `(batch, length)`, in float32."""
+    logits = ops.cast(logits, "float32")  # (batch, length, vocab)
+    labels = ops.cast(labels, "int32")
+    lse = ops.logsumexp(logits, axis=-1)
+    label_logit = ops.squeeze(
+        ops.take_along_axis(logits, labels[..., None], axis=-1), axis=-1
+    )
+    mean_logit = ops.mean(logits, axis=-1)
+    eps = label_smoothing
+    return lse - (1.0 - eps) * label_logit - eps * mean_logit
+
+
+def token_mean(values, mask):
+    """Mean of `values` where `mask` is True (0 when nothing is)."""
+    mask = ops.cast(mask, values.dtype)
+    return ops.sum(values * mask) / ops.maximum(ops.sum(mask), 1.0)

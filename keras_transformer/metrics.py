@@ -1,0 +1,40 @@
+"""Token accuracy that ignores padding."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MaskedAccuracy(keras.metrics.Metric):
+    """Share of non-padding tokens whose arg-max prediction is the label.
+
+    Args:
+        pad_id: int. Label id that is ignored. Defaults to `0`.
+        name: str. Defaults to `"masked_accuracy"`.
+
+    Example:
+
+    >>> metric = MaskedAccuracy()
+    >>> metric.update_state(labels, logits)
+    >>> float(metric.result())
+    """
+
+    def __init__(self, pad_id=0, name="masked_accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pad_id = pad_id
+        self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        mask = ops.not_equal(y_true, self.pad_id)
+        hits = ops.logical_and(ops.equal(predicted, y_true), mask)
+        self.correct.assign_add(ops.sum(ops.cast(hits, self.dtype)))
+        self.total.assign_add(ops.sum(ops.cast(mask, self.dtype)))
+
+    def result(self):
+        return self.correct / ops.maximum(self.total, 1.0)
+
+    def get_config(self):
+        return {"name": self.name, "dtype": self.dtype, "pad_id": self.pad_id}

@@ -1,0 +1,56 @@
+"""Model hyper-parameters: one frozen config and the named presets."""
+
+import dataclasses
+from typing import Optional
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """The constructor arguments of `Transformer`, as one object.
+
+    `Transformer(**dataclasses.asdict(config))` builds the model, and
+    `TransformerConfig(**model.get_config())` (less Keras' own keys) gives
+    it back. Field names are the paper's.
+    """
+
+    vocab_size: int  # shared source/target vocabulary (source only if split)
+    num_layers: int = 6  # N: encoder layers, and as many decoder layers
+    d_model: int = 512  # width of embeddings and every sub-layer output
+    num_heads: int = 8  # h: attention heads, d_k = d_v = d_model / h
+    d_ff: int = 2048  # inner width of the feed-forward networks
+    dropout_rate: float = 0.1  # P_drop: sub-layer outputs, embedding sums
+    attention_dropout_rate: float = 0.0  # on attention weights (paper: 0)
+    max_length: int = 1024  # longest source or target sequence
+    target_vocab_size: Optional[int] = None  # None: one shared vocabulary
+    learned_positions: bool = False  # Table 3 row (E) instead of sinusoids
+    norm_first: bool = False  # pre-norm instead of the paper's post-norm
+    activation: str = "relu"  # feed-forward activation
+    layer_norm_epsilon: float = 1e-6
+
+
+PRESETS = {
+    # For tests and CPU demos: trains in seconds to minutes on a laptop.
+    "tiny": dict(num_layers=2, d_model=128, num_heads=4, d_ff=512, dropout_rate=0.1),
+    # For small corpora (Tatoeba) and quick GPU runs.
+    "small": dict(num_layers=4, d_model=256, num_heads=4, d_ff=1024, dropout_rate=0.1),
+    # Table 3, "base": about 63.1M parameters with a shared 37k vocabulary.
+    "base": dict(num_layers=6, d_model=512, num_heads=8, d_ff=2048, dropout_rate=0.1),
+    # Table 3, "big": about 213M parameters (P_drop 0.3 for En-De).
+    "big": dict(num_layers=6, d_model=1024, num_heads=16, d_ff=4096, dropout_rate=0.3),
+}
+
+
+def preset_config(name, **overrides):
+    """The `TransformerConfig` of preset `name`, with fields overridden.
+
+    Example:
+
+    >>> preset_config("base", vocab_size=37000).d_model
+    512
+    """
+    if name not in PRESETS:
+        raise ValueError(
+            f"Unknown preset. Expected one of {sorted(PRESETS)}. "
+            f"Received: name={name!r}"
+        )
+    return TransformerConfig(**{**PRESETS[name], **overrides})

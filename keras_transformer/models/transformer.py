@@ -1,0 +1,326 @@
+"""The Transformer: an encoder-decoder model for sequence transduction."""
+
+import dataclasses
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.decoder_layer import DecoderLayer
+from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.models.config import TransformerConfig, preset_config
+from keras_transformer.validation import check_positive, check_rate
+
+PAD_ID = 0  # token id 0 is padding, masked everywhere
+
+
+def padding_mask(ids):
+    """`True` for real tokens, `False` for padding: `(batch, length)`."""
+    return ops.not_equal(ids, PAD_ID)
+
+
+def _check_ids(name, ids):
+    ids = ops.convert_to_tensor(ids)
+    if len(ids.shape) != 2:
+        raise ValueError(
+            f"`{name}` must be token ids of shape (batch, length). "
+            f"Received: {name}.shape={tuple(ids.shape)}"
+        )
+    dtype = keras.backend.standardize_dtype(ids.dtype)
+    if "int" not in dtype:
+        raise TypeError(
+            f"`{name}` must hold integer token ids. Received: {name} of "
+            f"dtype {dtype}"
+        )
+    return ids
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """The Transformer of "Attention Is All You Need".
+
+    `model((source_ids, target_input_ids))` returns next-token logits
+    `(batch, target_length, vocab_size)`. Token id 0 is padding and is masked
+    in every attention. Source and target share one embedding matrix, which
+    is also the pre-softmax projection (section 3.4), unless
+    `target_vocab_size` asks for separate vocabularies; the target embedding
+    is then still shared with the projection.
+
+    Args:
+        vocab_size: int. Size of the shared (or source) vocabulary.
+        num_layers: int. Encoder layers, and as many decoder layers.
+        d_model: int. Model width.
+        num_heads: int. Attention heads; must divide `d_model`.
+        d_ff: int. Inner width of the feed-forward networks.
+        dropout_rate: float in [0, 1). Dropout on sub-layer outputs and on
+            the sums of embeddings and positions.
+        attention_dropout_rate: float in [0, 1). Dropout on the attention
+            weights; the paper uses none.
+        max_length: int. Longest source or target sequence.
+        target_vocab_size: optional int. A separate target vocabulary.
+        learned_positions: bool. Learned position embeddings (Table 3, E).
+        norm_first: bool. Pre-norm residual blocks (adds a final LayerNorm
+            to the encoder and the decoder).
+        activation: feed-forward activation.
+        layer_norm_epsilon: float.
+        **kwargs: Standard model arguments (`name`, `dtype`, ...).
+
+    Example:
+
+    >>> model = Transformer.from_preset("tiny", vocab_size=100)
+    >>> source = keras.ops.array([[5, 6, 7, 3, 0]])
+    >>> target = keras.ops.array([[2, 8, 9]])
+    >>> model((source, target)).shape
+    (1, 3, 100)
+
+    Reference: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        num_layers=6,
+        d_model=512,
+        num_heads=8,
+        d_ff=2048,
+        dropout_rate=0.1,
+        attention_dropout_rate=0.0,
+        max_length=1024,
+        target_vocab_size=None,
+        learned_positions=False,
+        norm_first=False,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive("vocab_size", vocab_size)
+        check_positive("num_layers", num_layers)
+        check_positive("d_model", d_model)
+        check_positive("num_heads", num_heads)
+        check_positive("d_ff", d_ff)
+        check_positive("max_length", max_length)
+        check_rate("dropout_rate", dropout_rate)
+        check_rate("attention_dropout_rate", attention_dropout_rate)
+        if target_vocab_size is not None:
+            check_positive("target_vocab_size", target_vocab_size)
+        if d_model % num_heads:
+            raise ValueError(
+                "Argument `d_model` must be divisible by `num_heads`. "
+                f"Received: d_model={d_model}, num_heads={num_heads}"
+            )
+        self.transformer_config = TransformerConfig(
+            vocab_size=vocab_size,
+            num_layers=num_layers,
+            d_model=d_model,
+            num_heads=num_heads,
+            d_ff=d_ff,
+            dropout_rate=dropout_rate,
+            attention_dropout_rate=attention_dropout_rate,
+            max_length=max_length,
+            target_vocab_size=target_vocab_size,
+            learned_positions=learned_positions,
+            norm_first=norm_first,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+        )
+        dtype = self.dtype_policy
+        embedding = dict(
+            output_dim=d_model,
+            # Unit variance after the sqrt(d_model) scaling.
+            embeddings_initializer=keras.initializers.RandomNormal(stddev=d_model**-0.5),
+            dtype=dtype,
+        )
+        self.embedding = keras.layers.Embedding(vocab_size, name="embedding", **embedding)
+        self.target_embedding = None
+        if target_vocab_size is not None:
+            self.target_embedding = keras.layers.Embedding(
+                target_vocab_size, name="target_embedding", **embedding
+            )
+        positions = dict(max_length=max_length, learned=learned_positions, dtype=dtype)
+        self.encoder_positions = PositionalEncoding(name="encoder_positions", **positions)
+        self.decoder_positions = PositionalEncoding(name="decoder_positions", **positions)
+        self.embedding_dropout = keras.layers.Dropout(dropout_rate, dtype=dtype)
+        block = dict(
+            d_model=d_model,
+            num_heads=num_heads,
+            d_ff=d_ff,
+            dropout_rate=dropout_rate,
+            attention_dropout_rate=attention_dropout_rate,
+            activation=activation,
+            norm_first=norm_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=dtype,
+        )
+        self.encoder_layers = [
+            EncoderLayer(name=f"encoder_layer_{i}", **block) for i in range(num_layers)
+        ]
+        self.decoder_layers = [
+            DecoderLayer(name=f"decoder_layer_{i}", **block) for i in range(num_layers)
+        ]
+        self.encoder_norm = self.decoder_norm = None
+        if norm_first:  # pre-norm stacks end with a LayerNorm
+            norm = dict(epsilon=layer_norm_epsilon, dtype=dtype)
+            self.encoder_norm = keras.layers.LayerNormalization(name="encoder_norm", **norm)
+            self.decoder_norm = keras.layers.LayerNormalization(name="decoder_norm", **norm)
+
+    @classmethod
+    def from_preset(cls, name, vocab_size, **overrides):
+        """A new, untrained model with the hyper-parameters of a preset.
+
+        Presets: `"tiny"`, `"small"`, `"base"` and `"big"` (see
+        `keras_transformer.models.config.PRESETS`); keyword arguments
+        override any field of `TransformerConfig`.
+
+        Example:
+
+        >>> model = Transformer.from_preset("base", vocab_size=37000)
+        """
+        keras_kwargs = {k: overrides.pop(k) for k in ("name", "dtype") if k in overrides}
+        config = preset_config(name, vocab_size=vocab_size, **overrides)
+        return cls(**dataclasses.asdict(config), **keras_kwargs)
+
+    def build(self, input_shape):
+        source_shape, target_shape = input_shape
+        hidden = (None, None, self.transformer_config.d_model)
+        self.embedding.build(source_shape)
+        if self.target_embedding is not None:
+            self.target_embedding.build(target_shape)
+        self.encoder_positions.build(hidden)
+        self.decoder_positions.build(hidden)
+        for layer in self.encoder_layers + self.decoder_layers:
+            layer.build(hidden)
+        if self.transformer_config.norm_first:
+            self.encoder_norm.build(hidden)
+            self.decoder_norm.build(hidden)
+        self.built = True
+
+    @property
+    def _output_embedding(self):
+        return self.target_embedding or self.embedding
+
+    def encode(self, source_ids, training=None):
+        """Encoder output `(batch, source_length, d_model)`."""
+        source_ids = _check_ids("source_ids", source_ids)
+        mask = padding_mask(source_ids)  # (batch, source_length)
+        x = self.encoder_positions(self.embedding(source_ids))
+        x = self.embedding_dropout(x, training=training)
+        for layer in self.encoder_layers:
+            x = layer(x, padding_mask=mask, training=training)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        return x  # (batch, source_length, d_model)
+
+    def init_cache(self, memory, max_length):
+        """A key/value cache for decoding up to `max_length` target tokens.
+
+        Returns a dict of two lists with one tensor per decoder layer:
+        `"self_attention"`, zeros `(batch, 2, max_length, num_heads, d_k)`
+        filled in step by step, and `"cross_attention"`, the keys and values
+        of `memory` `(batch, 2, source_length, num_heads, d_k)`, computed once.
+        """
+        batch = ops.shape(memory)[0]
+        heads = self.transformer_config.num_heads
+        shape = (batch, 2, max_length, heads, self.transformer_config.d_model // heads)
+        return {
+            "self_attention": [
+                ops.zeros(shape, dtype=self.compute_dtype) for _ in self.decoder_layers
+            ],
+            "cross_attention": [
+                layer.cross_attention.project_key_value(memory)
+                for layer in self.decoder_layers
+            ],
+        }
+
+    def decode(
+        self,
+        target_ids,
+        memory,
+        source_mask,
+        cache=None,
+        cache_index=None,
+        return_attention_weights=False,
+        training=None,
+    ):
+        """Next-token logits `(batch, target_length, vocab_size)`.
+
+        Args:
+            target_ids: int tensor `(batch, target_length)`: the decoder input
+                (BOS, y1, y2, ...), or the newest token(s) with a cache.
+            memory: encoder output `(batch, source_length, d_model)`.
+            source_mask: boolean `(batch, source_length)`, from
+                `padding_mask(source_ids)`.
+            cache: optional dict from `init_cache()`. The decoder then reads
+                earlier positions from it instead of recomputing them.
+            cache_index: position of `target_ids[:, 0]` in the target
+                sequence; required with `cache`.
+            return_attention_weights: also return, per decoder layer, the
+                cross-attention weights `(batch, num_heads, target_length,
+                source_length)`.
+            training: bool. Enables dropout.
+
+        Returns:
+            `logits`, or `(logits, cache)`, `(logits, weights)` or
+            `(logits, cache, weights)`.
+        """
+        target_ids = _check_ids("target_ids", target_ids)
+        if cache is not None and cache_index is None:
+            raise ValueError("Argument `cache_index` is required with `cache`.")
+        start = 0 if cache is None else cache_index
+        x = self.decoder_positions(self._output_embedding(target_ids), start_index=start)
+        x = self.embedding_dropout(x, training=training)
+        new_cache = {"self_attention": [], "cross_attention": []}
+        all_weights = []
+        for i, layer in enumerate(self.decoder_layers):
+            outputs = layer(
+                x,
+                None if cache is not None else memory,
+                memory_mask=source_mask,
+                self_attention_cache=None if cache is None else cache["self_attention"][i],
+                cross_attention_cache=None if cache is None else cache["cross_attention"][i],
+                cache_index=cache_index,
+                return_attention_weights=return_attention_weights,
+                training=training,
+            )
+            outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+            x = outputs[0]
+            if cache is not None:
+                new_cache["self_attention"].append(outputs[1])
+                new_cache["cross_attention"].append(cache["cross_attention"][i])
+            if return_attention_weights:
+                all_weights.append(outputs[-1])
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        logits = self.project(x)
+
+        results = (logits,)
+        if cache is not None:
+            results += (new_cache,)
+        if return_attention_weights:
+            results += (all_weights,)
+        return results[0] if len(results) == 1 else results
+
+    def project(self, x):
+        """Pre-softmax projection with the (shared) embedding matrix."""
+        embeddings = ops.cast(self._output_embedding.embeddings, self.compute_dtype)
+        return ops.matmul(x, ops.transpose(embeddings))  # (batch, length, vocab)
+
+    def call(self, inputs, training=None):
+        if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
+            raise ValueError(
+                "Transformer expects inputs `(source_ids, target_input_ids)`. "
+                f"Received: {type(inputs).__name__}"
+            )
+        source_ids, target_ids = inputs
+        source_ids = _check_ids("source_ids", source_ids)
+        memory = self.encode(source_ids, training=training)
+        return self.decode(target_ids, memory, padding_mask(source_ids), training=training)
+
+    def get_config(self):
+        config = {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
+        config.update(dataclasses.asdict(self.transformer_config))
+        return config

@@ -1,0 +1,32 @@
+"""Argument checks shared by the layers, the model and the schedule.
+
+Every error names the argument and the value received, as Keras does.
+"""
+
+import numbers
+
+
+def check_positive(name, value):
+    """Raises `ValueError` unless `value` is an integer > 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or value <= 0
+    ):
+        raise ValueError(
+            f"Argument `{name}` must be a positive integer. "
+            f"Received: {name}={value!r}"
+        )
+
+
+def check_rate(name, value):
+    """Raises `ValueError` unless `value` is a number in [0, 1)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not 0 <= value < 1
+    ):
+        raise ValueError(
+            f"Argument `{name}` must be a number in [0, 1). "
+            f"Received: {name}={value!r}"
+        )

@@ -1,0 +1,151 @@
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_transformer import MultiHeadAttention
+from tests.helpers import assert_config_is_constructor_arguments, assert_survives_keras_file
+
+
+def softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    e = np.exp(x)
+    return e / e.sum(-1, keepdims=True)
+
+
+def reference_attention(layer, query, memory, mask):
+    """Multi-head attention written out in NumPy from the layer's weights."""
+    w = ops.convert_to_numpy(layer.qkv_kernel)  # (d, 3, heads, d_k)
+    b = ops.convert_to_numpy(layer.qkv_bias)  # (3, heads, d_k)
+    wo = ops.convert_to_numpy(layer.output_kernel)  # (heads, d_k, d)
+    bo = ops.convert_to_numpy(layer.output_bias)
+    heads, d_k = w.shape[2], w.shape[3]
+    outputs = []
+    for h in range(heads):
+        q = query @ w[:, 0, h] + b[0, h]
+        k = memory @ w[:, 1, h] + b[1, h]
+        v = memory @ w[:, 2, h] + b[2, h]
+        scores = q @ np.swapaxes(k, 1, 2) / np.sqrt(d_k)  # (batch, T, S)
+        scores = np.where(mask, scores, -np.inf)
+        outputs.append(softmax(scores) @ v)
+    concat = np.concatenate(outputs, axis=-1)  # (batch, T, heads * d_k)
+    return concat @ wo.reshape(heads * d_k, -1) + bo
+
+
+def random_layer(d_model=16, num_heads=4, **kwargs):
+    layer = MultiHeadAttention(d_model, num_heads, **kwargs)
+    layer.build((None, None, d_model))
+    # Non-zero biases so that they are checked too.
+    layer.qkv_bias.assign(np.random.normal(size=layer.qkv_bias.shape))
+    layer.output_bias.assign(np.random.normal(size=layer.output_bias.shape))
+    return layer
+
+
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_self_attention_with_padding_matches_numpy(return_weights):
+    layer = random_layer()
+    x = np.random.normal(size=(3, 6, 16)).astype("float32")
+    lengths = np.array([6, 4, 1])
+    padding = np.arange(6)[None, :] < lengths[:, None]  # (batch, S)
+    out = layer(x, attention_mask=padding, return_attention_weights=return_weights)
+    if return_weights:
+        out, weights = out
+        assert weights.shape == (3, 4, 6, 6)
+        weights = ops.convert_to_numpy(weights)
+        np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
+        assert np.all(weights[~np.broadcast_to(padding[:, None, None, :], weights.shape)] < 1e-7)
+    expected = reference_attention(layer, x, x, padding[:, None, :])
+    np.testing.assert_allclose(ops.convert_to_numpy(out), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_causal_self_attention_matches_numpy(return_weights):
+    layer = random_layer()
+    x = np.random.normal(size=(2, 5, 16)).astype("float32")
+    out = layer(x, causal=True, return_attention_weights=return_weights)
+    out = out[0] if return_weights else out
+    causal = np.tril(np.ones((5, 5), bool))[None]
+    expected = reference_attention(layer, x, x, causal)
+    np.testing.assert_allclose(ops.convert_to_numpy(out), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_cross_attention_with_mask_matches_numpy():
+    layer = random_layer()
+    x = np.random.normal(size=(2, 3, 16)).astype("float32")
+    memory = np.random.normal(size=(2, 7, 16)).astype("float32")
+    mask = np.random.uniform(size=(2, 3, 7)) < 0.6
+    mask[..., 0] = True  # every query sees at least one key
+    out = layer(x, memory, attention_mask=mask)
+    expected = reference_attention(layer, x, memory, mask)
+    np.testing.assert_allclose(ops.convert_to_numpy(out), expected, rtol=1e-5, atol=1e-5)
+    # Pre-projected keys/values (a cross-attention cache) give the same.
+    cached = layer(x, key_value=layer.project_key_value(memory), attention_mask=mask)
+    np.testing.assert_allclose(ops.convert_to_numpy(cached), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_cache_step_by_step_equals_causal_attention():
+    layer = random_layer()
+    x = np.random.normal(size=(2, 6, 16)).astype("float32")
+    full = ops.convert_to_numpy(layer(x, causal=True))
+    cache = ops.zeros((2, 2, 8, 4, 4))
+    for i in range(6):
+        step, cache = layer(x[:, i : i + 1], cache=cache, cache_index=i)
+        np.testing.assert_allclose(ops.convert_to_numpy(step)[:, 0], full[:, i], atol=1e-5)
+    # A chunk of several tokens at an offset (prefill) works too.
+    cache = ops.zeros((2, 2, 8, 4, 4))
+    _, cache = layer(x[:, :2], cache=cache, cache_index=0)
+    chunk, _ = layer(x[:, 2:], cache=cache, cache_index=2)
+    np.testing.assert_allclose(ops.convert_to_numpy(chunk), full[:, 2:], atol=1e-5)
+
+
+def test_attention_dropout_acts_in_training_only():
+    layer = random_layer(dropout_rate=0.5)
+    x = np.random.normal(size=(2, 5, 16)).astype("float32")
+    inference = ops.convert_to_numpy(layer(x, training=False))
+    np.testing.assert_allclose(
+        inference, reference_attention(layer, x, x, np.ones((1, 5, 5), bool)), rtol=1e-5, atol=1e-5
+    )
+    assert not np.allclose(ops.convert_to_numpy(layer(x, training=True)), inference)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(d_model=10, num_heads=3), "divisible"),
+        (dict(d_model=0, num_heads=1), "d_model"),
+        (dict(d_model=8, num_heads=2, dropout_rate=1.0), "dropout_rate"),
+    ],
+)
+def test_invalid_configuration_names_the_argument(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MultiHeadAttention(**kwargs)
+
+
+def test_seeded_initializer_draws_distinct_projections():
+    layer = MultiHeadAttention(8, 2, kernel_initializer=keras.initializers.GlorotUniform(seed=1))
+    layer.build((None, None, 8))
+    w = ops.convert_to_numpy(layer.qkv_kernel)
+    assert not np.allclose(w[:, 0], w[:, 1])
+    limit = np.sqrt(6 / (8 + 8))  # the fans of one (d_model, d_model) kernel
+    assert np.abs(w).max() <= limit and np.abs(w).max() > 0.8 * limit
+
+
+def test_config_and_keras_file_round_trip(tmp_path):
+    layer = MultiHeadAttention(16, 4, dropout_rate=0.1, use_bias=False)
+    assert_config_is_constructor_arguments(layer)
+    x = np.random.normal(size=(2, 5, 16)).astype("float32")
+    assert_survives_keras_file(layer, [x], tmp_path, causal=True)
+
+
+def test_mixed_precision_is_close_to_float32():
+    layer = random_layer()
+    x = np.random.normal(size=(2, 5, 16)).astype("float32")
+    expected = ops.convert_to_numpy(layer(x, causal=True))
+    half = MultiHeadAttention(16, 4, dtype="mixed_bfloat16")
+    half.build((None, None, 16))
+    half.set_weights(layer.get_weights())
+    out = half(x, causal=True)
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    out = ops.convert_to_numpy(ops.cast(out, "float32"))
+    assert np.all(np.isfinite(out))
+    np.testing.assert_allclose(out, expected, atol=0.1, rtol=0.05)

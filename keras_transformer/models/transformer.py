@@ -165,7 +165,7 @@ class Transformer(keras.Model):
             self.decoder_norm = keras.layers.LayerNormalization(name="decoder_norm", **norm)
 
     @classmethod
-    def from_preset(cls, name, vocab_size, **overrides):
+    def from_preset(cls, preset, vocab_size, **overrides):
         """A new, untrained model with the hyper-parameters of a preset.
 
         Presets: `"tiny"`, `"small"`, `"base"` and `"big"` (see
@@ -177,7 +177,7 @@ class Transformer(keras.Model):
         >>> model = Transformer.from_preset("base", vocab_size=37000)
         """
         keras_kwargs = {k: overrides.pop(k) for k in ("name", "dtype") if k in overrides}
-        config = preset_config(name, vocab_size=vocab_size, **overrides)
+        config = preset_config(preset, vocab_size=vocab_size, **overrides)
         return cls(**dataclasses.asdict(config), **keras_kwargs)
 
     def build(self, input_shape):

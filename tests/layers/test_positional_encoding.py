@@ -1,0 +1,50 @@
+import math
+
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_transformer import PositionalEncoding
+from tests.helpers import assert_config_is_constructor_arguments, assert_survives_keras_file
+
+
+def test_sinusoids_equal_the_formula():
+    layer = PositionalEncoding(max_length=50)
+    x = np.random.normal(size=(2, 50, 8)).astype("float32")
+    pe = ops.convert_to_numpy(layer(x)) - x * math.sqrt(8)
+    for pos in (0, 1, 17, 49):
+        for i in range(4):
+            angle = pos / 10000 ** (2 * i / 8)
+            assert pe[0, pos, 2 * i] == pytest.approx(math.sin(angle), abs=1e-5)
+            assert pe[1, pos, 2 * i + 1] == pytest.approx(math.cos(angle), abs=1e-5)
+
+
+def test_start_index_continues_the_positions():
+    layer = PositionalEncoding(max_length=20)
+    x = np.random.normal(size=(1, 10, 8)).astype("float32")
+    full = ops.convert_to_numpy(layer(x))
+    tail = ops.convert_to_numpy(layer(x[:, 6:], start_index=6))
+    np.testing.assert_allclose(tail, full[:, 6:], atol=1e-6)
+
+
+def test_longer_than_max_length_is_a_clear_error():
+    layer = PositionalEncoding(max_length=8)
+    layer(np.zeros((1, 8, 4), "float32"))  # up to max_length works
+    with pytest.raises(ValueError, match="max_length"):
+        layer(np.zeros((1, 9, 4), "float32"))
+
+
+def test_learned_positions_are_trainable_weights(tmp_path):
+    layer = PositionalEncoding(max_length=16, learned=True)
+    x = np.random.normal(size=(2, 5, 8)).astype("float32")
+    layer(x)
+    assert [w.shape for w in layer.trainable_weights] == [(16, 8)]
+    assert_config_is_constructor_arguments(layer)
+    assert_survives_keras_file(PositionalEncoding(16, learned=True), [x], tmp_path)
+
+
+def test_invalid_arguments():
+    with pytest.raises(ValueError, match="max_length"):
+        PositionalEncoding(max_length=0)
+    with pytest.raises(ValueError, match="even"):
+        PositionalEncoding()(np.zeros((1, 2, 5), "float32"))

@@ -1,0 +1,175 @@
+import dataclasses
+import os
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_transformer import PRESETS, Transformer, TransformerConfig
+
+TINY = dict(vocab_size=50, num_layers=2, d_model=16, num_heads=4, d_ff=32, max_length=32)
+
+
+def ids(batch, length, vocab=50, low=4):
+    return np.random.randint(low, vocab, size=(batch, length)).astype("int32")
+
+
+def analytic_parameter_count(vocab_size, num_layers, d_model, d_ff, **_):
+    attention = 4 * (d_model * d_model + d_model)
+    feed_forward = 2 * d_model * d_ff + d_ff + d_model
+    norm = 2 * d_model
+    encoder = attention + feed_forward + 2 * norm
+    decoder = 2 * attention + feed_forward + 3 * norm
+    return vocab_size * d_model + num_layers * (encoder + decoder)
+
+
+@pytest.mark.parametrize("preset, approx", [("base", 63.1e6), ("big", 213e6)])
+def test_parameter_count_matches_the_paper(preset, approx):
+    model = Transformer.from_preset(preset, vocab_size=37000)
+    model.build(((None, None), (None, None)))
+    expected = analytic_parameter_count(vocab_size=37000, **PRESETS[preset])
+    assert model.count_params() == expected
+    assert abs(expected - approx) / approx < 0.01
+
+
+def test_separate_vocabularies_and_learned_positions_add_their_weights():
+    model = Transformer(**TINY, target_vocab_size=30, learned_positions=True)
+    model.build(((None, None), (None, None)))
+    expected = analytic_parameter_count(**TINY) + 30 * 16 + 2 * 32 * 16
+    assert model.count_params() == expected
+    out = model((ids(2, 5), ids(2, 4, vocab=30)))
+    assert out.shape == (2, 4, 30)
+
+
+def test_logits_shape_and_causality():
+    model = Transformer(**TINY)
+    source, target = ids(2, 7), ids(2, 6)
+    logits = ops.convert_to_numpy(model((source, target)))
+    assert logits.shape == (2, 6, 50)
+    for i in range(6):
+        changed = target.copy()
+        changed[:, i + 1 :] = ids(2, 6)[:, i + 1 :]
+        changed[:, i + 1 :] = np.where(changed[:, i + 1 :] == target[:, i + 1 :], 4, changed[:, i + 1 :])
+        new = ops.convert_to_numpy(model((source, changed)))
+        np.testing.assert_allclose(new[:, : i + 1], logits[:, : i + 1], atol=1e-5)
+        if i < 5:
+            assert not np.allclose(new[:, i + 1 :], logits[:, i + 1 :])
+
+
+def test_source_padding_is_masked():
+    model = Transformer(**TINY)
+    source, target = ids(2, 5), ids(2, 4)
+    logits = ops.convert_to_numpy(model((source, target)))
+    padded = np.concatenate([source, np.zeros((2, 3), "int32")], axis=1)
+    np.testing.assert_allclose(ops.convert_to_numpy(model((padded, target))), logits, atol=1e-5)
+    # Padding one sentence of a batch to the length of a longer one.
+    short = source.copy()
+    short[1, 3:] = 0
+    alone = ops.convert_to_numpy(model((short[1:, :3], target[1:])))
+    batched = ops.convert_to_numpy(model((short, target)))[1:]
+    np.testing.assert_allclose(batched, alone, atol=1e-5)
+
+
+def test_target_padding_leaves_real_positions_unchanged():
+    model = Transformer(**TINY)
+    source, target = ids(1, 5), ids(1, 4)
+    logits = ops.convert_to_numpy(model((source, target)))
+    padded = np.concatenate([target, np.zeros((1, 3), "int32")], axis=1)
+    np.testing.assert_allclose(ops.convert_to_numpy(model((source, padded)))[:, :4], logits, atol=1e-5)
+
+
+def test_cached_decoding_equals_full_pass():
+    model = Transformer(**TINY)
+    source, target = ids(2, 6), ids(2, 5)
+    source[1, 4:] = 0
+    full = ops.convert_to_numpy(model((source, target)))
+    memory = model.encode(source)
+    mask = ops.not_equal(source, 0)
+    cache = model.init_cache(memory, max_length=8)
+    for i in range(5):
+        step, cache = model.decode(target[:, i : i + 1], None, mask, cache=cache, cache_index=i)
+        np.testing.assert_allclose(ops.convert_to_numpy(step)[:, 0], full[:, i], atol=1e-5)
+
+
+def test_cross_attention_weights_for_plots():
+    model = Transformer(**TINY)
+    source, target = ids(1, 6), ids(1, 3)
+    source[0, 4:] = 0
+    memory = model.encode(source)
+    logits, weights = model.decode(target, memory, ops.not_equal(source, 0), return_attention_weights=True)
+    assert len(weights) == 2 and weights[0].shape == (1, 4, 3, 6)
+    w = ops.convert_to_numpy(weights[-1])
+    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
+    assert np.all(w[..., 4:] < 1e-7)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_config_and_keras_file_round_trip(tmp_path, norm_first):
+    model = Transformer(**TINY, norm_first=norm_first, learned_positions=True)
+    source, target = ids(2, 5), ids(2, 4)
+    expected = ops.convert_to_numpy(model((source, target)))
+    config = model.get_config()
+    assert {k: config[k] for k in config if k not in ("name", "trainable", "dtype")} == dataclasses.asdict(
+        model.transformer_config
+    )
+    assert TransformerConfig(**{k: v for k, v in config.items() if k not in ("name", "trainable", "dtype")})
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, Transformer)
+    np.testing.assert_array_equal(ops.convert_to_numpy(loaded((source, target))), expected)
+
+
+def test_presets_and_config_object():
+    model = Transformer.from_preset("big", vocab_size=100, dropout_rate=0.1, name="big_model")
+    assert model.transformer_config == TransformerConfig(
+        vocab_size=100, num_layers=6, d_model=1024, num_heads=16, d_ff=4096, dropout_rate=0.1
+    )
+    assert model.name == "big_model"
+    assert Transformer(**dataclasses.asdict(model.transformer_config)).get_config()["d_model"] == 1024
+    with pytest.raises(ValueError, match="preset"):
+        Transformer.from_preset("huge", vocab_size=100)
+
+
+@pytest.mark.parametrize(
+    "override, name",
+    [
+        (dict(d_model=30, num_heads=4), "divisible"),
+        (dict(dropout_rate=1.0), "dropout_rate"),
+        (dict(num_layers=0), "num_layers"),
+        (dict(vocab_size=-3), "vocab_size"),
+        (dict(d_ff=2.5), "d_ff"),
+        (dict(max_length=0), "max_length"),
+    ],
+)
+def test_invalid_configuration_names_the_argument(override, name):
+    with pytest.raises(ValueError, match=name):
+        Transformer(**{**TINY, **override})
+
+
+def test_wrong_inputs_give_clear_errors():
+    model = Transformer(**TINY)
+    with pytest.raises(ValueError, match="source_ids"):
+        model((ids(2, 5)[0], ids(2, 4)))
+    with pytest.raises(TypeError, match="integer"):
+        model((ids(2, 5).astype("float32"), ids(2, 4)))
+    with pytest.raises(ValueError, match="source_ids, target_input_ids"):
+        model(ids(2, 5))
+    with pytest.raises(ValueError, match="max_length"):
+        model((ids(1, 33), ids(1, 4)))
+
+
+def test_mixed_precision_is_finite_and_close_to_float32():
+    model = Transformer(**TINY)
+    source, target = ids(2, 6), ids(2, 5)
+    expected = ops.convert_to_numpy(model((source, target)))
+    half = Transformer(**TINY, dtype="mixed_bfloat16")
+    half((source, target))
+    half.set_weights(model.get_weights())
+    out = half((source, target))
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    out = ops.convert_to_numpy(ops.cast(out, "float32"))
+    assert np.all(np.isfinite(out))
+    np.testing.assert_allclose(out, expected, atol=0.25)
+    assert np.mean(np.argmax(out, -1) == np.argmax(expected, -1)) > 0.8

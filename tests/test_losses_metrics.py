@@ -1,0 +1,55 @@
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_transformer import LabelSmoothedCrossEntropy, MaskedAccuracy
+
+
+def reference_loss(labels, logits, eps):
+    v = logits.shape[-1]
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    target = np.full(logits.shape, eps / v)
+    target += (1 - eps) * np.eye(v)[labels]
+    per_token = -(target * logp).sum(-1)
+    mask = labels != 0
+    return per_token[mask].mean()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_label_smoothed_loss_equals_numpy_over_real_tokens(eps):
+    labels = np.array([[4, 5, 6, 0, 0], [7, 1, 0, 0, 0]])
+    logits = np.random.normal(size=(2, 5, 9)).astype("float32")
+    loss = LabelSmoothedCrossEntropy(label_smoothing=eps)
+    value = float(ops.convert_to_numpy(loss(labels, logits)))
+    assert value == pytest.approx(reference_loss(labels, logits, eps), rel=1e-5)
+    # Padding positions do not count, whatever the logits there.
+    logits[0, 3:] = 1e4
+    assert float(ops.convert_to_numpy(loss(labels, logits))) == pytest.approx(value, rel=1e-5)
+
+
+def test_loss_upcasts_half_precision_logits():
+    labels = np.array([[4, 5, 6]])
+    logits = np.random.normal(size=(1, 3, 9)).astype("float32") * 30
+    value = LabelSmoothedCrossEntropy()(labels, ops.cast(logits, "bfloat16"))
+    assert keras.backend.standardize_dtype(value.dtype) == "float32"
+    rounded = ops.convert_to_numpy(ops.cast(ops.cast(logits, "bfloat16"), "float32"))
+    assert float(ops.convert_to_numpy(value)) == pytest.approx(reference_loss(labels, rounded, 0.1), rel=1e-4)
+
+
+def test_loss_config_round_trip_and_validation():
+    loss = LabelSmoothedCrossEntropy(label_smoothing=0.2, pad_id=1)
+    clone = LabelSmoothedCrossEntropy.from_config(loss.get_config())
+    assert clone.get_config() == loss.get_config()
+    with pytest.raises(ValueError, match="label_smoothing"):
+        LabelSmoothedCrossEntropy(label_smoothing=1.5)
+
+
+def test_masked_accuracy_ignores_padding():
+    labels = np.array([[4, 5, 6, 0], [7, 0, 0, 0]])
+    predicted = np.array([[4, 1, 6, 9], [7, 9, 9, 9]])
+    logits = np.eye(10)[predicted].astype("float32")
+    metric = MaskedAccuracy()
+    metric.update_state(labels, logits)
+    assert float(metric.result()) == pytest.approx(3 / 4)
+    assert MaskedAccuracy.from_config(metric.get_config()).pad_id == 0

@@ -25,6 +25,7 @@ setup(
             "sacrebleu>=2.4",
         ],
         "jax": ["jax>=0.4.30", "jaxlib>=0.4.30"],
+        "torch": ["torch>=2.4"],
         "test": [
             "tensorflow==2.21.*",
             "tensorflow-text==2.21.*",
@@ -33,6 +34,8 @@ setup(
             "sacrebleu>=2.4",
             "jax>=0.4.30",
             "jaxlib>=0.4.30",
+            # The CPU build that this project's machines carry on disk.
+            "torch==2.13.0",
             "pytest>=8",
         ],
     },

@@ -1,0 +1,230 @@
+"""Training throughput of our Transformer against a plain Keras peer.
+
+Each (model, preset) runs `model.fit` in its own process (so that JAX's GPU
+pre-allocation and compile caches do not leak between runs), on random token
+ids of fixed shape, with the same optimizer (Adam 0.9/0.98/1e-9) and the same
+label-smoothed loss. Prints a table and writes JSON with target tokens/s,
+ms/step, model FLOP utilisation against a stated peak, and peak memory.
+
+    KERAS_BACKEND=tensorflow python benchmarks/train_throughput.py \
+        --presets tiny base --batch-size 32 --source-length 32 \
+        --target-length 32 --output benchmarks/results/train_cpu.json
+
+Peers: `ours` (keras_transformer.Transformer) and `plain-keras`
+(benchmarks/peers/plain_keras.py, stock keras.layers.MultiHeadAttention).
+The GPU peers of ../shared/bench (PyTorch nn.Transformer, tuned Keras) are
+separate scripts; run them in the same call on the same machine.
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+
+def flops_per_step(hp, batch, source_length, target_length, vocab_size):
+    """Matrix-multiply FLOPs of one training step (forward + backward = 3x).
+
+    Dense: 2 FLOPs per weight per token, times 3. Attention: Q K^T and
+    weights x V, 4 * length_q * length_k * d_model per layer and sentence,
+    times 3; causal attention is counted in full, as the peers count it.
+    """
+    d, d_ff, n = hp["d_model"], hp["d_ff"], hp["num_layers"]
+    encoder = n * (4 * d * d + 2 * d * d_ff)
+    decoder = n * (8 * d * d + 2 * d * d_ff)
+    dense = 6 * (batch * source_length * encoder + batch * target_length * (decoder + d * vocab_size))
+    attention = 3 * batch * n * 4 * d * (
+        source_length**2 + target_length**2 + target_length * source_length
+    )
+    return dense + attention
+
+
+def peak_memory_mb(backend):
+    """Peak accelerator memory if there is one, else peak process RSS."""
+    try:
+        if backend == "jax":
+            import jax
+
+            stats = jax.devices()[0].memory_stats() or {}
+            if "peak_bytes_in_use" in stats:
+                return stats["peak_bytes_in_use"] / 2**20, "device"
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            if tf.config.list_physical_devices("GPU"):
+                return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20, "device"
+        if backend == "torch":
+            import torch
+
+            if torch.cuda.is_available():
+                return torch.cuda.max_memory_allocated() / 2**20, "device"
+    except Exception:  # noqa: BLE001 - fall back to the process figure
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "host RSS"
+
+
+def measure(args):
+    """One measurement in this process; returns a dict."""
+    import keras
+
+    from keras_transformer import LabelSmoothedCrossEntropy, Transformer
+    from keras_transformer.models.config import PRESETS
+
+    keras.utils.set_random_seed(0)
+    keras.config.set_dtype_policy(args.dtype)
+    hp = dict(PRESETS[args.preset])
+    if args.model == "ours":
+        model = Transformer.from_preset(args.preset, vocab_size=args.vocab_size)
+        loss = LabelSmoothedCrossEntropy(0.1)
+    else:
+        from benchmarks.peers.plain_keras import PlainKerasTransformer, smoothed_loss
+
+        model = PlainKerasTransformer(args.vocab_size, **hp)
+        loss = smoothed_loss
+    jit = {"true": True, "false": False, "auto": "auto"}[args.jit]
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        loss=loss,
+        jit_compile=jit,
+    )
+    rng = np.random.default_rng(0)
+    b, s, t = args.batch_size, args.source_length, args.target_length
+    source = rng.integers(1, args.vocab_size, (b, s), dtype=np.int32)
+    target = rng.integers(1, args.vocab_size, (b, t + 1), dtype=np.int32)
+
+    def fit(steps):
+        xs = (np.tile(source, (steps, 1)), np.tile(target[:, :-1], (steps, 1)))
+        ys = np.tile(target[:, 1:], (steps, 1))
+        start = time.perf_counter()
+        history = model.fit(xs, ys, batch_size=b, epochs=1, verbose=0, shuffle=False)
+        return time.perf_counter() - start, history.history["loss"][-1]
+
+    compile_s, _ = fit(args.warmup_steps)
+    elapsed, last_loss = fit(args.steps)
+    step_s = elapsed / args.steps
+    flops = flops_per_step(hp, b, s, t, args.vocab_size)
+    memory, memory_kind = peak_memory_mb(keras.backend.backend())
+    return dict(
+        model=args.model,
+        preset=args.preset,
+        backend=keras.backend.backend(),
+        dtype=args.dtype,
+        jit_compile=args.jit,
+        batch_size=b,
+        source_length=s,
+        target_length=t,
+        params=model.count_params(),
+        ms_per_step=step_s * 1e3,
+        target_tokens_per_s=b * t / step_s,
+        tflops_per_s=flops / step_s / 1e12,
+        loss=float(last_loss),
+        warmup_s=compile_s,
+        peak_memory_mb=memory,
+        peak_memory_kind=memory_kind,
+    )
+
+
+def matmul_peak_tflops(dtype):
+    """The backend's own matrix-multiply rate here: 2048^3, compiled."""
+    import keras
+    from keras import ops
+
+    dtype = "bfloat16" if "bfloat16" in dtype else "float32"
+    a = ops.cast(keras.random.normal((2048, 2048)), dtype)
+
+    def chain(x):
+        for _ in range(10):
+            x = ops.matmul(x, a) * 0.01
+        return x
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        chain = jax.jit(chain)
+    elif keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        chain = tf.function(chain, jit_compile=True)
+    ops.convert_to_numpy(chain(a))
+    start = time.perf_counter()
+    ops.convert_to_numpy(chain(a))
+    return 10 * 2 * 2048**3 / (time.perf_counter() - start) / 1e12
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", nargs="+", default=["tiny", "base"], choices=["tiny", "small", "base", "big"])
+    parser.add_argument("--models", nargs="+", default=["ours", "plain-keras"], choices=["ours", "plain-keras"])
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--source-length", type=int, default=32)
+    parser.add_argument("--target-length", type=int, default=32)
+    parser.add_argument("--vocab-size", type=int, default=37000)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup-steps", type=int, default=3)
+    parser.add_argument("--dtype", default="float32", help="float32 or mixed_bfloat16")
+    parser.add_argument("--jit", default="true", choices=["true", "false", "auto"])
+    parser.add_argument("--peak-tflops", type=float, default=None,
+                        help="peak for MFU (790 = bf16 H100/H200); default: measured CPU float32 matmul rate")
+    parser.add_argument("--output", default=None, help="JSON file to write")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--model", default="ours", help=argparse.SUPPRESS)
+    parser.add_argument("--preset", default="tiny", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker:
+        result = measure(args) if args.model != "peak" else dict(tflops_per_s=matmul_peak_tflops(args.dtype))
+        print("RESULT " + json.dumps(result), flush=True)
+        return
+
+    peak = args.peak_tflops
+    peak_source = "stated"
+    if not peak:
+        run = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "--model", "peak", "--dtype", args.dtype],
+                             capture_output=True, text=True)
+        peak = json.loads(run.stdout.split("RESULT ")[-1])["tflops_per_s"]
+        peak_source = "measured: this backend's compiled 2048^3 matmul on this machine"
+    results = []
+    for preset in args.presets:
+        for model in args.models:
+            command = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--preset", preset]
+            for flag in ("batch_size", "source_length", "target_length", "vocab_size", "steps", "warmup_steps", "dtype", "jit"):
+                command += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
+            run = subprocess.run(command, capture_output=True, text=True)
+            lines = [l for l in run.stdout.splitlines() if l.startswith("RESULT ")]
+            if run.returncode or not lines:
+                sys.stderr.write(run.stderr[-3000:])
+                results.append(dict(model=model, preset=preset, error=f"exit code {run.returncode}"))
+                continue
+            result = json.loads(lines[-1][len("RESULT "):])
+            result["mfu"] = result["tflops_per_s"] / peak
+            results.append(result)
+
+    print(f"\npeak {peak:.3f} TFLOP/s ({peak_source}); batch {args.batch_size} x "
+          f"{args.source_length}/{args.target_length} tokens, vocab {args.vocab_size}, {args.dtype}, jit {args.jit}")
+    print(f"{'preset':7s} {'model':12s} {'params':>8s} {'ms/step':>9s} {'tgt tok/s':>10s} {'MFU':>6s} {'peak MB':>8s} {'vs plain':>8s}")
+    for r in results:
+        if "error" in r:
+            print(f"{r['preset']:7s} {r['model']:12s} failed: {r['error']}")
+            continue
+        peer = next((p for p in results if p.get("preset") == r["preset"] and p.get("model") == "plain-keras" and "error" not in p), None)
+        ratio = r["target_tokens_per_s"] / peer["target_tokens_per_s"] if peer else float("nan")
+        r["speedup_vs_plain_keras"] = ratio
+        print(f"{r['preset']:7s} {r['model']:12s} {r['params'] / 1e6:7.1f}M {r['ms_per_step']:9.1f} "
+              f"{r['target_tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}% {r['peak_memory_mb']:8.0f} {ratio:7.2f}x")
+    if args.output:
+        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+        with open(args.output, "w") as f:
+            json.dump(dict(peak_tflops=peak, peak_source=peak_source, args=vars(args), results=results), f, indent=2)
+        print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

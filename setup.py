@@ -26,6 +26,7 @@ setup(
         ],
         "jax": ["jax>=0.4.30", "jaxlib>=0.4.30"],
         "torch": ["torch>=2.4"],
+        "serve": ["fastapi>=0.110", "uvicorn>=0.29"],
         "test": [
             "tensorflow==2.21.*",
             "tensorflow-text==2.21.*",
@@ -36,6 +37,9 @@ setup(
             "jaxlib>=0.4.30",
             # The CPU build that this project's machines carry on disk.
             "torch==2.13.0",
+            "fastapi>=0.110",
+            "uvicorn>=0.29",
+            "httpx>=0.27",
             "pytest>=8",
         ],
     },

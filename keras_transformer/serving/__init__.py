@@ -1,0 +1,4 @@
+"""Serving exported translation models over TF Serving's REST API."""
+
+from keras_transformer.serving.batcher import Batcher
+from keras_transformer.serving.server import ServingLimits, create_app, load_saved_model_predictor, serve

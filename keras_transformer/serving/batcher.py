@@ -1,0 +1,95 @@
+"""Groups concurrent requests into batches for one predict function."""
+
+import asyncio
+
+
+class Batcher:
+    """Runs `predict` on batches built from concurrent requests.
+
+    Each request brings a list of inputs. The first waiting request opens a
+    batch; requests that arrive within `batch_timeout_s` join it while the
+    batch holds at most `max_batch_size` inputs (a request is never split).
+    `predict(list_of_inputs) -> list_of_outputs` runs in a worker thread, so
+    the event loop keeps accepting requests meanwhile; throughput then grows
+    with load, since a batch costs little more than a single input.
+
+    Example:
+
+        batcher = Batcher(lambda texts: [t.upper() for t in texts])
+        await batcher.start()
+        await batcher.submit(["hello"])  # ["HELLO"]
+    """
+
+    def __init__(self, predict, max_batch_size=32, batch_timeout_s=0.005):
+        if max_batch_size < 1:
+            raise ValueError(
+                f"Argument `max_batch_size` must be >= 1. Received: {max_batch_size}"
+            )
+        self.predict = predict
+        self.max_batch_size = max_batch_size
+        self.batch_timeout_s = batch_timeout_s
+        self.batch_sizes = []  # sizes of the batches run, for tests and stats
+        self._queue = None
+        self._carry = None
+        self._task = None
+
+    async def start(self):
+        self._queue = asyncio.Queue()
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self):
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def submit(self, inputs):
+        """The outputs of `predict` for `inputs`, computed in some batch."""
+        future = asyncio.get_running_loop().create_future()
+        await self._queue.put((list(inputs), future))
+        return await future
+
+    async def _next_batch(self):
+        loop = asyncio.get_running_loop()
+        first = self._carry or await self._queue.get()
+        self._carry = None
+        batch, size = [first], len(first[0])
+        deadline = loop.time() + self.batch_timeout_s
+        while size < self.max_batch_size:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                item = await asyncio.wait_for(self._queue.get(), remaining)
+            except asyncio.TimeoutError:
+                break
+            if size + len(item[0]) > self.max_batch_size:
+                self._carry = item  # opens the next batch
+                break
+            batch.append(item)
+            size += len(item[0])
+        return batch
+
+    async def _run(self):
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = await self._next_batch()
+            batch = [(inputs, f) for inputs, f in batch if not f.done()]  # drop timed-out
+            if not batch:
+                continue
+            flat = [x for inputs, _ in batch for x in inputs]
+            self.batch_sizes.append(len(flat))
+            try:
+                outputs = await loop.run_in_executor(None, self.predict, flat)
+            except Exception as error:  # noqa: BLE001 - handed to the callers
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            start = 0
+            for inputs, future in batch:
+                if not future.done():
+                    future.set_result(outputs[start : start + len(inputs)])
+                start += len(inputs)

@@ -1,0 +1,227 @@
+"""An HTTP server speaking TF Serving's REST predict API for one model.
+
+    keras-transformer serve saved_models/tatoeba_en_fr --port 8501
+    curl -d '{"instances": ["How are you?"]}' \
+        localhost:8501/v1/models/tatoeba_en_fr:predict
+
+Routes, as in TF Serving: `POST /v1/models/<name>[/versions/<v>]:predict`
+with `{"instances": [...]}` (row format, answered with `{"predictions":
+[...]}`) or `{"inputs": [...]}` (columnar, answered with `{"outputs":
+{...}}`), and `GET /v1/models/<name>[/versions/<v>]` for the model status.
+Errors are `{"error": "..."}` with a 4xx status for bad requests, so a
+client written against this server works unchanged against TF Serving.
+"""
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from keras_transformer.serving.batcher import Batcher
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingLimits:
+    """What one request may ask for; larger requests get a 4xx error."""
+
+    max_instances: int = 64  # inputs per request
+    max_characters: int = 2000  # characters per input
+    max_body_bytes: int = 1 << 20  # bytes per request body
+    request_timeout_s: float = 30.0  # answered with 504 past this
+    max_batch_size: int = 64  # inputs per model call, across requests
+    batch_timeout_s: float = 0.005  # how long a batch waits for company
+
+
+class RequestError(ValueError):
+    """A bad request: its message is sent back with a 4xx status."""
+
+    def __init__(self, message, status=400):
+        super().__init__(message)
+        self.status = status
+
+
+def _error(message, status):
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def parse_request(body, limits):
+    """Validates a predict request body; returns (texts, columnar)."""
+    if len(body) > limits.max_body_bytes:
+        raise RequestError(
+            f"request body has {len(body)} bytes; the limit is {limits.max_body_bytes}", 413
+        )
+    try:
+        payload = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise RequestError(f"request body is not valid UTF-8: {error}") from None
+    except json.JSONDecodeError as error:
+        raise RequestError(f"malformed JSON in request body: {error}") from None
+    if not isinstance(payload, dict) or not ({"instances", "inputs"} & payload.keys()):
+        raise RequestError('request must be a JSON object with "instances" or "inputs"')
+    columnar = "instances" not in payload
+    key = "inputs" if columnar else "instances"
+    rows = payload[key]
+    if columnar and isinstance(rows, dict):  # {"inputs": {"inputs": [...]}}
+        rows = rows.get("inputs")
+    if not isinstance(rows, list):
+        raise RequestError(f'"{key}" must be a list of strings; received {type(rows).__name__}')
+    if not rows:
+        raise RequestError(f'"{key}" is an empty list; send at least one string')
+    if len(rows) > limits.max_instances:
+        raise RequestError(
+            f'"{key}" has {len(rows)} items; the limit is {limits.max_instances} per request'
+        )
+    texts = []
+    for i, row in enumerate(rows):
+        if isinstance(row, dict) and not columnar:
+            row = row.get("inputs")
+        if not isinstance(row, str):
+            raise RequestError(f'{key}[{i}] must be a string; received {type(row).__name__}')
+        if not row.strip():
+            raise RequestError(f"{key}[{i}] is an empty string; there is nothing to translate")
+        if len(row) > limits.max_characters:
+            raise RequestError(
+                f"{key}[{i}] has {len(row)} characters; the limit is {limits.max_characters}"
+            )
+        texts.append(row)
+    return texts, columnar
+
+
+def create_app(predict, model_name, version=1, limits=ServingLimits()):
+    """A FastAPI app serving `predict` under `/v1/models/<model_name>`.
+
+    Args:
+        predict: `predict(list_of_str) -> list_of_dict`, one dict of outputs
+            (e.g. `{"translations": ..., "scores": ...}`) per input.
+        model_name: str. The `<name>` in the URLs.
+        version: int. The version reported and accepted in URLs.
+        limits: `ServingLimits`.
+
+    Example:
+
+        app = create_app(lambda texts: [{"translations": t} for t in texts], "echo")
+        uvicorn.run(app, port=8501)
+    """
+    batcher = Batcher(predict, limits.max_batch_size, limits.batch_timeout_s)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        await batcher.start()
+        yield
+        await batcher.stop()
+
+    app = FastAPI(title=f"keras-transformer: {model_name}", lifespan=lifespan)
+    app.state.batcher = batcher
+
+    def check_model(name, requested_version=None):
+        if name != model_name:
+            raise RequestError(f"Servable not found for request: model {name!r} (serving {model_name!r})", 404)
+        if requested_version is not None and str(requested_version) != str(version):
+            raise RequestError(f"Servable not found for request: {name} version {requested_version}", 404)
+
+    async def status(name, requested_version=None):
+        try:
+            check_model(name, requested_version)
+        except RequestError as error:
+            return _error(str(error), error.status)
+        return {
+            "model_version_status": [
+                {"version": str(version), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+            ]
+        }
+
+    async def predict_route(request, name, requested_version=None):
+        try:
+            check_model(name, requested_version)
+            declared = int(request.headers.get("content-length") or 0)
+            if declared > limits.max_body_bytes:
+                raise RequestError(
+                    f"request body has {declared} bytes; the limit is {limits.max_body_bytes}", 413
+                )
+            texts, columnar = parse_request(await request.body(), limits)
+        except RequestError as error:
+            return _error(str(error), error.status)
+        try:
+            outputs = await asyncio.wait_for(batcher.submit(texts), limits.request_timeout_s)
+        except asyncio.TimeoutError:
+            return _error(f"request timed out after {limits.request_timeout_s} s", 504)
+        except Exception as error:  # noqa: BLE001 - reported to the client
+            return _error(f"model failed: {error}", 500)
+        if columnar:
+            return {"outputs": {key: [row[key] for row in outputs] for key in outputs[0]}}
+        return {"predictions": outputs}
+
+    @app.get("/v1/models/{name}")
+    async def model_status(name: str):
+        return await status(name)
+
+    @app.get("/v1/models/{name}/versions/{requested_version}")
+    async def version_status(name: str, requested_version: str):
+        return await status(name, requested_version)
+
+    @app.post("/v1/models/{name}:predict")
+    async def model_predict(name: str, request: Request):
+        return await predict_route(request, name)
+
+    @app.post("/v1/models/{name}/versions/{requested_version}:predict")
+    async def version_predict(name: str, requested_version: str, request: Request):
+        return await predict_route(request, name, requested_version)
+
+    return app
+
+
+def latest_version(model_dir):
+    """The highest numbered version folder of a TF Serving model folder."""
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"No model folder at {model_dir!r}")
+    if os.path.exists(os.path.join(model_dir, "saved_model.pb")):
+        return os.path.basename(os.path.normpath(model_dir)), model_dir
+    versions = [d for d in os.listdir(model_dir) if d.isdigit()]
+    if not versions:
+        raise FileNotFoundError(
+            f"{model_dir!r} holds no numbered version folder with a saved_model.pb "
+            "(expected <name>/<version>/saved_model.pb)"
+        )
+    version = max(versions, key=int)
+    return version, os.path.join(model_dir, version)
+
+
+def _to_python(array):
+    """A NumPy output as JSON-ready Python values (bytes decoded)."""
+    if array.dtype == object:
+        return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array).tolist()
+    return array.tolist()
+
+
+def load_saved_model_predictor(path):
+    """Loads an exported SavedModel; returns `(predict, version)`.
+
+    `path` is a model folder (`saved_models/<name>`, its latest version is
+    used) or one version folder.
+    """
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 - registers the tokenizer ops
+
+    version, version_dir = latest_version(path)
+    signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+
+    def predict(texts):
+        outputs = signature(inputs=tf.constant(texts))
+        columns = {key: _to_python(value.numpy()) for key, value in outputs.items()}
+        return [{key: column[i] for key, column in columns.items()} for i in range(len(texts))]
+
+    return predict, int(version) if str(version).isdigit() else 1
+
+
+def serve(model_dir, host="127.0.0.1", port=8501, name=None, limits=ServingLimits()):
+    """Loads `model_dir` and serves it until interrupted."""
+    import uvicorn
+
+    predict, version = load_saved_model_predictor(model_dir)
+    name = name or os.path.basename(os.path.normpath(model_dir))
+    uvicorn.run(create_app(predict, name, version, limits), host=host, port=port)

@@ -1,0 +1,113 @@
+"""The HTTP server against a real client on localhost, with a stand-in model.
+
+The stand-in reverses each string, so every answer can be checked exactly.
+The exported SavedModel behind the same server is tested in test_export.py.
+"""
+
+import concurrent.futures
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from keras_transformer.serving import ServingLimits, create_app
+
+
+def reverse_model(calls=None, delay=0.0):
+    def predict(texts):
+        if calls is not None:
+            calls.append(len(texts))
+        time.sleep(delay)
+        return [{"translations": t[::-1], "scores": -float(len(t))} for t in texts]
+
+    return predict
+
+
+@pytest.fixture
+def server(run_server):
+    return run_server(create_app(reverse_model(), "echo", version=3, limits=ServingLimits(max_instances=4, max_characters=100)))
+
+
+def test_row_and_columnar_requests(server):
+    r = httpx.post(f"{server.url}/v1/models/echo:predict", json={"instances": ["abc", {"inputs": "xy"}]})
+    assert r.status_code == 200
+    assert r.json() == {"predictions": [{"translations": "cba", "scores": -3.0}, {"translations": "yx", "scores": -2.0}]}
+    r = httpx.post(f"{server.url}/v1/models/echo/versions/3:predict", json={"inputs": ["abc"]})
+    assert r.json() == {"outputs": {"translations": ["cba"], "scores": [-3.0]}}
+
+
+def test_status(server):
+    r = httpx.get(f"{server.url}/v1/models/echo")
+    assert r.json()["model_version_status"][0] == {
+        "version": "3", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}
+    }
+    assert httpx.get(f"{server.url}/v1/models/other").status_code == 404
+    assert httpx.get(f"{server.url}/v1/models/echo/versions/9").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        (b'{"instances": ["a"', 400, "malformed JSON"),
+        (b"\xff\xfe{}", 400, "UTF-8"),
+        (b'["a"]', 400, '"instances" or "inputs"'),
+        (b'{"instances": "abc"}', 400, "list of strings"),
+        (b'{"instances": [1, 2]}', 400, "instances[0] must be a string"),
+        (b'{"instances": []}', 400, "empty list"),
+        (b'{"instances": ["ok", ""]}', 400, "instances[1] is an empty string"),
+        (b'{"instances": ["a", "b", "c", "d", "e"]}', 400, "limit is 4"),
+        (json.dumps({"instances": ["x" * 101]}).encode(), 400, "101 characters"),
+        (json.dumps({"instances": ["x" * (1 << 20)]}).encode(), 413, "bytes"),
+    ],
+)
+def test_bad_requests_get_a_4xx_naming_the_problem_and_the_server_goes_on(server, body, status, words):
+    r = httpx.post(f"{server.url}/v1/models/echo:predict", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == status
+    assert words in r.json()["error"]
+    ok = httpx.post(f"{server.url}/v1/models/echo:predict", json={"instances": ["still here"]})
+    assert ok.json()["predictions"][0]["translations"] == "ereh llits"
+
+
+def test_concurrent_clients_all_answered_correctly_and_batched(run_server):
+    calls = []
+    server = run_server(create_app(reverse_model(calls, delay=0.02), "echo", limits=ServingLimits(max_batch_size=16)))
+    errors = []
+
+    def client(worker):
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            for i in range(25):
+                text = f"client {worker} request {i}"
+                r = http.post("/v1/models/echo:predict", json={"instances": [text]})
+                if r.status_code != 200 or r.json()["predictions"][0]["translations"] != text[::-1]:
+                    errors.append((worker, i, r.status_code, r.text))
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(client, range(8)))
+    assert errors == []
+    assert sum(calls) == 8 * 25  # none lost, none answered twice
+    assert max(calls) > 1  # concurrent requests shared model calls
+    assert max(calls) <= 16
+
+
+def test_request_timeout_is_a_504(run_server):
+    server = run_server(create_app(reverse_model(delay=1.0), "slow", limits=ServingLimits(request_timeout_s=0.2)))
+    r = httpx.post(f"{server.url}/v1/models/slow:predict", json={"instances": ["a"]}, timeout=10)
+    assert r.status_code == 504 and "timed out" in r.json()["error"]
+
+
+def test_model_failure_is_reported_and_server_recovers(run_server):
+    fail = threading.Event()
+    fail.set()
+
+    def predict(texts):
+        if fail.is_set():
+            fail.clear()
+            raise RuntimeError("boom")
+        return [{"translations": t} for t in texts]
+
+    server = run_server(create_app(predict, "flaky"))
+    r = httpx.post(f"{server.url}/v1/models/flaky:predict", json={"instances": ["a"]})
+    assert r.status_code == 500 and "boom" in r.json()["error"]
+    assert httpx.post(f"{server.url}/v1/models/flaky:predict", json={"instances": ["a"]}).status_code == 200

@@ -27,6 +27,7 @@ setup(
         "jax": ["jax>=0.4.30", "jaxlib>=0.4.30"],
         "torch": ["torch>=2.4"],
         "serve": ["fastapi>=0.110", "uvicorn>=0.29"],
+        "plot": ["matplotlib>=3.7"],
         "test": [
             "tensorflow==2.21.*",
             "tensorflow-text==2.21.*",
@@ -40,6 +41,7 @@ setup(
             "fastapi>=0.110",
             "uvicorn>=0.29",
             "httpx>=0.27",
+            "matplotlib>=3.7",
             "pytest>=8",
         ],
     },

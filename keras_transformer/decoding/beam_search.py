@@ -1,0 +1,288 @@
+"""Beam search with a GNMT length penalty, as in neural machine translation.
+
+Alive and finished hypotheses are kept apart. At every step each alive beam
+is extended by every token, and the best `2 * beam_size` candidates are
+kept: candidates ending in EOS that rank within the first `beam_size` move to
+the finished pool (scored with the length penalty), and the best
+`beam_size` candidates not ending in EOS stay alive. As at most `beam_size`
+of the `2 * beam_size` candidates end in EOS, finished hypotheses never
+starve the alive ones. Counting an EOS candidate only within the first
+`beam_size` ranks (as fairseq does) makes `beam_size=1` exactly greedy
+decoding when `alpha=0`.
+
+A sentence stops once its `num_return`-th best finished score is at least
+the best score any alive beam could still reach (its log-probability,
+which can only fall, over the largest length penalty it could get), or when
+it reaches its length limit; then its best alive candidates are finished as
+they are. The loop ends when every sentence has stopped.
+"""
+
+from typing import Any, NamedTuple
+
+import keras
+from keras import ops
+
+from keras_transformer.decoding.common import (
+    BOS_ID,
+    EOS_ID,
+    NEG_INF,
+    PAD_ID,
+    check_optional_token,
+    ensure_built,
+    check_source_ids,
+    log_softmax,
+    output_lengths,
+    step_logits,
+)
+from keras_transformer.validation import check_positive
+
+
+class BeamState(NamedTuple):
+    """The beam search loop state; `length` is the output buffer length."""
+
+    step: Any  # () int32: tokens decoded so far; next input at position `step`
+    alive_seqs: Any  # (batch, beam, length + 1) int32: BOS, tokens, 0 after
+    alive_log_probs: Any  # (batch, beam) float32: sum of log-probs, sorted down
+    alive_cache: Any  # model cache, leaves (batch * beam, ...); {} uncached
+    finished_seqs: Any  # (batch, beam, length + 1) int32: BOS, tokens, EOS, 0
+    finished_scores: Any  # (batch, beam) float32: penalised scores, sorted down
+    finished_flags: Any  # (batch, beam) bool: slot holds a real hypothesis
+
+
+def length_penalty(length, alpha):
+    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016).
+
+    `length` counts the output tokens, EOS included.
+    """
+    length = ops.cast(length, "float32")
+    return ops.power((5.0 + length) / 6.0, alpha)
+
+
+def check_alpha(alpha):
+    import numbers
+
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha >= 0:
+        raise ValueError(f"Argument `alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    return float(alpha)
+
+
+def reorder_cache(cache, flat_indices):
+    """Gathers the cache rows `flat_indices` along the batch * beam axis.
+
+    The cross-attention keys and values are the same for every beam of a
+    sentence, and beams are only ever reordered within their sentence, so
+    that part of the model's cache is left as it is.
+    """
+
+    def take(x):
+        return ops.take(x, flat_indices, axis=0)
+
+    if isinstance(cache, dict) and "cross_attention" in cache:
+        moving = {k: v for k, v in cache.items() if k != "cross_attention"}
+        return {**keras.tree.map_structure(take, moving), "cross_attention": cache["cross_attention"]}
+    return keras.tree.map_structure(take, cache)
+
+
+def _gather(x, indices):
+    """`x[b, indices[b, j]]` for x `(batch, n, ...)` and indices `(batch, m)`."""
+    batch, n, m = ops.shape(x)[0], ops.shape(x)[1], ops.shape(indices)[1]
+    flat = ops.reshape(indices + ops.arange(batch, dtype="int32")[:, None] * n, (-1,))
+    rows = ops.take(ops.reshape(x, (-1,) + tuple(x.shape[2:])), flat, axis=0)
+    return ops.reshape(rows, (batch, m) + tuple(x.shape[2:]))
+
+
+def _repeat_beams(x, beam_size):
+    return ops.repeat(x, beam_size, axis=0)  # (batch * beam, ...)
+
+
+def beam_search(
+    model,
+    source_ids,
+    beam_size=4,
+    alpha=0.6,
+    max_length=None,
+    bos_id=BOS_ID,
+    eos_id=EOS_ID,
+    num_return=1,
+    use_cache=True,
+    max_extra_length=50,
+):
+    """Beam search decoding of a batch of source sentences.
+
+    Written with `keras.ops` only and static shapes (`ops.while_loop` over
+    preallocated buffers, `ops.slice_update`, `ops.take`, `ops.top_k`), so it
+    runs eagerly, under `tf.function(jit_compile=True)`, `jax.jit` and on
+    PyTorch, and exports with stock TensorFlow ops.
+
+    Args:
+        model: a `Transformer`, or any object with `encode`, `init_cache`
+            and `decode` of the same signatures.
+        source_ids: int `(batch, source_length)`, padded with 0; sentences
+            may have different lengths.
+        beam_size: int >= 1.
+        alpha: float >= 0. Length penalty exponent; 0 ranks by the sum of
+            log-probabilities (favouring short outputs).
+        max_length: int, number of output tokens. `None`: each sentence may
+            produce its source length (without padding) + `max_extra_length`
+            tokens, capped by the model's `max_length`.
+        bos_id: int. First decoder input.
+        eos_id: int or `None`. `None` never finishes a hypothesis early
+            (fixed output length, for benchmarks).
+        num_return: int in [1, beam_size]. Hypotheses returned per sentence.
+        use_cache: bool. Decode with the key/value cache (reordered with
+            the beams), or re-run the full decoder every step.
+        max_extra_length: int, see `max_length`.
+
+    Returns:
+        `(tokens, scores)`. With `num_return=1`: int32 `(batch, length)`,
+        the best hypothesis without BOS, EOS included, 0 after EOS; and
+        float32 `(batch,)`, its log-probability divided by the length
+        penalty. With `num_return > 1`: `(batch, num_return, length)` and
+        `(batch, num_return)`, best first.
+
+    Example:
+
+    >>> model = Transformer.from_preset("tiny", vocab_size=100)
+    >>> tokens, scores = beam_search(model, [[5, 6, 7, 3]], max_length=8)
+    >>> tokens.shape
+    (1, 8)
+    """
+    check_positive("beam_size", beam_size)
+    alpha = check_alpha(alpha)
+    check_positive("num_return", num_return)
+    if num_return > beam_size:
+        raise ValueError(
+            "Argument `num_return` must be at most `beam_size`="
+            f"{beam_size}. Received: num_return={num_return}"
+        )
+    check_optional_token("bos_id", bos_id)
+    check_optional_token("eos_id", eos_id)
+    source_ids = check_source_ids(source_ids)
+    ensure_built(model)
+    length, limits = output_lengths(model, source_ids, max_length, max_extra_length)
+    batch = ops.shape(source_ids)[0]
+    k = beam_size
+
+    source_mask = _repeat_beams(ops.not_equal(source_ids, PAD_ID), k)  # (B*k, S)
+    memory = model.encode(source_ids)  # (batch, S, d_model)
+    if use_cache:
+        cache = keras.tree.map_structure(
+            lambda x: _repeat_beams(x, k), model.init_cache(memory, length)
+        )
+        memory = None
+    else:
+        cache = {}
+        memory = _repeat_beams(memory, k)  # (batch * beam, S, d_model)
+
+    seqs = ops.concatenate(
+        [
+            ops.full((batch, k, 1), bos_id, dtype="int32"),
+            ops.zeros((batch, k, length), dtype="int32"),
+        ],
+        axis=2,
+    )
+    # Only beam 0 is expanded at the first step; the others start "dead".
+    first = ops.cast(ops.equal(ops.arange(k), 0), "float32")
+    state = BeamState(
+        step=ops.convert_to_tensor(0, dtype="int32"),
+        alive_seqs=seqs,
+        alive_log_probs=ops.tile((1.0 - first)[None, :] * NEG_INF, (batch, 1)),
+        alive_cache=cache,
+        finished_seqs=ops.zeros_like(seqs),
+        finished_scores=ops.full((batch, k), NEG_INF, dtype="float32"),
+        finished_flags=ops.zeros((batch, k), dtype="bool"),
+    )
+    max_penalty = length_penalty(limits, alpha)  # (batch,)
+
+    def sentence_done(s):
+        """(batch,) bool: the sentence's top `num_return` can not change."""
+        threshold = ops.where(
+            s.finished_flags[:, num_return - 1], s.finished_scores[:, num_return - 1], NEG_INF
+        )
+        best_reachable = s.alive_log_probs[:, 0] / max_penalty
+        improvable = ops.logical_and(ops.less(s.step, limits), best_reachable > threshold)
+        return ops.logical_not(improvable)
+
+    def cond(s):
+        return ops.logical_and(ops.less(s.step, length), ops.logical_not(ops.all(sentence_done(s))))
+
+    def body(s):
+        active = ops.logical_not(sentence_done(s))[:, None]  # (batch, 1)
+        flat_seqs = ops.reshape(s.alive_seqs, (batch * k, length + 1))
+        logits, new_cache = step_logits(
+            model,
+            flat_seqs,
+            s.step,
+            memory,
+            source_mask,
+            s.alive_cache if use_cache else None,
+            length,
+        )
+        log_probs = log_softmax(logits)  # (batch * beam, vocab) float32
+        vocab = log_probs.shape[-1]
+        candidates = s.alive_log_probs[:, :, None] + ops.reshape(log_probs, (batch, k, vocab))
+        # (batch, 2 * beam): the best extensions over all beams and tokens.
+        top_log_probs, top_indices = ops.top_k(ops.reshape(candidates, (batch, k * vocab)), 2 * k)
+        top_indices = ops.cast(top_indices, "int32")
+        top_beams = ops.floor_divide(top_indices, vocab)  # (batch, 2 * beam)
+        top_tokens = ops.mod(top_indices, vocab)  # (batch, 2 * beam)
+        top_seqs = _gather(s.alive_seqs, top_beams)  # (batch, 2 * beam, length + 1)
+        top_seqs = ops.reshape(
+            ops.slice_update(
+                ops.reshape(top_seqs, (batch * 2 * k, length + 1)),
+                (ops.zeros_like(s.step), s.step + 1),
+                ops.reshape(top_tokens, (batch * 2 * k, 1)),
+            ),
+            (batch, 2 * k, length + 1),
+        )
+        if eos_id is None:
+            is_eos = ops.zeros_like(top_tokens, dtype="bool")
+        else:
+            is_eos = ops.equal(top_tokens, eos_id)
+
+        # Finished pool: EOS candidates within the first `beam` ranks, and at
+        # a sentence's length limit its best `beam` candidates as they are.
+        at_limit = ops.greater_equal(s.step + 1, limits)[:, None]  # (batch, 1)
+        in_beam = ops.less(ops.arange(2 * k), k)[None, :]  # (1, 2 * beam)
+        real = ops.greater(top_log_probs, NEG_INF)  # not from a dead beam
+        finishing = ops.logical_and(
+            ops.logical_and(ops.logical_or(is_eos, at_limit), in_beam),
+            ops.logical_and(active, real),
+        )
+        new_scores = top_log_probs / length_penalty(s.step + 1, alpha)
+        new_scores = ops.where(finishing, new_scores, NEG_INF)
+        pool_scores = ops.concatenate([s.finished_scores, new_scores], axis=1)  # (B, 3k)
+        finished_scores, keep = ops.top_k(pool_scores, k)  # (batch, beam)
+        keep = ops.cast(keep, "int32")
+        finished_seqs = _gather(ops.concatenate([s.finished_seqs, top_seqs], axis=1), keep)
+        finished_flags = _gather(ops.concatenate([s.finished_flags, finishing], axis=1), keep)
+
+        # Alive pool: the best `beam` candidates that did not end in EOS.
+        alive_candidates = ops.where(is_eos, NEG_INF, ops.maximum(top_log_probs, NEG_INF))
+        alive_log_probs, chosen = ops.top_k(alive_candidates, k)  # (batch, beam)
+        chosen = ops.cast(chosen, "int32")
+        alive_seqs = _gather(top_seqs, chosen)
+        if use_cache:
+            source_beams = _gather(top_beams, chosen)  # (batch, beam)
+            flat = ops.reshape(source_beams + ops.arange(batch, dtype="int32")[:, None] * k, (-1,))
+            new_cache = reorder_cache(new_cache, flat)
+        else:
+            new_cache = {}
+        return (
+            BeamState(
+                step=s.step + 1,
+                alive_seqs=alive_seqs,
+                alive_log_probs=alive_log_probs,
+                alive_cache=new_cache,
+                finished_seqs=finished_seqs,
+                finished_scores=finished_scores,
+                finished_flags=finished_flags,
+            ),
+        )
+
+    (state,) = ops.while_loop(cond, body, (state,))
+    tokens = state.finished_seqs[:, :num_return, 1:]  # (batch, n, length)
+    scores = state.finished_scores[:, :num_return]
+    if num_return == 1:
+        return tokens[:, 0], scores[:, 0]
+    return tokens, scores

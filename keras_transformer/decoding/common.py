@@ -1,0 +1,158 @@
+"""Pieces shared by greedy decoding, beam search and the translator."""
+
+import numbers
+
+import keras
+import numpy as np
+from keras import ops
+
+# A stand-in for minus infinity that stays finite in float16 (max 65504),
+# even when two of them are added. Scores are float32 throughout, but a
+# finite value keeps `0 * NEG_INF` and `NEG_INF - NEG_INF` free of NaNs.
+NEG_INF = -3.0e4
+
+PAD_ID = 0
+BOS_ID = 2
+EOS_ID = 3
+
+
+def model_max_length(model):
+    """The longest sequence the model accepts, or `None` if unknown."""
+    config = getattr(model, "transformer_config", None)
+    if config is not None:
+        return config.max_length
+    return getattr(model, "max_length", None)
+
+
+def ensure_built(model):
+    """Builds a model that has not been called yet (its decoder layers are
+    created on the first full call), with a 1 x 1 dummy batch."""
+    if getattr(model, "built", True):
+        return
+    one = ops.ones((1, 1), dtype="int32")
+    model((one, one))
+
+
+def check_non_negative_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(
+            f"Argument `{name}` must be a non-negative integer. Received: {name}={value!r}"
+        )
+
+
+def check_optional_token(name, value):
+    if value is not None:
+        check_non_negative_int(name, value)
+
+
+def check_source_ids(source_ids):
+    """Validates `source_ids` and returns an int32 tensor `(batch, length)`.
+
+    Raises `ValueError` (naming the argument and what was received) for a
+    wrong rank, a non-integer dtype, or, for host arrays, negative ids.
+    """
+    if isinstance(source_ids, (list, tuple)) or isinstance(source_ids, np.ndarray):
+        array = np.asarray(source_ids)
+        if array.dtype == object or not (
+            np.issubdtype(array.dtype, np.integer) and array.dtype != np.bool_
+        ):
+            raise ValueError(
+                "Argument `source_ids` must hold integer token ids in a "
+                f"rectangular (batch, length) array. Received: dtype={array.dtype}"
+            )
+        if array.size and array.min() < 0:
+            raise ValueError(
+                "Argument `source_ids` must hold non-negative token ids. "
+                f"Received: min(source_ids)={array.min()}"
+            )
+        source_ids = array
+    ids = ops.convert_to_tensor(source_ids)
+    if len(ids.shape) != 2:
+        raise ValueError(
+            "Argument `source_ids` must have shape (batch, length). "
+            f"Received: source_ids.shape={tuple(ids.shape)}"
+        )
+    dtype = keras.backend.standardize_dtype(ids.dtype)
+    if "int" not in dtype:
+        raise ValueError(
+            "Argument `source_ids` must hold integer token ids. "
+            f"Received: source_ids of dtype {dtype}"
+        )
+    if ids.shape[1] is None:
+        raise ValueError(
+            "Argument `source_ids` needs a static length (the output buffer "
+            "is preallocated). Received: source_ids.shape="
+            f"{tuple(ids.shape)}"
+        )
+    return ops.cast(ids, "int32")
+
+
+def output_lengths(model, source_ids, max_length, max_extra_length):
+    """The output buffer length and each sentence's own length limit.
+
+    With `max_length=None` each sentence may produce up to its own source
+    length (non-padding tokens) + `max_extra_length` tokens (the paper's
+    "input length + 50"), capped by the model's `max_length`; the buffer is
+    the padded source length + `max_extra_length`, capped the same way. A
+    sentence therefore decodes alike alone and next to longer ones. An
+    explicit `max_length` applies to every sentence.
+
+    Returns:
+        `(length, limits)`: a Python int and an int32 tensor `(batch,)`.
+    """
+    cap = model_max_length(model)
+    batch = ops.shape(source_ids)[0]
+    if max_length is None:
+        check_non_negative_int("max_extra_length", max_extra_length)
+        length = source_ids.shape[1] + max_extra_length
+        if cap is not None:
+            length = min(length, cap)
+        real = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)
+        limits = ops.minimum(real + max_extra_length, length)
+        return max(length, 1), limits
+    if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 1:
+        raise ValueError(
+            f"Argument `max_length` must be a positive integer or None. Received: max_length={max_length!r}"
+        )
+    if cap is not None and max_length > cap:
+        raise ValueError(
+            f"Argument `max_length` must be at most the model's max_length={cap}. "
+            f"Received: max_length={max_length}"
+        )
+    return int(max_length), ops.full((batch,), int(max_length), dtype="int32")
+
+
+def log_softmax(logits):
+    """Log-probabilities in float32, whatever the compute dtype."""
+    return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+
+
+def step_logits(model, tokens, step, memory, source_mask, cache, length):
+    """Next-token logits `(rows, vocab)` of the tokens at position `step`.
+
+    With a cache, decodes the single token `tokens[:, step]` and returns the
+    updated cache; without one, re-runs the full causal decoder over the
+    first `length` positions of the fixed buffer (later positions cannot
+    influence position `step`) and takes position `step`.
+    """
+    rows = ops.shape(tokens)[0]
+    zero = ops.zeros_like(step)
+    if cache is not None:
+        ids = ops.slice(tokens, (zero, step), (rows, 1))
+        logits, cache = model.decode(ids, None, source_mask, cache=cache, cache_index=step)
+        return logits[:, 0], cache
+    logits = model.decode(tokens[:, :length], memory, source_mask)
+    vocab = logits.shape[-1]
+    return ops.slice(logits, (zero, step, zero), (rows, 1, vocab))[:, 0], cache
+
+
+def strip(ids, eos_id=EOS_ID):
+    """Token ids of one output row as a list, up to (not including) EOS,
+    without padding."""
+    out = []
+    for token in np.asarray(ids).tolist():
+        if eos_id is not None and token == eos_id:
+            break
+        if token != PAD_ID:
+            out.append(int(token))
+    return out

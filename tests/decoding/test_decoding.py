@@ -1,0 +1,294 @@
+"""Greedy decoding and beam search against full passes, known answers and
+exhaustive search."""
+
+import itertools
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_transformer import Transformer
+from keras_transformer.decoding import NEG_INF, beam_search, greedy_decode, jit_decoder, length_penalty
+from keras_transformer.decoding.common import step_logits
+from tests.decoding.toy_models import EOS, BigramModel, CopyModel
+
+TINY = dict(vocab_size=24, num_layers=2, d_model=16, num_heads=2, d_ff=32, dropout_rate=0.0, max_length=32)
+
+
+def tiny_model(seed=1):
+    keras.utils.set_random_seed(seed)
+    model = Transformer(**TINY)
+    one = np.ones((1, 1), "int32")
+    model((one, one))
+    return model
+
+
+def sources():
+    """Three sentences of lengths 3, 6 and 9 (EOS last), 0-padded."""
+    batch = np.zeros((3, 9), "int32")
+    for row, length in enumerate([3, 6, 9]):
+        batch[row, : length - 1] = np.arange(length - 1) % 19 + 4 + row
+        batch[row, length - 1] = EOS
+    return batch
+
+
+def np_(x):
+    return ops.convert_to_numpy(x)
+
+
+def normalized(logits):
+    logits = np.asarray(logits, "float64")
+    return (logits - np.log(np.exp(logits).sum(-1, keepdims=True))).astype("float32")
+
+
+def table(rows, vocab=9, eps=1e-6):
+    """A (vocab, vocab) log-prob table: `rows[prev] = {token: prob}`, the
+    remaining mass spread evenly over the other tokens."""
+    out = np.zeros((vocab, vocab))
+    for prev in range(vocab):
+        probs = rows.get(prev, {EOS: 1.0})
+        rest = [t for t in range(vocab) if t not in probs]
+        spread = max(1.0 - sum(probs.values()), eps * len(rest)) / len(rest)
+        for t in range(vocab):
+            out[prev, t] = probs.get(t, spread)
+    return np.log(out / out.sum(1, keepdims=True)).astype("float32")
+
+
+# --- cache -----------------------------------------------------------------
+
+
+def test_cached_steps_equal_full_pass_at_every_step():
+    model = tiny_model()
+    source = sources()
+    tokens, _ = greedy_decode(model, source, max_length=8, eos_id=None)
+    inputs = np.concatenate([np.full((3, 1), 2, "int32"), np_(tokens)], axis=1)  # BOS + output
+    memory = model.encode(source)
+    mask = ops.not_equal(source, 0)
+    # The full causal pass: position i sees positions <= i only.
+    full = np_(model.decode(inputs[:, :8], memory, mask))
+    cache = model.init_cache(memory, 8)
+    for i in range(8):
+        cached, cache = step_logits(model, inputs, ops.convert_to_tensor(i, "int32"), None, mask, cache, 8)
+        np.testing.assert_allclose(np_(cached), full[:, i], atol=1e-5)
+
+
+def test_greedy_with_and_without_cache_agree():
+    model = tiny_model()
+    cached = greedy_decode(model, sources(), max_length=10)
+    uncached = greedy_decode(model, sources(), max_length=10, use_cache=False)
+    np.testing.assert_array_equal(np_(cached[0]), np_(uncached[0]))
+    np.testing.assert_allclose(np_(cached[1]), np_(uncached[1]), atol=1e-5)
+
+
+def test_beam_search_with_and_without_cache_agree():
+    # Beams are reordered every step: a wrong cache reordering shows here.
+    model = tiny_model()
+    kwargs = dict(beam_size=3, max_length=8, num_return=3, eos_id=5)
+    cached = beam_search(model, sources(), **kwargs)
+    uncached = beam_search(model, sources(), use_cache=False, **kwargs)
+    np.testing.assert_array_equal(np_(cached[0]), np_(uncached[0]))
+    np.testing.assert_allclose(np_(cached[1]), np_(uncached[1]), atol=1e-5)
+
+
+# --- greedy ------------------------------------------------------------------
+
+
+def test_greedy_output_format_and_scores():
+    model = tiny_model()
+    source = sources()
+    tokens, scores = greedy_decode(model, source, eos_id=7)
+    tokens, scores = np_(tokens), np_(scores)
+    assert tokens.shape == (3, min(9 + 50, TINY["max_length"]))
+    memory, mask = model.encode(source), ops.not_equal(source, 0)
+    for row in range(3):
+        out = list(tokens[row])
+        end = out.index(7) + 1 if 7 in out else len(out)
+        assert all(t == 0 for t in out[end:])  # 0 after EOS
+        inputs = np.array([[2] + out[: end - 1]], "int32")
+        log_probs = normalized(np_(model.decode(inputs, memory[row : row + 1], mask[row : row + 1]))[0])
+        assert list(log_probs.argmax(-1)) == out[:end]
+        np.testing.assert_allclose(scores[row], log_probs[np.arange(end), out[:end]].sum(), rtol=1e-4)
+
+
+def test_default_length_is_source_length_plus_extra_capped_by_model():
+    model = tiny_model()
+    short = np.array([[5, 6, EOS]], "int32")
+    tokens, _ = greedy_decode(model, short, eos_id=None, max_extra_length=4)
+    assert np_(tokens).shape == (1, 7) and np.all(np_(tokens) > 0)
+    tokens, _ = greedy_decode(model, short, eos_id=None)  # 3 + 50 > 32
+    assert np_(tokens).shape == (1, TINY["max_length"])
+
+
+# --- beam search -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("eos_id", [3, 9])
+def test_beam_size_one_is_greedy(eos_id):
+    model = tiny_model(seed=2)
+    greedy = greedy_decode(model, sources(), max_length=12, eos_id=eos_id)
+    beam = beam_search(model, sources(), beam_size=1, alpha=0.0, max_length=12, eos_id=eos_id)
+    np.testing.assert_array_equal(np_(beam[0]), np_(greedy[0]))
+    np.testing.assert_allclose(np_(beam[1]), np_(greedy[1]), atol=1e-5)
+
+
+def test_beam_search_finds_what_greedy_misses():
+    # a: 0.6 then EOS at best 0.3 (0.18); b: 0.4 then EOS 0.95 (0.38).
+    a, b = 4, 5
+    log_probs = table({2: {a: 0.6, b: 0.4}, a: {EOS: 0.3, 6: 0.25, 7: 0.25, 8: 0.2}, b: {EOS: 0.95}})
+    model = BigramModel(log_probs)
+    source = np.array([[5, EOS]], "int32")
+    greedy, greedy_score = greedy_decode(model, source, max_length=6)
+    assert list(np_(greedy)[0]) == [a, EOS, 0, 0, 0, 0]
+    np.testing.assert_allclose(np_(greedy_score), [np.log(0.18)], rtol=1e-5)
+    tokens, scores = beam_search(model, source, beam_size=2, alpha=0.0, max_length=6)
+    assert list(np_(tokens)[0]) == [b, EOS, 0, 0, 0, 0]
+    np.testing.assert_allclose(np_(scores), [np.log(0.38)], rtol=1e-5)
+
+
+def exhaustive(log_probs, length, alpha):
+    """Every hypothesis (ending in EOS, or of `length` tokens), best first."""
+    vocab = log_probs.shape[0]
+    found = []
+    for n in range(1, length + 1):
+        for seq in itertools.product(range(vocab), repeat=n):
+            if EOS in seq[:-1] or (n < length and seq[-1] != EOS):
+                continue
+            total = sum(log_probs[p, t] for p, t in zip((2,) + seq[:-1], seq))
+            found.append((total / ((5 + n) / 6) ** alpha, list(seq) + [0] * (length - n)))
+    return sorted(found, key=lambda x: -x[0])
+
+
+@pytest.mark.parametrize("seed, alpha", [(0, 0.0), (1, 0.6), (2, 2.0)])
+def test_wide_beam_equals_exhaustive_search(seed, alpha):
+    # 4 tokens, 3 steps: a beam of 36 holds every candidate, so beam search
+    # with its finished pool, length penalty and early stop is exact.
+    log_probs = normalized(np.random.default_rng(seed).normal(size=(4, 4)) * 2)
+    model = BigramModel(log_probs)
+    tokens, scores = beam_search(
+        model, np.array([[1, EOS]], "int32"), beam_size=36, alpha=alpha, max_length=3, num_return=5
+    )
+    best = exhaustive(log_probs, 3, alpha)[:5]
+    np.testing.assert_allclose(np_(scores)[0], [s for s, _ in best], rtol=1e-5)
+    assert np_(tokens)[0].tolist() == [seq for _, seq in best]
+
+
+def test_length_penalty_decides_between_short_and_long_hypotheses():
+    # short: a EOS (2 tokens, log p_s); long: b c d e EOS (5 tokens, log p_l
+    # < log p_s). The long one wins iff p_l / lp(5) > p_s / lp(2), i.e.
+    # alpha > log(p_l / p_s) / log(lp(5) / lp(2)) with lp(n) = (5 + n) / 6.
+    log_probs = table({2: {4: 0.6, 5: 0.4}, 4: {EOS: 0.999}, 5: {6: 0.999}, 6: {7: 0.999}, 7: {8: 0.999}, 8: {EOS: 0.999}})
+    model = BigramModel(log_probs)
+    p_short = log_probs[2, 4] + log_probs[4, EOS]
+    p_long = log_probs[2, 5] + log_probs[5, 6] + log_probs[6, 7] + log_probs[7, 8] + log_probs[8, EOS]
+    crossover = np.log(p_long / p_short) / np.log(10 / 7)
+    assert 0.5 < crossover < 2
+    source = np.array([[5, EOS]], "int32")
+    for alpha, expected, length, log_p in [
+        (0.0, [4, EOS], 2, p_short),
+        (crossover - 0.05, [4, EOS], 2, p_short),
+        (crossover + 0.05, [5, 6, 7, 8, EOS], 5, p_long),
+    ]:
+        tokens, scores = beam_search(model, source, beam_size=2, alpha=alpha, max_length=8)
+        assert list(np_(tokens)[0][: len(expected)]) == expected
+        np.testing.assert_allclose(np_(scores)[0], log_p / ((5 + length) / 6) ** alpha, rtol=1e-5)
+    np.testing.assert_allclose(np_(length_penalty(np.array([2, 5]), 0.6)), [(7 / 6) ** 0.6, (10 / 6) ** 0.6], rtol=1e-6)
+
+
+def test_n_best_is_sorted_and_distinct():
+    model = tiny_model(seed=3)
+    tokens, scores = beam_search(model, sources(), beam_size=4, num_return=4, max_length=6, eos_id=5)
+    tokens, scores = np_(tokens), np_(scores)
+    assert tokens.shape == (3, 4, 6) and scores.shape == (3, 4)
+    assert np.all(np.diff(scores, axis=1) <= 0) and np.all(scores > NEG_INF / 2)
+    for row in tokens:
+        assert len({tuple(h) for h in row}) == 4
+
+
+@pytest.mark.parametrize("decoder", ["greedy", "beam"])
+def test_sentence_decodes_alike_alone_and_in_a_batch(decoder):
+    model = tiny_model(seed=4)
+    batch = sources()
+    run = (lambda s: greedy_decode(model, s)) if decoder == "greedy" else (lambda s: beam_search(model, s, beam_size=3))
+    tokens, scores = map(np_, run(batch))
+    for row, length in enumerate([3, 6, 9]):
+        alone_tokens, alone_scores = map(np_, run(batch[row : row + 1, :length]))
+        n = alone_tokens.shape[1]
+        np.testing.assert_array_equal(tokens[row, :n], alone_tokens[0])
+        assert np.all(tokens[row, n:] == 0)
+        np.testing.assert_allclose(scores[row], alone_scores[0], atol=1e-4)
+
+
+def test_copy_model_batch_of_different_lengths():
+    model = CopyModel()
+    source = np.array([[4, 5, 6, 7, EOS], [8, EOS, 0, 0, 0]], "int32")
+    for tokens, _ in (greedy_decode(model, source), beam_search(model, source, beam_size=3)):
+        tokens = np_(tokens)
+        assert tokens[0, :5].tolist() == [4, 5, 6, 7, EOS] and np.all(tokens[0, 5:] == 0)
+        assert tokens[1, :2].tolist() == [8, EOS] and np.all(tokens[1, 2:] == 0)
+
+
+# --- compiled ------------------------------------------------------------------
+
+
+def _compiled_matches_eager(model):
+    source = sources()
+    for fn, kwargs in [
+        (greedy_decode, dict(max_length=8)),
+        (beam_search, dict(beam_size=3, max_length=8, num_return=2, eos_id=5)),
+    ]:
+        eager = fn(model, source, **kwargs)
+        compiled = jit_decoder(model, fn, **kwargs)(source)
+        np.testing.assert_array_equal(np_(compiled[0]), np_(eager[0]))
+        np.testing.assert_allclose(np_(compiled[1]), np_(eager[1]), atol=1e-4)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.function(jit_compile=True) test; the JAX pass runs the jax.jit test")
+def test_xla_compiled_tf_function_matches_eager():
+    import tensorflow as tf
+
+    model = tiny_model()
+    _compiled_matches_eager(model)
+    # A plain tf.function with a symbolic batch size also traces.
+    fn = tf.function(
+        lambda s: beam_search(model, s, beam_size=2, max_length=6),
+        input_signature=[tf.TensorSpec((None, 9), tf.int32)],
+        jit_compile=True,
+    )
+    np.testing.assert_array_equal(np_(fn(sources())[0]), np_(beam_search(model, sources(), beam_size=2, max_length=6)[0]))
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="jax.jit test; the TensorFlow pass runs the XLA tf.function test")
+def test_jax_jit_matches_eager():
+    model = tiny_model()
+    _compiled_matches_eager(model)
+
+
+# --- arguments -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(beam_size=0), "beam_size"),
+        (dict(beam_size=2.5), "beam_size"),
+        (dict(alpha=-0.1), "alpha"),
+        (dict(alpha="high"), "alpha"),
+        (dict(num_return=5), "num_return"),
+        (dict(max_length=0), "max_length"),
+        (dict(max_length=100), "max_length"),
+        (dict(eos_id=-1), "eos_id"),
+    ],
+)
+def test_bad_arguments_raise(kwargs, name):
+    model = CopyModel()
+    with pytest.raises(ValueError, match=name):
+        beam_search(model, np.array([[4, EOS]], "int32"), **kwargs)
+
+
+@pytest.mark.parametrize("ids", [np.array([[4.0, 3.0]]), [[4, 3.5]], np.array([4, 3]), [[-4, 3]]])
+def test_bad_source_ids_raise(ids):
+    model = CopyModel()
+    for fn in (greedy_decode, beam_search):
+        with pytest.raises(ValueError, match="source_ids"):
+            fn(model, ids)

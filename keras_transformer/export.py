@@ -1,0 +1,216 @@
+"""Export a trained model as a SavedModel that translates strings.
+
+The SavedModel's `serving_default` signature takes `inputs: tf.string
+[batch]` and returns `translations: tf.string [batch]` and `scores:
+tf.float32 [batch]` (plus `nbest_translations` and `nbest_scores` of shape
+`[batch, n_best]` when `n_best > 1`). Tokenization (tensorflow-text's
+SentencePiece op; the tokenizer model is also in the SavedModel's assets), beam
+search (a `tf.while_loop` from `keras.ops.while_loop`) and detokenization all
+run inside the graph, built from stock TensorFlow and tensorflow-text ops, so
+TF Serving or plain `tf.saved_model.load` serve it without this package.
+
+Documented edge cases, per sentence (they never fail the batch):
+- an empty (or all-whitespace) input gives an empty translation, score 0;
+- an input longer than the model allows is truncated to its first
+  `max_input_length - 1` subword tokens (EOS takes the last place).
+
+Sources are padded to the smallest of a few fixed lengths (`buckets`) that
+fits the longest sentence of the batch, and each bucket has its own branch
+of the graph (`tf.switch_case`), so shapes are static inside the loop and a
+short batch does not pay for the longest possible input.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import keras
+
+from keras_transformer.decoding import beam_search
+from keras_transformer.decoding.common import BOS_ID, EOS_ID, model_max_length
+
+DEFAULT_BUCKETS = (16, 32, 64, 128, 256)
+
+
+def _tokenizer_model_bytes(tokenizer):
+    """The serialized SentencePiece model of a tokenizer, path or bytes."""
+    if isinstance(tokenizer, bytes):
+        return tokenizer
+    if isinstance(tokenizer, (str, os.PathLike)):
+        if not os.path.isfile(tokenizer):
+            raise FileNotFoundError(f"No SentencePiece model file at {os.fspath(tokenizer)!r}")
+        with open(tokenizer, "rb") as f:
+            return f.read()
+    proto = getattr(tokenizer, "model_proto", None)
+    if proto is None:
+        raise ValueError(
+            "Argument `tokenizer` must be a SubwordTokenizer, the path of a "
+            f"SentencePiece .model file or its bytes. Received: {type(tokenizer).__name__}"
+        )
+    return proto
+
+
+def next_version(export_dir):
+    """1 + the highest numbered version folder in `export_dir` (or 1)."""
+    if not os.path.isdir(export_dir):
+        return 1
+    versions = [int(d) for d in os.listdir(export_dir) if d.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length, n_best, max_input_length, buckets):
+    """The graph function `inputs [batch] string -> dict of outputs`."""
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    buckets = sorted({b for b in buckets if b < max_input_length} | {max_input_length})
+
+    def decode_bucket(tokens, size, tokenizer):
+        source = tokens.to_tensor(default_value=0, shape=[None, size])  # (batch, size)
+        ids, scores = beam_search(
+            model, source, beam_size=beam_size, alpha=alpha,
+            max_extra_length=max_extra_length, num_return=n_best,
+        )
+        if n_best == 1:  # (batch, length) -> (batch, 1, length)
+            ids, scores = ids[:, None], scores[:, None]
+        ids = tf.cast(ids, tf.int32)
+        # Keep the tokens before the first EOS (padding follows it).
+        before_eos = tf.math.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=-1) == 0
+        lengths = tf.reduce_sum(tf.cast(before_eos & (ids != 0), tf.int32), axis=-1)
+        flat = tf.reshape(ids, [-1, tf.shape(ids)[-1]])
+        ragged = tf.RaggedTensor.from_tensor(flat, lengths=tf.reshape(lengths, [-1]))
+        text = tf.reshape(tokenizer.detokenize(ragged), [-1, n_best])  # (batch, n_best)
+        return text, tf.cast(scores, tf.float32)
+
+    # The op takes the model as an attribute, so its bytes also live in the
+    # graph; the same file is in the SavedModel's assets for other tools.
+    with open(tokenizer_path, "rb") as f:
+        tokenizer = tf_text.SentencepieceTokenizer(model=f.read())
+
+    def translate(inputs):
+        tokens = tokenizer.tokenize(inputs)  # ragged (batch, None) int32
+        tokens = tf.cast(tokens[:, : max_input_length - 1], tf.int32)
+        empty = tokens.row_lengths() == 0  # (batch,)
+        eos = tf.fill([tokens.nrows(), 1], tf.constant(EOS_ID, tf.int32))
+        tokens = tf.concat([tokens, eos], axis=1)  # every source ends with EOS
+        longest = tf.maximum(tf.reduce_max(tokens.row_lengths()), 1)  # 1 for an empty batch
+        index = tf.searchsorted(tf.constant(buckets, tf.int64), tf.reshape(longest, [1]))[0]
+        branches = [lambda size=size: decode_bucket(tokens, size, tokenizer) for size in buckets]
+        text, scores = tf.switch_case(tf.cast(index, tf.int32), branches)
+        text = tf.where(empty[:, None], tf.constant(""), text)
+        scores = tf.where(empty[:, None], 0.0, scores)
+        outputs = {"translations": text[:, 0], "scores": scores[:, 0]}
+        if n_best > 1:
+            outputs.update(nbest_translations=text, nbest_scores=scores)
+        return outputs
+
+    return translate, tokenizer, buckets
+
+
+def export(
+    model,
+    tokenizer,
+    export_dir,
+    *,
+    version=None,
+    beam_size=4,
+    alpha=0.6,
+    max_extra_length=50,
+    n_best=1,
+    max_input_length=None,
+    buckets=DEFAULT_BUCKETS,
+    metadata=None,
+):
+    """Writes `export_dir/<version>/`, a SavedModel that translates strings.
+
+    Args:
+        model: a trained `Transformer` (TensorFlow backend).
+        tokenizer: its `SubwordTokenizer`, or the path of the SentencePiece
+            `.model` file, or that file's bytes.
+        export_dir: the model folder, e.g. `saved_models/tatoeba_en_fr`; the
+            SavedModel goes to a numbered version folder inside it, as TF
+            Serving expects.
+        version: int; defaults to one more than the highest version there.
+        beam_size, alpha, max_extra_length: beam search settings (the
+            paper's 4, 0.6 and input length + 50 by default).
+        n_best: int; also return the `n_best` best translations.
+        max_input_length: source tokens kept (EOS included); defaults to
+            the model's `max_length` less `max_extra_length`.
+        buckets: source lengths the graph pads to.
+        metadata: optional dict written as `assets.extra/metadata.json`.
+
+    Returns:
+        The version folder's path.
+
+    Example:
+
+    >>> path = export(model, tokenizer, "saved_models/tatoeba_en_fr")
+    >>> reloaded = tf.saved_model.load(path)
+    >>> reloaded.signatures["serving_default"](inputs=tf.constant(["Hi."]))
+    """
+    if keras.backend.backend() != "tensorflow":
+        raise RuntimeError(
+            "Exporting a SavedModel needs the TensorFlow backend (Keras "
+            "weights are backend-independent: load them with "
+            "KERAS_BACKEND=tensorflow and export there). Received: "
+            f"backend {keras.backend.backend()!r}"
+        )
+    import tensorflow as tf
+
+    for name, value, low in (("beam_size", beam_size, 1), ("n_best", n_best, 1), ("max_extra_length", max_extra_length, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"Argument `{name}` must be an integer >= {low}. Received: {name}={value!r}")
+    if n_best > beam_size:
+        raise ValueError(f"Argument `n_best` must be at most `beam_size`={beam_size}. Received: n_best={n_best}")
+    if not model.built:
+        raise ValueError("The model must be built (trained or called once) before export.")
+    cap = model_max_length(model)
+    max_input_length = max_input_length or max(cap - max_extra_length, 2)
+    if not 2 <= max_input_length <= cap:
+        raise ValueError(
+            f"Argument `max_input_length` must be in [2, {cap}] (the model's "
+            f"max_length). Received: max_input_length={max_input_length}"
+        )
+    version = version or next_version(export_dir)
+    target = os.path.join(export_dir, str(version))
+    if os.path.exists(target):
+        raise FileExistsError(f"{target!r} already exists; pass another `version`")
+
+    os.makedirs(export_dir, exist_ok=True)
+    # Built beside its final place, then renamed: a version appears whole or
+    # not at all (TF Serving ignores the non-numeric staging folder).
+    staging = tempfile.mkdtemp(prefix=".export-", dir=export_dir)
+    try:
+        tokenizer_path = os.path.join(staging, "tokenizer.model")
+        with open(tokenizer_path, "wb") as f:
+            f.write(_tokenizer_model_bytes(tokenizer))
+        translate, in_graph_tokenizer, used_buckets = build_translate_fn(
+            model, tokenizer_path, beam_size, alpha, max_extra_length, n_best, max_input_length, buckets
+        )
+        resources = tf.Module()
+        resources.tokenizer = in_graph_tokenizer
+        archive = keras.export.ExportArchive()
+        archive.track(model)
+        archive.track(resources)  # the tokenizer's op resource
+        archive.add_endpoint(
+            "serving_default", translate, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")]
+        )
+        saved = os.path.join(staging, "saved_model")
+        archive.write_out(saved, verbose=False)
+        settings = dict(
+            beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, n_best=n_best,
+            max_input_length=max_input_length, buckets=used_buckets, bos_id=BOS_ID, eos_id=EOS_ID,
+            model_config=model.get_config(), **(metadata or {}),
+        )
+        # The tokenizer model travels in assets/ (for tools such as the
+        # `sentencepiece` package); the graph's op carries the same bytes.
+        os.makedirs(os.path.join(saved, "assets"), exist_ok=True)
+        shutil.copy(tokenizer_path, os.path.join(saved, "assets", "tokenizer.model"))
+        os.makedirs(os.path.join(saved, "assets.extra"), exist_ok=True)
+        with open(os.path.join(saved, "assets.extra", "metadata.json"), "w") as f:
+            json.dump(settings, f, indent=2, default=str)
+        os.replace(saved, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

@@ -1,0 +1,144 @@
+"""The exported SavedModel: strings in, translations out, without this package."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import httpx
+import keras
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="SavedModel export runs in the TensorFlow pass"
+)
+
+SENTENCES = [
+    "Hello there.", "How are you?", "I am fine, thank you.", "Where is the station?",
+    "It costs 12 euros.", "Good morning to all!", "See you tomorrow.", "The cat sleeps.",
+]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    import sentencepiece as spm
+
+    from keras_transformer import LabelSmoothedCrossEntropy, Transformer, paper_optimizer
+    from keras_transformer.export import export
+
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(SENTENCES * 10), model_writer=buffer, vocab_size=90,
+        model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0,
+    )
+    sp = spm.SentencePieceProcessor(model_proto=buffer.getvalue())
+    # A few steps of learning to copy, so that the best beams are far apart.
+    ids = [sp.encode(s) for s in SENTENCES]
+    length = max(map(len, ids)) + 2
+    source = np.array([x + [3] + [0] * (length - len(x) - 1) for x in ids], "int32")
+    target = np.array([[2] + x + [3] + [0] * (length - len(x) - 1) for x in ids], "int32")
+    keras.utils.set_random_seed(0)
+    model = Transformer(vocab_size=90, num_layers=1, d_model=32, num_heads=2, d_ff=64, max_length=64, dropout_rate=0.0)
+    model.compile(paper_optimizer(32, warmup_steps=20), LabelSmoothedCrossEntropy())
+    model.fit((source, target[:, :-1]), target[:, 1:], epochs=60, batch_size=8, verbose=0)
+    path = export(model, buffer.getvalue(), str(tmp_path_factory.mktemp("saved") / "copy"), n_best=2, buckets=(8, 16))
+    return model, sp, path
+
+
+def in_memory_translations(model, sp, sentences):
+    """The same decoding with the Python tokenizer and eager beam search."""
+    from keras_transformer.decoding import beam_search
+
+    ids = [sp.encode(s) + [3] for s in sentences]
+    width = max(map(len, ids))
+    source = np.array([x + [0] * (width - len(x)) for x in ids], "int32")
+    tokens, scores = beam_search(model, source, beam_size=4, alpha=0.6, max_extra_length=50)
+    tokens = keras.ops.convert_to_numpy(tokens)
+    texts = [sp.decode([int(t) for t in row[: list(row).index(3)] if t] if 3 in row else [int(t) for t in row if t]) for row in tokens]
+    return texts, keras.ops.convert_to_numpy(scores)
+
+
+RELOAD = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+loaded = tf.saved_model.load(sys.argv[1])
+out = loaded.signatures["serving_default"](inputs=tf.constant(json.loads(sys.argv[2])))
+assert "keras_transformer" not in sys.modules
+print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}, default=lambda b: b.decode("utf-8")))
+"""
+
+
+def test_version_folder_layout_and_assets(exported):
+    _, _, path = exported
+    assert os.path.basename(path) == "1"
+    assert os.path.isfile(os.path.join(path, "saved_model.pb"))
+    assert os.path.isfile(os.path.join(path, "assets", "tokenizer.model"))
+    metadata = json.load(open(os.path.join(path, "assets.extra", "metadata.json")))
+    assert metadata["beam_size"] == 4 and metadata["alpha"] == 0.6 and metadata["max_extra_length"] == 50
+    assert not [d for d in os.listdir(os.path.dirname(path)) if d.startswith(".export-")]
+
+
+def test_reloaded_in_a_fresh_process_translates_like_the_in_memory_model(exported):
+    model, sp, path = exported
+    sentences = ["Hello there.", "The cat sleeps.", "It costs 12 euros.", "Good morning to all!"]
+    expected, scores = in_memory_translations(model, sp, sentences)
+    assert expected[:2] == sentences[:2]  # the toy model really learned to copy
+    run = subprocess.run([sys.executable, "-c", RELOAD, path, json.dumps(sentences)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["translations"] == expected
+    np.testing.assert_allclose(out["scores"], scores, rtol=1e-4)
+    assert np.array(out["nbest_translations"]).shape == (4, 2)
+    assert [row[0] for row in out["nbest_translations"]] == expected
+    assert all(a >= b for a, b in out["nbest_scores"])
+
+
+def test_empty_and_over_long_inputs_never_fail_the_batch(exported):
+    import tensorflow as tf
+
+    _, _, path = exported
+    translate = tf.saved_model.load(path).signatures["serving_default"]
+    long_input = "Hello there. " * 200  # far more tokens than max_input_length
+    out = translate(inputs=tf.constant(["", "   ", long_input, "Hello there."]))
+    texts = [t.decode() for t in out["translations"].numpy()]
+    assert texts[:2] == ["", ""] and out["scores"].numpy()[:2].tolist() == [0.0, 0.0]
+    assert texts[3] == "Hello there."
+    assert np.isfinite(out["scores"].numpy()).all()
+    empty = translate(inputs=tf.constant([], dtype=tf.string))
+    assert empty["translations"].shape == (0,)
+
+
+def test_saved_model_cli_lists_the_signature(exported):
+    _, _, path = exported
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    run = subprocess.run([cli, "show", "--dir", path, "--all"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    for words in ("signature_def['serving_default']", "inputs['inputs']", "outputs['translations']", "outputs['scores']", "DT_STRING"):
+        assert words in run.stdout
+
+
+def test_served_over_http(exported, run_server):
+    from keras_transformer.serving import create_app, load_saved_model_predictor
+
+    _, _, path = exported
+    predict, version = load_saved_model_predictor(os.path.dirname(path))
+    assert version == 1
+    server = run_server(create_app(predict, "copy", version))
+    r = httpx.post(f"{server.url}/v1/models/copy:predict", json={"instances": ["Hello there.", "The cat sleeps."]}, timeout=60)
+    assert r.status_code == 200
+    assert [p["translations"] for p in r.json()["predictions"]] == ["Hello there.", "The cat sleeps."]
+
+
+def test_bad_export_arguments(exported, tmp_path):
+    from keras_transformer.export import export
+
+    model, _, path = exported
+    with pytest.raises(ValueError, match="beam_size"):
+        export(model, b"", str(tmp_path), beam_size=0)
+    with pytest.raises(FileNotFoundError, match="no_such.model"):
+        export(model, str(tmp_path / "no_such.model"), str(tmp_path))
+    with pytest.raises(FileExistsError):
+        export(model, os.path.join(path, "assets", "tokenizer.model"), os.path.dirname(path), version=1)

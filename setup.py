@@ -12,6 +12,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
     include_package_data=True,
+    entry_points={"console_scripts": ["keras-transformer=keras_transformer.cli:main"]},
     package_data={"keras_transformer": ["datasets/data/*/*"]},
     install_requires=[
         "keras==3.15.1",
@@ -23,6 +24,7 @@ setup(
             "tensorflow-text==2.21.*",
             "sentencepiece>=0.2",
             "sacrebleu>=2.4",
+            "tensorboard>=2.21,<2.22",
         ],
         "jax": ["jax>=0.4.30", "jaxlib>=0.4.30"],
         "torch": ["torch>=2.4"],
@@ -32,6 +34,7 @@ setup(
             "tensorflow==2.21.*",
             "tensorflow-text==2.21.*",
             "tensorflow-datasets>=4.9",
+            "tensorboard>=2.21,<2.22",
             "sentencepiece>=0.2",
             "sacrebleu>=2.4",
             "jax>=0.4.30",

@@ -41,10 +41,11 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         self.pad_id = pad_id
 
     def call(self, y_true, y_pred):
-        return token_mean(
+        loss = token_mean(
             smoothed_cross_entropy(y_true, y_pred, self.label_smoothing),
             ops.not_equal(y_true, self.pad_id),
         )
+        return replica_share(loss)
 
     def get_config(self):
         return {
@@ -65,6 +66,24 @@ def smoothed_cross_entropy(labels, logits, label_smoothing):
     mean_logit = ops.mean(logits, axis=-1)
     eps = label_smoothing
     return lse - (1.0 - eps) * label_logit - eps * mean_logit
+
+
+def replica_share(loss):
+    """`loss / num_replicas` inside a `tf.distribute` strategy, else `loss`.
+
+    Under a strategy each replica computes the loss of its share of the batch
+    and the gradients are summed across replicas. Keras divides its built-in
+    losses by the number of replicas to turn that sum into a mean, but only
+    losses that are not already scalars; our loss is a scalar token mean, so
+    it does this itself (`fit` multiplies it back for the logged loss).
+    """
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        if replicas > 1:
+            loss = loss / replicas
+    return loss
 
 
 def token_mean(values, mask):

@@ -1,0 +1,211 @@
+"""The `keras-transformer` command line: `train`, `average-checkpoints`.
+
+    python -m keras_transformer.cli train --corpus NAME --preset base \
+        --output-dir runs/base --tokens-per-batch 6250
+    python -m keras_transformer.cli average-checkpoints runs/base/checkpoints \
+        --last 5 --output runs/base/average.weights.h5
+
+Each subcommand is a `run(args)` function registered with
+`@command(name, help, add_arguments)`. New subcommands (`evaluate`, `translate`, `export`,
+`serve`) register the same way and appear in `--help`.
+
+Example:
+
+>>> main(["train", "--corpus", "synthetic-copy", "--preset", "tiny",
+...       "--output-dir", "/tmp/run", "--train-steps", "4", "--checkpoint-every", "2"])
+0
+"""
+
+import argparse
+import sys
+
+COMMANDS = {}  # name -> (help, add_arguments, run)
+
+
+def command(name, help, add_arguments):
+    """Registers the decorated `run(args)` as subcommand `name`.
+
+    `add_arguments(parser)` adds its arguments to its own sub-parser.
+    """
+
+    def register(run):
+        COMMANDS[name] = (help, add_arguments, run)
+        return run
+
+    return register
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="keras-transformer",
+        description='The Transformer of "Attention Is All You Need" in Keras 3.',
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (help_text, add_arguments, run) in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        add_arguments(sub)
+        sub.set_defaults(run=run)
+    return parser
+
+
+def main(argv=None):
+    """Runs the command line `argv` (default `sys.argv[1:]`); returns 0 on success."""
+    args = build_parser().parse_args(argv)
+    return args.run(args) or 0
+
+
+# ---------------------------------------------------------------- train
+
+SYNTHETIC_CORPORA = ("synthetic-copy", "synthetic-reverse")
+
+
+def _train_arguments(p):
+    p.add_argument("--corpus", required=True,
+                   help=f"corpus name for keras_transformer.datasets.load, or one of {SYNTHETIC_CORPORA}")
+    p.add_argument("--output-dir", required=True, help="run directory: run.json, checkpoints/, logs/")
+    p.add_argument("--preset", default="base", choices=["tiny", "small", "base", "big"])
+    p.add_argument("--vocab-size", type=int, default=None, help="defaults to the corpus vocabulary")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a TransformerConfig field, e.g. --set dropout_rate=0.3")
+    p.add_argument("--train-steps", type=int, default=100_000, help="optimizer steps (paper: 100k base)")
+    p.add_argument("--checkpoint-every", type=int, default=1000, help="steps between checkpoints")
+    p.add_argument("--keep-checkpoints", type=int, default=5)
+    p.add_argument("--warmup-steps", type=int, default=4000)
+    p.add_argument("--learning-rate-scale", type=float, default=1.0)
+    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--tokens-per-step", type=int, default=25_000, help="target tokens per optimizer step")
+    p.add_argument("--tokens-per-batch", type=int, default=4096,
+                   help="global tokens per batch, all replicas together")
+    p.add_argument("--gradient-accumulation-steps", type=int, default=None,
+                   help="default: round(tokens-per-step / tokens-per-batch)")
+    p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (synthetic corpora)")
+    p.add_argument("--precision", default="auto",
+                   choices=["auto", "float32", "mixed_bfloat16", "mixed_float16"])
+    p.add_argument("--strategy", default="auto",
+                   choices=["auto", "one-device", "mirrored", "multi-worker", "data-parallel"])
+    p.add_argument("--jit-compile", default="auto", choices=["auto", "on", "off"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--validate-every", type=int, default=1, help="checkpoints between validations")
+    p.add_argument("--overwrite", action="store_true", help="replace another run in --output-dir")
+    p.add_argument("--no-tensorboard", action="store_true")
+    p.add_argument("--verbose", default="auto", help="Keras fit verbosity: auto, 0, 1 or 2")
+
+
+def _parse_overrides(pairs):
+    import ast
+
+    overrides = {}
+    for pair in pairs:
+        field, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set expects FIELD=VALUE. Received: {pair!r}")
+        try:
+            overrides[field] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            overrides[field] = value
+    return overrides
+
+
+def corpus_datasets(args):
+    """`(train, validation, vocab_size, options)` for `args.corpus`.
+
+    Synthetic corpora are NumPy arrays (batched by `--batch-size`). Real
+    corpora go through the data pipeline (`keras_transformer.datasets.load`
+    and `keras_transformer.data`), batched by `--tokens-per-batch` tokens
+    globally; see `read_corpus`.
+    """
+    if args.corpus in SYNTHETIC_CORPORA:
+        from keras_transformer.training.synthetic import copy_task
+
+        vocab_size = args.vocab_size or 20
+        reverse = args.corpus == "synthetic-reverse"
+        train = copy_task(256, vocab_size=vocab_size, seed=args.seed, reverse=reverse)
+        valid = copy_task(64, vocab_size=vocab_size, seed=args.seed + 1, reverse=reverse)
+        return train, valid, vocab_size, {"batch_size": args.batch_size}
+    train, valid, vocab_size = read_corpus(args.corpus, args.tokens_per_batch, args.seed)
+    return train, valid, args.vocab_size or vocab_size, {"tokens_per_batch": args.tokens_per_batch}
+
+
+def read_corpus(name, tokens_per_batch, seed):
+    """`(train_ds, valid_ds, vocab_size)` from the data pipeline.
+
+    To finish once `keras_transformer.datasets` / `keras_transformer.data`
+    exist: load the `"train"` and `"validation"` splits of `name`, tokenize,
+    and batch into `((source_ids, target_input_ids), labels)` int32 batches
+    of about `tokens_per_batch` tokens (global), the training set shuffled
+    deterministically from `seed` (same order on every run, which resume
+    relies on).
+    """
+    try:
+        import keras_transformer.data  # noqa: F401
+        import keras_transformer.datasets  # noqa: F401
+    except ImportError as error:
+        raise SystemExit(
+            f"Corpus {name!r} needs keras_transformer.datasets and keras_transformer.data "
+            f"({error}); use one of {SYNTHETIC_CORPORA} meanwhile."
+        )
+    raise NotImplementedError("read_corpus: connect keras_transformer.data's pipeline here.")
+
+
+@command("train", "Train a Transformer with model.fit; rerun to resume an interrupted run.", _train_arguments)
+def run_train(args):
+    from keras_transformer.training import train
+
+    train_data, valid_data, vocab_size, data_options = corpus_datasets(args)
+    jit = {"auto": "auto", "on": True, "off": False}[args.jit_compile]
+    verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
+    train(
+        args.preset,
+        train_data,
+        args.output_dir,
+        validation_data=valid_data,
+        vocab_size=vocab_size,
+        model_overrides=_parse_overrides(args.overrides),
+        train_steps=args.train_steps,
+        checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints,
+        warmup_steps=args.warmup_steps,
+        learning_rate_scale=args.learning_rate_scale,
+        label_smoothing=args.label_smoothing,
+        tokens_per_step=args.tokens_per_step,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        precision=args.precision,
+        strategy=args.strategy,
+        jit_compile=jit,
+        seed=args.seed,
+        validate_every=args.validate_every,
+        overwrite=args.overwrite,
+        tensorboard=not args.no_tensorboard,
+        verbose=verbose,
+        **data_options,
+    )
+    return 0
+
+
+# ---------------------------------------------------------------- average-checkpoints
+
+
+def _average_arguments(p):
+    p.add_argument("checkpoints", nargs="+",
+                   help="a checkpoint directory, or .weights.h5 files to average")
+    p.add_argument("--last", type=int, default=5,
+                   help="with a directory: average its newest N intact checkpoints (paper: 5 base, 20 big)")
+    p.add_argument("--output", required=True, help="the averaged .weights.h5 file")
+
+
+@command("average-checkpoints", "Average the weights of the last N checkpoints into one file.", _average_arguments)
+def run_average_checkpoints(args):
+    import os
+
+    from keras_transformer.training.averaging import average_checkpoints
+
+    source = args.checkpoints[0] if len(args.checkpoints) == 1 and os.path.isdir(args.checkpoints[0]) else args.checkpoints
+    paths = average_checkpoints(source, args.output, last=args.last)
+    print(f"Averaged {len(paths)} checkpoint(s) into {args.output}:")
+    for path in paths:
+        print(f"  {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Training callbacks: atomic backup/restore, non-finite loss guard, BLEU.
+
+`CheckpointAndRestore` is `keras.callbacks.BackupAndRestore` with numbered,
+atomically written, verified checkpoints (see `checkpoints.py`), the last
+`keep` of them kept. `train()` runs `model.fit` in epochs of exactly
+`checkpoint_every` optimizer steps over a repeated dataset, so "epoch e
+done" means "step e * checkpoint_every done, that many batches consumed";
+on restart the callback restores weights, optimizer and dropout RNG state,
+and `train()` skips the consumed batches.
+
+Example:
+
+>>> restore = CheckpointAndRestore("run/checkpoints", checkpoint_every=1000,
+...                                batches_per_step=1, keep=5)
+>>> restore.initial_epoch          # 0 for a new run
+>>> model.fit(dataset.repeat().skip(restore.consumed_batches),
+...           steps_per_epoch=1000, epochs=100,
+...           initial_epoch=restore.initial_epoch, callbacks=[restore])
+"""
+
+import math
+
+import keras
+
+from keras_transformer.training import checkpoints as ckpt
+
+
+def _print(message):
+    print(message, flush=True)
+
+
+class CheckpointAndRestore(keras.callbacks.BackupAndRestore):
+    """Every epoch end, a checkpoint; at `fit` start, restore the newest intact one.
+
+    Args:
+        directory: str. Checkpoint directory.
+        checkpoint_every: int. Optimizer steps per epoch (and per checkpoint).
+        batches_per_step: int. `model.fit` batches per optimizer step (the
+            gradient accumulation steps).
+        keep: int. Newest checkpoints kept on disk.
+        write: bool. Only the chief worker writes; the others only restore.
+        log: callable taking a message.
+    """
+
+    def __init__(self, directory, checkpoint_every, batches_per_step=1, keep=5, write=True, log=_print):
+        super().__init__(directory, save_freq="epoch", delete_checkpoint=False)
+        self.checkpoint_every = int(checkpoint_every)
+        self.batches_per_step = int(batches_per_step)
+        self.keep = int(keep)
+        self.write = write
+        self.log = log
+        self.checkpoint = ckpt.latest_checkpoint(directory, log=log)
+        self._batches_in_epoch = 0
+
+    @property
+    def initial_epoch(self):
+        return 0 if self.checkpoint is None else self.checkpoint.metadata()["epoch"]
+
+    @property
+    def initial_step(self):
+        return self.initial_epoch * self.checkpoint_every
+
+    @property
+    def consumed_batches(self):
+        """`model.fit` batches already trained on: skip these on resume."""
+        return self.initial_step * self.batches_per_step
+
+    def _load_model(self):
+        if self.checkpoint is None:
+            return
+        if not self.model.built:
+            raise ValueError("Build the model before fit() to restore a checkpoint.")
+        ckpt.restore_checkpoint(self.model, self.checkpoint)
+        self.model._initial_epoch = self.initial_epoch
+        self.log(
+            f"Resumed from {self.checkpoint.weights_path}: step {self.initial_step}, "
+            f"skipping {self.consumed_batches} consumed batches."
+        )
+
+    def on_train_begin(self, logs=None):
+        self._load_model()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._batches_in_epoch = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._batches_in_epoch += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        expected = self.checkpoint_every * self.batches_per_step
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.log(f"Not writing a checkpoint for epoch {epoch + 1}: its loss is {float(loss)}.")
+            return
+        if self._batches_in_epoch != expected:
+            self.log(
+                f"Not writing a checkpoint for epoch {epoch + 1}: it stopped after "
+                f"{self._batches_in_epoch} of {expected} batches."
+            )
+            return
+        if not self.write:
+            return
+        step = (epoch + 1) * self.checkpoint_every
+        ckpt.save_checkpoint(self.model, self.backup_dir, step=step, epoch=epoch + 1)
+        ckpt.prune_checkpoints(self.backup_dir, self.keep)
+
+    def on_train_end(self, logs=None):
+        pass  # checkpoints are kept: they are the run's history
+
+
+class NonFiniteLossGuard(keras.callbacks.Callback):
+    """Stops training at the first non-finite loss, saying so.
+
+    No checkpoint is written for the interrupted epoch, so a restart resumes
+    from the last finite one. (Under `mixed_float16`, steps whose gradients
+    overflow are already skipped by the loss scale optimizer; only a
+    non-finite loss itself stops training.)
+    """
+
+    def __init__(self, batches_per_step=1, log=_print):
+        super().__init__()
+        self.batches_per_step = batches_per_step
+        self.log = log
+        self.stopped_at = None
+        self._batch = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._batch += 1
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.stopped_at = self._batch // self.batches_per_step
+            self.model.stop_training = True
+            self.log(
+                f"Non-finite loss ({float(loss)}) at step {self.stopped_at} of this run: "
+                "stopping training (not skipping the step). The last checkpoint is intact; "
+                "lower the learning rate or check the data, then restart to resume from it."
+            )
+
+
+class BleuCallback(keras.callbacks.Callback):
+    """Corpus BLEU (sacrebleu) on a validation set, logged as `val_bleu`.
+
+    Args:
+        translate_fn: callable `list[str] -> list[str]` (e.g. a decoding
+            `Translator`'s translate method).
+        sources: list of source sentences.
+        references: list of reference translations, one per source.
+        every: int. Score every `every` epochs (checkpoint intervals).
+        tokenize: sacrebleu tokenizer name (`"13a"`, `"intl"`, ...).
+
+    Example:
+
+    >>> BleuCallback(translator.translate, sources, references, every=5)
+    """
+
+    def __init__(self, translate_fn, sources, references, every=1, tokenize="13a", log=_print):
+        super().__init__()
+        if len(sources) != len(references):
+            raise ValueError(
+                f"Need one reference per source. Received {len(sources)} sources "
+                f"and {len(references)} references."
+            )
+        self.translate_fn = translate_fn
+        self.sources = list(sources)
+        self.references = list(references)
+        self.every = every
+        self.tokenize = tokenize
+        self.log = log
+
+    def score(self):
+        import sacrebleu
+
+        hypotheses = list(self.translate_fn(self.sources))
+        return sacrebleu.corpus_bleu(hypotheses, [self.references], tokenize=self.tokenize).score
+
+    def on_epoch_end(self, epoch, logs=None):
+        if (epoch + 1) % self.every:
+            return
+        bleu = self.score()
+        if logs is not None:
+            logs["val_bleu"] = bleu
+        self.log(f"Epoch {epoch + 1}: validation BLEU {bleu:.2f}")

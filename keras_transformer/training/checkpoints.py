@@ -1,0 +1,210 @@
+"""Numbered training checkpoints, written atomically and verified on read.
+
+One checkpoint of global step `s` is two files in a directory:
+
+    ckpt-0000001000.weights.h5   model + optimizer (`model.save_weights`)
+    ckpt-0000001000.json         step, epoch, size and SHA-256 of the
+                                 weights, dropout RNG states
+
+Each file is written to a temporary name, flushed to disk and moved into
+place with `os.replace`; the JSON goes last, so a checkpoint without it (a
+crash mid-write) does not exist. On reading, a checkpoint whose weights do
+not match the recorded size and SHA-256, or do not open, is reported and
+the previous one is used.
+
+Example:
+
+>>> save_checkpoint(model, "run/checkpoints", step=1000, epoch=1)
+'run/checkpoints/ckpt-0000001000.weights.h5'
+>>> restore_checkpoint(model, latest_checkpoint("run/checkpoints"))
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+_NAME = re.compile(r"^ckpt-(\d{10})\.json$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint on disk: `step`, `weights_path`, `metadata_path`."""
+
+    step: int
+    weights_path: str
+    metadata_path: str
+
+    def metadata(self):
+        with open(self.metadata_path, encoding="utf-8") as f:
+            return json.load(f)
+
+
+def _paths(directory, step):
+    stem = os.path.join(directory, f"ckpt-{step:010d}")
+    return stem + ".weights.h5", stem + ".json"
+
+
+def _fsync_replace(temporary, final):
+    with open(temporary, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(temporary, final)
+    try:  # make the rename itself durable
+        fd = os.open(os.path.dirname(final) or ".", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def atomic_write_text(path, text):
+    """Writes `text` to `path` through a temporary file and `os.replace`."""
+    directory = os.path.dirname(path) or "."
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".txt")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        _fsync_replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def rng_variables(model):
+    """The dropout seed-generator states, which `save_weights` leaves out."""
+    return [v for v in model.variables if "seed_generator_state" in v.path]
+
+
+def save_checkpoint(model, directory, step, epoch, extra=None):
+    """Writes checkpoint `step` of `model` (and its optimizer) atomically.
+
+    Returns the weights path. `extra` (a JSON-able dict) is stored in the
+    metadata.
+    """
+    os.makedirs(directory, exist_ok=True)
+    weights_path, metadata_path = _paths(directory, step)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".weights.h5")
+    os.close(fd)
+    try:
+        model.save_weights(temporary, overwrite=True)
+        _fsync_replace(temporary, weights_path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+    metadata = {
+        "step": int(step),
+        "epoch": int(epoch),
+        "size": os.path.getsize(weights_path),
+        "sha256": file_sha256(weights_path),
+        "rng": [
+            {"path": v.path, "value": np.asarray(v.numpy()).tolist()} for v in rng_variables(model)
+        ],
+        "time": time.time(),
+        **(extra or {}),
+    }
+    atomic_write_text(metadata_path, json.dumps(metadata, indent=1))
+    return weights_path
+
+
+def list_checkpoints(directory):
+    """Complete-looking checkpoints in `directory`, oldest first (unverified)."""
+    if not os.path.isdir(directory):
+        return []
+    found = []
+    for name in os.listdir(directory):
+        match = _NAME.match(name)
+        if match:
+            step = int(match.group(1))
+            found.append(Checkpoint(step, *_paths(directory, step)))
+    return sorted(found, key=lambda c: c.step)
+
+
+def verify_checkpoint(checkpoint):
+    """`None` if `checkpoint` is intact, else the reason it is not."""
+    try:
+        metadata = checkpoint.metadata()
+    except (OSError, ValueError) as error:
+        return f"unreadable metadata ({error})"
+    if not os.path.exists(checkpoint.weights_path):
+        return "weights file missing"
+    if os.path.getsize(checkpoint.weights_path) != metadata.get("size"):
+        return "weights file has the wrong size (partial or overwritten)"
+    if file_sha256(checkpoint.weights_path) != metadata.get("sha256"):
+        return "weights file does not match its SHA-256 (corrupt)"
+    try:
+        import h5py
+
+        with h5py.File(checkpoint.weights_path, "r"):
+            pass
+    except OSError as error:
+        return f"weights file does not open ({error})"
+    return None
+
+
+def latest_checkpoint(directory, log=None):
+    """The newest intact checkpoint, or `None`.
+
+    Each damaged newer checkpoint is skipped with a warning (and `log`
+    message) naming it and the reason.
+    """
+    for checkpoint in reversed(list_checkpoints(directory)):
+        reason = verify_checkpoint(checkpoint)
+        if reason is None:
+            return checkpoint
+        message = (
+            f"Checkpoint {checkpoint.weights_path} of step {checkpoint.step} is unusable: "
+            f"{reason}. Falling back to the previous checkpoint."
+        )
+        warnings.warn(message, stacklevel=2)
+        if log is not None:
+            log(message)
+    return None
+
+
+def restore_checkpoint(model, checkpoint):
+    """Loads weights, optimizer state and dropout RNG states from `checkpoint`."""
+    if model.optimizer is not None and not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)
+    model.load_weights(checkpoint.weights_path)
+    saved = checkpoint.metadata().get("rng", [])
+    variables = rng_variables(model)
+    if len(saved) == len(variables):
+        for variable, state in zip(variables, saved):
+            variable.assign(np.asarray(state["value"], dtype=variable.dtype))
+    else:
+        warnings.warn(
+            f"Checkpoint {checkpoint.weights_path} holds {len(saved)} RNG states for "
+            f"{len(variables)} in the model; dropout masks will differ from the original run.",
+            stacklevel=2,
+        )
+    return checkpoint.metadata()
+
+
+def prune_checkpoints(directory, keep):
+    """Deletes all but the newest `keep` checkpoints and stale temporary files."""
+    checkpoints = list_checkpoints(directory)
+    for checkpoint in checkpoints[: max(0, len(checkpoints) - keep)]:
+        for path in (checkpoint.metadata_path, checkpoint.weights_path):
+            if os.path.exists(path):
+                os.remove(path)
+    for name in os.listdir(directory):
+        if name.startswith(".tmp-"):
+            os.remove(os.path.join(directory, name))

@@ -1,0 +1,262 @@
+"""`train()`: the paper's training recipe with plain `model.fit`.
+
+What it does, in order:
+
+1. Picks the distribution (`strategy.py`): multi-worker from `TF_CONFIG`,
+   mirrored over local GPUs, JAX data parallel, or one device.
+2. Picks the precision (`precision.py`): bf16 where supported, fp16 with
+   loss scaling on older GPUs, fp32 on CPU; XLA where it works.
+3. Claims the output directory (`manifest.py`): a new run, the same run
+   resumed, or an error for another run's directory.
+4. Builds and compiles the model in the strategy scope: Adam(0.9, 0.98,
+   1e-9) on the paper's schedule in global steps, label smoothing 0.1, and
+   gradient accumulation up to about 25k target tokens per step.
+5. Runs `model.fit` in epochs of `checkpoint_every` optimizer steps over
+   the repeated dataset, with a checkpoint at every epoch end
+   (`callbacks.CheckpointAndRestore`), validation loss every
+   `validate_every` epochs, optional BLEU, TensorBoard logs in
+   `output_dir/logs`, and a stop at the first non-finite loss. A restart
+   with the same arguments resumes at the last intact checkpoint: same
+   step, same optimizer and dropout RNG state, same position in the data.
+
+Token budgets: `tokens_per_batch` is the global size of one dataset batch
+(all replicas together, as the data pipeline counts it); each of R replicas
+gets about `tokens_per_batch / R`. One optimizer step is
+`gradient_accumulation_steps` such batches, by default
+`round(tokens_per_step / tokens_per_batch)`.
+
+Example:
+
+>>> model = train("base", train_ds, "runs/base", validation_data=valid_ds,
+...               vocab_size=37000, tokens_per_batch=6250)  # 4 x 6250 per step
+>>> model.history.history["val_loss"]
+"""
+
+import dataclasses
+import math
+import os
+from typing import Any, Optional, Union
+
+import keras
+
+from keras_transformer.losses import LabelSmoothedCrossEntropy
+from keras_transformer.metrics import MaskedAccuracy
+from keras_transformer.models.config import TransformerConfig, preset_config
+from keras_transformer.models.transformer import Transformer
+from keras_transformer.training.callbacks import CheckpointAndRestore, NonFiniteLossGuard
+from keras_transformer.training.keras_compat import build_before_fit, vector_logs_for_multi_worker
+from keras_transformer.training.manifest import CHECKPOINTS, claim_output_dir
+from keras_transformer.training.optimizer import (
+    PAPER_TOKENS_PER_STEP,
+    accumulation_steps,
+    paper_training_optimizer,
+)
+from keras_transformer.training.precision import resolve_jit_compile, resolve_precision
+from keras_transformer.training.strategy import Distributed, select_strategy
+
+
+@dataclasses.dataclass
+class TrainingOptions:
+    """Options of `train()`; the defaults are the paper's base recipe.
+
+    Steps are optimizer (global) steps; one step is
+    `gradient_accumulation_steps` batches of the dataset.
+    """
+
+    train_steps: int = 100_000  # paper: 100k (base), 300k (big)
+    checkpoint_every: int = 1000  # steps per checkpoint (= per fit epoch)
+    keep_checkpoints: int = 5  # newest kept; the paper averages 5 (base) / 20 (big)
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    label_smoothing: float = 0.1
+    tokens_per_step: int = PAPER_TOKENS_PER_STEP  # target tokens per optimizer step
+    tokens_per_batch: Optional[int] = None  # global tokens of one dataset batch
+    gradient_accumulation_steps: Optional[int] = None  # None: from the token budgets
+    batch_size: Optional[int] = None  # sentences per batch, for NumPy input only
+    seed: int = 0
+    precision: str = "auto"  # "auto", "float32", "mixed_bfloat16", "mixed_float16"
+    jit_compile: Union[bool, str] = "auto"
+    strategy: Any = "auto"  # a strategy.KINDS name or a `Distributed`
+    validate_every: int = 1  # epochs (checkpoint intervals) between validations
+    validation_steps: Optional[int] = None
+    tensorboard: bool = True
+    verbose: Union[int, str] = "auto"
+    overwrite: bool = False
+
+
+def model_config(model, vocab_size=None, **overrides):
+    """A `TransformerConfig` from a preset name, a config or a dict."""
+    if isinstance(model, TransformerConfig):
+        return dataclasses.replace(model, **overrides)
+    if isinstance(model, dict):
+        return TransformerConfig(**{**model, **overrides})
+    if vocab_size is None:
+        raise ValueError(f"Argument `vocab_size` is required with preset {model!r}.")
+    return preset_config(model, vocab_size=vocab_size, **overrides)
+
+
+def _as_dataset(data, batch_size, seed, shuffle):
+    """A tf.data.Dataset of `((source, target_in), labels)` batches.
+
+    NumPy data are shuffled anew for every pass with a stateless shuffle of
+    `(seed, pass)`, so the order is the same in every process, with or
+    without a distribution strategy (a seeded `Dataset.shuffle` is not: a
+    strategy's dataset rewrite changes its order), and is endless.
+    """
+    import tensorflow as tf
+
+    if isinstance(data, tf.data.Dataset):
+        return data
+    if not batch_size:
+        raise ValueError("NumPy data needs `batch_size` (sentences per batch).")
+    (source, target_in), labels = (tuple(tf.constant(a) for a in data[0]), tf.constant(data[1]))
+    count = int(labels.shape[0])
+
+    def one_pass(index):
+        order = tf.range(count)
+        if shuffle:
+            pass_seed = tf.stack([tf.constant(seed, tf.int64), index])
+            order = tf.random.experimental.stateless_shuffle(order, seed=pass_seed)
+        return tf.data.Dataset.from_tensor_slices(order).batch(batch_size, drop_remainder=shuffle)
+
+    def gather(ids):  # ids: (batch,)
+        return (tf.gather(source, ids), tf.gather(target_in, ids)), tf.gather(labels, ids)
+
+    if shuffle:
+        return tf.data.Dataset.counter().flat_map(one_pass).map(gather)
+    batches = one_pass(0).map(gather)
+    return batches.apply(tf.data.experimental.assert_cardinality(-(-count // batch_size)))
+
+
+def _run_identity(config, options, precision, accumulation):
+    return {
+        "model": dataclasses.asdict(config),
+        "precision": precision,
+        "optimizer": {
+            "name": "adam(0.9, 0.98, 1e-9)",
+            "warmup_steps": options.warmup_steps,
+            "learning_rate_scale": options.learning_rate_scale,
+            "gradient_accumulation_steps": accumulation,
+        },
+        "label_smoothing": options.label_smoothing,
+        "checkpoint_every": options.checkpoint_every,
+        "tokens_per_batch": options.tokens_per_batch,
+        "batch_size": options.batch_size,
+        "seed": options.seed,
+    }
+
+
+def build_model(config, precision, options, accumulation, jit_compile):
+    """The compiled Transformer of `config` (call in the strategy scope)."""
+    model = Transformer(**dataclasses.asdict(config), dtype=precision)
+    model.compile(
+        optimizer=paper_training_optimizer(
+            config.d_model, options.warmup_steps, accumulation, options.learning_rate_scale
+        ),
+        loss=LabelSmoothedCrossEntropy(options.label_smoothing),
+        metrics=[MaskedAccuracy()],
+        jit_compile=jit_compile,
+    )
+    build_before_fit(model)
+    return model
+
+
+def _tensorboard(log_dir, log):
+    """`[TensorBoard callback]`, or `[]` with a message without `tensorboard`."""
+    try:
+        import tensorboard  # noqa: F401 - tf.summary needs it
+    except ImportError:
+        log("Not writing TensorBoard logs: the `tensorboard` package is not installed.")
+        return []
+    return [keras.callbacks.TensorBoard(log_dir, update_freq="epoch")]
+
+
+def train(
+    model,
+    train_data,
+    output_dir,
+    validation_data=None,
+    *,
+    vocab_size=None,
+    model_overrides=None,
+    options=None,
+    callbacks=(),
+    log=print,
+    **option_overrides,
+):
+    """Trains a Transformer with `model.fit`; resumes if interrupted.
+
+    Args:
+        model: a preset name (`"tiny"`, `"small"`, `"base"`, `"big"`), a
+            `TransformerConfig`, or a dict of `Transformer` arguments.
+        train_data: a tf.data.Dataset of `((source_ids, target_input_ids),
+            labels)` int32 batches padded with 0 (deterministic: same order
+            on every run, e.g. shuffled with a fixed seed), or that tuple of
+            NumPy arrays with `batch_size`.
+        output_dir: str. Holds `run.json`, `checkpoints/` and `logs/`.
+        validation_data: optional, like `train_data`.
+        vocab_size: int. Required with a preset name.
+        model_overrides: dict of `TransformerConfig` fields.
+        options: `TrainingOptions`; keyword arguments override its fields.
+        callbacks: extra Keras callbacks (e.g. `BleuCallback`).
+        log: callable for progress messages.
+
+    Returns:
+        The trained `Transformer`; `model.history` holds the `fit` history.
+    """
+    options = dataclasses.replace(options or TrainingOptions(), **option_overrides)
+    distributed = options.strategy
+    if not isinstance(distributed, Distributed):
+        distributed = select_strategy(distributed)  # first: before any TF op
+    config = model_config(model, vocab_size, **(model_overrides or {}))
+    precision = resolve_precision(options.precision)
+    jit_compile = resolve_jit_compile(options.jit_compile, distributed)
+    accumulation = options.gradient_accumulation_steps or accumulation_steps(
+        options.tokens_per_step, options.tokens_per_batch
+    )
+    identity = _run_identity(config, options, precision, accumulation)
+    status = claim_output_dir(output_dir, identity, options.overwrite, write=distributed.is_chief)
+    log(
+        f"Training {status} run in {output_dir}: {distributed.describe()}, {precision}, "
+        f"jit_compile={jit_compile}, {accumulation} batch(es) per step"
+        + (
+            f", {options.tokens_per_batch} tokens per batch "
+            f"({options.tokens_per_batch // distributed.num_replicas} per replica)"
+            if options.tokens_per_batch
+            else ""
+        )
+    )
+    keras.utils.set_random_seed(options.seed)
+    with distributed.scope():
+        model = build_model(config, precision, options, accumulation, jit_compile)
+        if distributed.kind == "multi-worker":
+            vector_logs_for_multi_worker(model)
+
+    restore = CheckpointAndRestore(
+        os.path.join(output_dir, CHECKPOINTS),
+        options.checkpoint_every,
+        batches_per_step=accumulation,
+        keep=options.keep_checkpoints,
+        write=distributed.is_chief,
+        log=log,
+    )
+    dataset = _as_dataset(train_data, options.batch_size, options.seed, shuffle=True)
+    dataset = dataset.repeat().skip(restore.consumed_batches)
+    if validation_data is not None:
+        validation_data = _as_dataset(validation_data, options.batch_size, options.seed, shuffle=False)
+    all_callbacks = [restore, NonFiniteLossGuard(accumulation, log=log), *callbacks]
+    if options.tensorboard and distributed.is_chief:
+        all_callbacks += _tensorboard(os.path.join(output_dir, "logs"), log)
+    model.fit(
+        dataset,
+        epochs=math.ceil(options.train_steps / options.checkpoint_every),
+        steps_per_epoch=options.checkpoint_every * accumulation,
+        initial_epoch=restore.initial_epoch,
+        validation_data=validation_data,
+        validation_steps=options.validation_steps,
+        validation_freq=options.validate_every,
+        callbacks=all_callbacks,
+        verbose=options.verbose,
+        shuffle=False,  # the dataset order is part of the run
+    )
+    return model

@@ -1,0 +1,58 @@
+"""Runs `run_training.py` in fresh processes (devices are fixed at start-up)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "run_training.py")
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def start(output_dir, *args, backend="tensorflow", env=None):
+    environment = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "XLA_FLAGS")}
+    environment.update(KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, **(env or {}))
+    return subprocess.Popen(
+        [sys.executable, SCRIPT, str(output_dir), *map(str, args)],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def finish(process, timeout=180, expect=0):
+    output, _ = process.communicate(timeout=timeout)
+    assert process.returncode == expect, f"exit {process.returncode}:\n{output[-4000:]}"
+    return output
+
+
+def run_all(*processes, timeout=180):
+    return [finish(p, timeout) for p in processes]
+
+
+def results(output_dir, tag="worker0"):
+    weights = np.load(os.path.join(output_dir, f"{tag}-weights.npz"))
+    losses = np.load(os.path.join(output_dir, f"{tag}-losses.npy"))
+    return [weights[k] for k in weights.files], losses
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def tf_config(ports, index):
+    return json.dumps({
+        "cluster": {"worker": [f"localhost:{p}" for p in ports]},
+        "task": {"type": "worker", "index": index},
+    })

@@ -1,0 +1,86 @@
+"""A training process for the multi-device, multi-worker and kill tests.
+
+    python tests/training/run_training.py OUTPUT_DIR --steps 6 \
+        [--logical-cpus 2 --strategy mirrored] [--kill-at-step 3] [--dropout 0.1]
+
+Trains the tiny model on the copy task with `keras_transformer.training.train`
+and writes the final weights to `OUTPUT_DIR/<task>-weights.npz` and the loss
+per epoch to `OUTPUT_DIR/<task>-losses.npy`. `--kill-at-step k` sends
+SIGKILL to this process at the end of step k.
+"""
+
+import argparse
+import os
+import signal
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("output_dir")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--checkpoint-every", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--accumulation", type=int, default=None)
+    parser.add_argument("--strategy", default="auto")
+    parser.add_argument("--logical-cpus", type=int, default=0)
+    parser.add_argument("--kill-at-step", type=int, default=0)
+    parser.add_argument("--dropout", type=float, default=0.0)
+    parser.add_argument("--pad", type=int, default=1)
+    parser.add_argument("--tag", default="")
+    args = parser.parse_args()
+
+    import keras
+    import numpy as np
+
+    if args.logical_cpus and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus
+        )
+
+    from keras_transformer.training import select_strategy, train
+    from tests.training.tasks import TINY, copy_task
+
+    distributed = select_strategy(args.strategy)  # before any other TF op
+    data = copy_task(num_examples=32, pad=bool(args.pad))
+
+    class Kill(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.batches = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.batches += 1
+            if self.batches == args.kill_at_step * (args.accumulation or 1):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    model = train(
+        dict(vocab_size=20, **TINY, dropout_rate=args.dropout),
+        data,
+        args.output_dir,
+        validation_data=data,
+        train_steps=args.steps,
+        checkpoint_every=args.checkpoint_every,
+        batch_size=args.batch_size,
+        gradient_accumulation_steps=args.accumulation,
+        strategy=distributed,
+        tensorboard=False,
+        verbose=0,
+        callbacks=[Kill()] if args.kill_at_step else [],
+    )
+    tag = args.tag or distributed.task.replace(":", "")
+    np.savez(
+        os.path.join(args.output_dir, f"{tag}-weights.npz"),
+        *[np.asarray(w) for w in model.get_weights()],
+    )
+    np.save(os.path.join(args.output_dir, f"{tag}-losses.npy"), np.asarray(model.history.history["loss"]))
+
+
+if __name__ == "__main__":
+    main()

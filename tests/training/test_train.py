@@ -1,0 +1,100 @@
+"""`train()` in this process: accumulation, precision, output dir, resume."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.models.config import TransformerConfig
+from keras_transformer.training import RunMismatchError, TrainingOptions, build_model, train
+from keras_transformer.training.optimizer import paper_training_optimizer
+from tests.training.tasks import TINY, copy_task, weights_of
+
+CONFIG = dict(vocab_size=20, **TINY, dropout_rate=0.0)
+# Output-directory and resume logic is backend-independent Python (the unit
+# tests in test_checkpoints.py run on every backend); its end-to-end runs
+# through `fit` need only one backend.
+tensorflow_only = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="end-to-end resume runs once, on TensorFlow"
+)
+QUIET = dict(tensorboard=False, verbose=0, log=lambda message: None)
+
+
+def test_accumulated_micro_batches_equal_one_big_step(tmp_path):
+    data = copy_task(32, pad=False)  # every batch has the same token count
+    # Micro-batches 2k and 2k+1 of 4 sentences are big batch k of 8.
+    small = train(CONFIG, data, tmp_path / "a", train_steps=3, checkpoint_every=3,
+                  batch_size=4, gradient_accumulation_steps=2, **QUIET)
+    big = train(CONFIG, data, tmp_path / "b", train_steps=3, checkpoint_every=3, batch_size=8, **QUIET)
+    assert int(small.optimizer.iterations) == 3 == int(big.optimizer.iterations)
+    np.testing.assert_allclose(
+        float(small.optimizer.learning_rate), float(big.optimizer.learning_rate), rtol=1e-6
+    )
+    for a, b in zip(weights_of(small), weights_of(big)):
+        np.testing.assert_allclose(a, b, atol=2e-6)
+
+
+def test_mixed_precision_policies():
+    config = TransformerConfig(**CONFIG)
+    fp16 = build_model(config, "mixed_float16", TrainingOptions(), 1, "auto")
+    assert isinstance(fp16.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert fp16.compute_dtype == "float16" and fp16.variable_dtype == "float32"
+    bf16 = build_model(config, "mixed_bfloat16", TrainingOptions(), 2, "auto")
+    assert not isinstance(bf16.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert bf16.compute_dtype == "bfloat16" and bf16.optimizer.gradient_accumulation_steps == 2
+    ids = np.array([[3, 4, 2]], "int32")
+    logits = bf16((ids, ids))
+    loss = bf16.loss(ids, logits)
+    assert keras.backend.standardize_dtype(loss.dtype) == "float32"
+
+
+def test_mixed_bfloat16_trains(tmp_path):
+    model = train(CONFIG, copy_task(16), tmp_path, train_steps=2, checkpoint_every=2,
+                  batch_size=8, precision="mixed_bfloat16", **QUIET)
+    assert np.isfinite(model.history.history["loss"]).all()
+
+
+@tensorflow_only
+def test_other_run_in_output_dir_is_an_error_unless_overwrite(tmp_path):
+    data = copy_task(16)
+    train(CONFIG, data, tmp_path, train_steps=2, checkpoint_every=2, batch_size=8, **QUIET)
+    other = dict(CONFIG, d_ff=64)
+    with pytest.raises(RunMismatchError, match="belongs to another run .*model"):
+        train(other, data, tmp_path, train_steps=2, checkpoint_every=2, batch_size=8, **QUIET)
+    with pytest.raises(RunMismatchError, match="seed"):
+        train(CONFIG, data, tmp_path, train_steps=2, checkpoint_every=2, batch_size=8, seed=1, **QUIET)
+    # The same run resumes: already done, so nothing more is trained.
+    messages = []
+    same = train(CONFIG, data, tmp_path, train_steps=2, checkpoint_every=2, batch_size=8,
+                 tensorboard=False, verbose=0, log=messages.append)
+    assert "Training resume run" in messages[0] and "Resumed from" in messages[-1]
+    assert int(same.optimizer.iterations) == 2
+    model = train(other, data, tmp_path, train_steps=2, checkpoint_every=2, batch_size=8,
+                  overwrite=True, **QUIET)
+    assert int(model.optimizer.iterations) == 2
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["ckpt-0000000002.json", "ckpt-0000000002.weights.h5"]
+
+
+@tensorflow_only
+def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path):
+    data = copy_task(16)
+    train(CONFIG, data, tmp_path, train_steps=4, checkpoint_every=2, batch_size=8, **QUIET)
+    latest = tmp_path / "checkpoints" / "ckpt-0000000004.weights.h5"
+    with open(latest, "r+b") as f:
+        f.seek(os.path.getsize(latest) // 2)
+        f.write(b"\0garbage\0" * 8)
+    messages = []
+    with pytest.warns(UserWarning, match="does not match its SHA-256"):
+        model = train(CONFIG, data, tmp_path, train_steps=4, checkpoint_every=2, batch_size=8,
+                      tensorboard=False, verbose=0, log=messages.append)
+    text = "\n".join(messages)
+    assert "step 4 is unusable" in text and "Falling back to the previous checkpoint" in text
+    assert "ckpt-0000000002.weights.h5: step 2, skipping 2 consumed batches" in text
+    assert int(model.optimizer.iterations) == 4  # retrained steps 3 and 4
+
+
+def test_paper_training_optimizer_defaults():
+    optimizer = paper_training_optimizer(512)
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
+    assert optimizer.gradient_accumulation_steps is None

@@ -1,4 +1,5 @@
-"""The `keras-transformer` command line: `train`, `average-checkpoints`.
+"""The `keras-transformer` command line: `train`, `average-checkpoints`,
+and (in `cli_serving`) `export`, `translate`, `serve`.
 
     python -m keras_transformer.cli train --corpus NAME --preset base \
         --output-dir runs/base --tokens-per-batch 6250
@@ -17,6 +18,7 @@ Example:
 """
 
 import argparse
+import os
 import sys
 
 COMMANDS = {}  # name -> (help, add_arguments, run)
@@ -179,7 +181,22 @@ def run_train(args):
         verbose=verbose,
         **data_options,
     )
+    save_inference_model(model, os.path.join(args.output_dir, "model.keras"))
     return 0
+
+
+def save_inference_model(model, path):
+    """Saves the trained weights in a fresh float32 model, without the
+    training optimizer, as a `.keras` file that `export` and `translate` load."""
+    import dataclasses
+
+    from keras_transformer import Transformer
+
+    inference = Transformer(**dataclasses.asdict(model.transformer_config))
+    inference.build(((None, None), (None, None)))
+    inference.set_weights(model.get_weights())
+    inference.save(path)
+    print(f"Saved {path}")
 
 
 # ---------------------------------------------------------------- average-checkpoints
@@ -207,5 +224,9 @@ def run_average_checkpoints(args):
     return 0
 
 
+from keras_transformer import cli_serving  # noqa: E402,F401 - registers export, translate, serve
+
 if __name__ == "__main__":
-    sys.exit(main())
+    from keras_transformer.cli import main as package_main  # the module that holds the commands
+
+    sys.exit(package_main())

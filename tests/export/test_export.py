@@ -142,3 +142,37 @@ def test_bad_export_arguments(exported, tmp_path):
         export(model, str(tmp_path / "no_such.model"), str(tmp_path))
     with pytest.raises(FileExistsError):
         export(model, os.path.join(path, "assets", "tokenizer.model"), os.path.dirname(path), version=1)
+
+
+def test_command_line_export_translate_and_plot(exported, tmp_path, capsys):
+    from keras_transformer.cli import main
+
+    model, sp, _ = exported
+    model_file, tokenizer_file = str(tmp_path / "model.keras"), str(tmp_path / "tokenizer.model")
+    model.save(model_file)
+    with open(tokenizer_file, "wb") as f:
+        f.write(sp.serialized_model_proto())
+    assert main(["export", model_file, "--tokenizer", tokenizer_file, "--output-dir", str(tmp_path / "saved" / "copy")]) == 0
+    assert os.path.isfile(tmp_path / "saved" / "copy" / "1" / "saved_model.pb")
+
+    sentences = ["Hello there.", "The cat sleeps."]
+    (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(tmp_path / "saved" / "copy"), "--input", str(tmp_path / "in.txt"), "--output", str(out)]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == in_memory_translations(model, sp, sentences)[0]
+
+    plot = tmp_path / "attention.png"
+    capsys.readouterr()
+    assert main(["translate", model_file, "Hello there.", "--tokenizer", tokenizer_file, "--plot-attention", str(plot)]) == 0
+    assert capsys.readouterr().out.strip() == in_memory_translations(model, sp, ["Hello there."])[0][0]
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("name", ["train", "average-checkpoints", "export", "translate", "serve"])
+def test_every_command_explains_itself(name, capsys):
+    from keras_transformer.cli import main
+
+    with pytest.raises(SystemExit) as exit:
+        main([name, "--help"])
+    assert exit.value.code == 0
+    assert len(capsys.readouterr().out) > 200

@@ -156,7 +156,7 @@ def run_train(args):
     train_data, valid_data, vocab_size, data_options = corpus_datasets(args)
     jit = {"auto": "auto", "on": True, "off": False}[args.jit_compile]
     verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
-    train(
+    model = train(
         args.preset,
         train_data,
         args.output_dir,

@@ -30,7 +30,7 @@ def _load_keras_model(path, weights=None):
                 f"{path!r} is a folder: expected a training run (run.json) and --weights "
                 "(a .weights.h5 file, e.g. from average-checkpoints)"
             )
-        model = Transformer(**manifest["model"])
+        model = Transformer(**manifest.get("identity", manifest)["model"])
         model.build(((None, None), (None, None)))
         model.load_weights(weights)
         return model

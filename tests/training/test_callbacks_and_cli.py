@@ -92,7 +92,7 @@ def test_cli_help(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "--tokens-per-batch" in capsys.readouterr().out
-    assert set(build_parser()._subparsers._group_actions[0].choices) == {"train", "average-checkpoints"}
+    assert set(build_parser()._subparsers._group_actions[0].choices) == {"train", "average-checkpoints", "export", "translate", "serve"}
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
@@ -107,6 +107,7 @@ def test_cli_trains_a_tiny_model_and_resumes(tmp_path, capsys):
 
     assert main(argv(2)) == 0
     assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [1, 2]
+    assert keras.saving.load_model(tmp_path / "model.keras").transformer_config.d_model == 16
     manifest = json.load(open(tmp_path / "run.json"))["identity"]
     assert manifest["model"]["d_model"] == 16 and manifest["label_smoothing"] == 0.1
     try:

@@ -75,10 +75,10 @@ def load_pairs(args):
 def main(argv=None):
     args = parse_args(argv)
     import keras
-    import sacrebleu
     import tensorflow as tf
 
     from keras_transformer import Transformer, datasets
+    from keras_transformer.cli_serving import corpus_bleu
     from keras_transformer.data import SubwordTokenizer, make_dataset
     from keras_transformer.decoding import Translator
     from keras_transformer.export import export
@@ -127,15 +127,10 @@ def main(argv=None):
     for start in range(0, len(sources), 256):
         hypotheses += translator.translate(sources[start : start + 256])
         progress.update(len(hypotheses))
-    # sacreBLEU wants one reference stream per reference position.
-    streams = [[refs[i] if i < len(refs) else refs[0] for refs in references] for i in range(max(map(len, references)))]
-    bleu = sacrebleu.metrics.BLEU()
-    chrf = sacrebleu.metrics.CHRF()
-    bleu_score = bleu.corpus_score(hypotheses, streams)
-    chrf_score = chrf.corpus_score(hypotheses, streams)
+    bleu_score, bleu_signature, chrf_score, chrf_signature = corpus_bleu(hypotheses, references)
     print(f"[test] {len(sources)} sources, beam {args.beam_size}, alpha {args.alpha}")
-    print(f"[test] {bleu_score}  ({bleu.get_signature()})")
-    print(f"[test] {chrf_score}  ({chrf.get_signature()})")
+    print(f"[test] {bleu_score}  ({bleu_signature})")
+    print(f"[test] {chrf_score}  ({chrf_signature})")
 
     export_dir = args.export_dir or os.path.join(args.output_dir, "saved_models", name)
     path = export(inference, tokenizer, export_dir, beam_size=args.beam_size, alpha=args.alpha,

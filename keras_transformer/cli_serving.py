@@ -1,4 +1,5 @@
-"""`keras-transformer` subcommands around a trained model: export, translate, serve.
+"""`keras-transformer` subcommands around a trained model: export, translate,
+evaluate, serve.
 
     keras-transformer export runs/model.keras --tokenizer runs/tokenizer.model \
         --output-dir saved_models/tatoeba_en_fr
@@ -6,6 +7,7 @@
     keras-transformer translate saved_models/tatoeba_en_fr --input en.txt --output fr.txt
     keras-transformer translate runs/model.keras "How are you?" \
         --tokenizer runs/tokenizer.model --plot-attention attention.png
+    keras-transformer evaluate saved_models/tatoeba_en_fr --corpus tatoeba_en_fr --split test
     keras-transformer serve saved_models/tatoeba_en_fr --port 8501
 """
 
@@ -150,6 +152,59 @@ def run_translate(args):
             print(line)
     if args.plot_attention and sentences:
         _plot(model, tokenizer, sentences[0], translations[0], args.plot_attention, args.head)
+    return 0
+
+
+# ---------------------------------------------------------------- evaluate
+
+
+def _evaluate_arguments(p):
+    p.add_argument("model", help="a SavedModel folder (saved_models/<name>) or a .keras file")
+    p.add_argument("--corpus", default="tatoeba_en_fr", help="a shipped corpus (keras_transformer.datasets)")
+    p.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    p.add_argument("--tsv", help="score a TSV file (source, reference) instead of --corpus")
+    p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N sources")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--beam-size", type=int, default=4, help="with a .keras model")
+    p.add_argument("--alpha", type=float, default=0.6, help="with a .keras model")
+
+
+def corpus_bleu(hypotheses, references):
+    """sacreBLEU BLEU and chrF against several references per sentence."""
+    import sacrebleu
+
+    streams = [[refs[i] if i < len(refs) else refs[0] for refs in references] for i in range(max(map(len, references)))]
+    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    return bleu.corpus_score(hypotheses, streams), bleu.get_signature(), chrf.corpus_score(hypotheses, streams), chrf.get_signature()
+
+
+@command("evaluate", "Translate a test set and score it with sacreBLEU and chrF (every reference of a source).", _evaluate_arguments)
+def run_evaluate(args):
+    import keras
+
+    from keras_transformer import datasets
+    from keras_transformer.data import read_tsv
+
+    pairs = list(read_tsv(args.tsv)) if args.tsv else datasets.load(args.corpus, args.split)
+    sources, references = datasets.references(pairs)
+    sources, references = sources[: args.limit], references[: args.limit]
+    if args.model.endswith(".keras"):
+        from keras_transformer.decoding import Translator
+
+        model, tokenizer = _load_keras_model(args.model), _load_tokenizer(args.tokenizer)
+        translate = Translator(model, tokenizer, beam_size=args.beam_size, alpha=args.alpha).translate
+    else:
+        translate = _saved_model_translate(args.model)
+    progress = keras.utils.Progbar(len(sources), unit_name="sentence")
+    hypotheses = []
+    for start in range(0, len(sources), args.batch_size):
+        hypotheses += translate(sources[start : start + args.batch_size])
+        progress.update(len(hypotheses))
+    bleu, bleu_signature, chrf, chrf_signature = corpus_bleu(hypotheses, references)
+    print(f"{len(sources)} sources")
+    print(f"{bleu}  ({bleu_signature})")
+    print(f"{chrf}  ({chrf_signature})")
     return 0
 
 

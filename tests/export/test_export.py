@@ -167,8 +167,15 @@ def test_command_line_export_translate_and_plot(exported, tmp_path, capsys):
     assert capsys.readouterr().out.strip() == in_memory_translations(model, sp, ["Hello there."])[0][0]
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
+    tsv = tmp_path / "test.tsv"
+    tsv.write_text("Hello there.\tHello there.\nThe cat sleeps.\tThe cat sleeps.\nThe cat sleeps.\tA cat sleeps.\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "saved" / "copy"), "--tsv", str(tsv)]) == 0
+    out = capsys.readouterr().out
+    assert "BLEU = 100.00" in out and "nrefs:2" in out and "chrF2 = 100.00" in out
 
-@pytest.mark.parametrize("name", ["train", "average-checkpoints", "export", "translate", "serve"])
+
+@pytest.mark.parametrize("name", ["train", "average-checkpoints", "export", "translate", "evaluate", "serve"])
 def test_every_command_explains_itself(name, capsys):
     from keras_transformer.cli import main
 

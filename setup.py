@@ -26,6 +26,7 @@ setup(
             "sacrebleu>=2.4",
             "tensorboard>=2.21,<2.22",
         ],
+        "wmt14": ["tensorflow-datasets>=4.9", "importlib_resources"],
         "jax": ["jax>=0.4.30", "jaxlib>=0.4.30"],
         "torch": ["torch>=2.4"],
         "serve": ["fastapi>=0.110", "uvicorn>=0.29"],
@@ -34,6 +35,7 @@ setup(
             "tensorflow==2.21.*",
             "tensorflow-text==2.21.*",
             "tensorflow-datasets>=4.9",
+            "importlib_resources",  # TFDS's download path imports it
             "tensorboard>=2.21,<2.22",
             "sentencepiece>=0.2",
             "sacrebleu>=2.4",

@@ -1,23 +1,57 @@
-"""Parallel corpora: TSV files, aligned text files, TensorFlow Datasets WMT14."""
+"""Parallel corpora read as (source, target) string pairs: TSV and aligned files.
 
-import dataclasses
+Files may be plain or gzip (`.gz`). Bad lines never stop a pass: each is
+skipped and counted in a `ReadReport` with its file and line number, or, with
+`strict=True`, raises a `ValueError` naming them. WMT14 through TensorFlow
+Datasets is in `keras_transformer.data.wmt14`.
+
+Example:
+
+>>> report = ReadReport()
+>>> pairs = list(read_tsv("train.tsv.gz", report))          # [(source, target), ...]
+>>> pairs += list(read_aligned("news.en", "news.fr", report))
+>>> print(report)     # 41230 pairs read; skipped 3 line without a tab (first: train.tsv.gz:17 ...)
+"""
+
 import gzip
+import itertools
 import os
+import zlib
 
 
-@dataclasses.dataclass
 class ReadReport:
-    """What a reader skipped, by kind, with file and line of the first few."""
+    """What readers kept and skipped: full counts, a few examples per kind.
 
-    pairs: int = 0
-    skipped: dict = dataclasses.field(default_factory=dict)  # kind -> count
-    examples: list = dataclasses.field(default_factory=list)  # (path, line, kind)
-    max_examples: int = 20
+    Attributes:
+        pairs: int. Pairs yielded.
+        skipped: dict kind -> count, e.g. `{"line without a tab": 3}`.
+        examples: list of `(path, line_number, kind)`, at most
+            `max_examples` per kind.
+    """
+
+    KINDS = (
+        "empty line", "line without a tab", "pair with an empty side", "invalid UTF-8",
+        "misaligned line", "unreadable file",
+    )
+
+    def __init__(self, max_examples=20):
+        self.pairs = 0
+        self.skipped = {}
+        self.examples = []
+        self.max_examples = max_examples
+
+    @property
+    def total_skipped(self):
+        return sum(self.skipped.values())
 
     def skip(self, path, line, kind):
-        self.skipped[kind] = self.skipped.get(kind, 0) + 1
-        if len(self.examples) < self.max_examples:
-            self.examples.append((path, line, kind))
+        count = self.skipped.get(kind, 0)
+        self.skipped[kind] = count + 1
+        if count < self.max_examples:
+            self.examples.append((os.fspath(path), line, kind))
+
+    def __repr__(self):
+        return f"ReadReport(pairs={self.pairs}, skipped={self.skipped})"
 
     def __str__(self):
         if not self.skipped:
@@ -27,126 +61,105 @@ class ReadReport:
         return f"{self.pairs} pairs read; skipped {kinds} (first: {where})"
 
 
-def _open_lines(path):
-    """Yields (line_number, raw bytes line without newline) of a plain or gzip file."""
+def _problem(report, strict, path, line, kind, detail=""):
+    if strict:
+        raise ValueError(f"{os.fspath(path)}:{line}: {kind}{detail}")
+    report.skip(path, line, kind)
+
+
+def _open_lines(path, report, strict):
+    """Yields (line_number, bytes without newline); a corrupt file ends early, reported."""
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"No corpus file at {path!r}")
+        raise FileNotFoundError(f"No corpus file. Received: path={path!r}")
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        for number, line in enumerate(f, 1):
-            yield number, line.rstrip(b"\r\n")
+    number = 0
+    try:
+        with opener(path, "rb") as f:
+            for number, line in enumerate(f, 1):
+                yield number, line.rstrip(b"\r\n")
+    except (OSError, EOFError, zlib.error) as error:  # truncated or corrupt gzip
+        _problem(report, strict, path, number + 1, "unreadable file", f" ({type(error).__name__}: {error})")
 
 
 def _decode(raw, path, number, report, strict):
     try:
         return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        if strict:
-            raise ValueError(f"{path}:{number}: invalid UTF-8") from None
-        report.skip(path, number, "invalid UTF-8")
+    except UnicodeDecodeError as error:
+        _problem(report, strict, path, number, "invalid UTF-8", f" (byte {error.start})")
         return None
 
 
-def _check_pair(source, target, path, number, report, strict):
+def _pair(source, target, path, number, report, strict):
     source, target = source.strip(), target.strip()
     if source and target:
         report.pairs += 1
         return source, target
-    kind = "empty line" if not source and not target else "pair with an empty side"
-    if strict:
-        raise ValueError(f"{path}:{number}: {kind}")
-    report.skip(path, number, kind)
+    _problem(report, strict, path, number, "empty line" if not source and not target else "pair with an empty side")
     return None
 
 
-def read_tsv(path, report=None, strict=False, reverse=False):
-    """Yields (source, target) from `source<TAB>target[<TAB>...]` lines.
+def read_tsv(path, report=None, strict=False, reverse=False, columns=(0, 1)):
+    """Yields (source, target) from `source<TAB>target[<TAB>more...]` lines.
 
-    Extra columns are ignored. Bad lines (empty, no tab, an empty side,
-    invalid UTF-8) are skipped and counted in `report` with file and line,
-    or raise `ValueError` naming them when `strict=True`. `reverse=True`
-    swaps the columns (target -> source).
+    Args:
+        path: a TSV file, plain or `.gz`.
+        report: a `ReadReport` that counts skipped lines (shared across
+            calls to sum up several files).
+        strict: raise `ValueError("file:line: kind")` on the first bad line
+            instead of skipping it.
+        reverse: swap the two columns (read `target<TAB>source`).
+        columns: the two column indices to read; extra columns (e.g. an
+            attribution) are ignored.
 
-    Example:
-
-    >>> report = ReadReport()
-    >>> pairs = list(read_tsv("train.tsv.gz", report))
-    >>> print(report)
+    Raises:
+        FileNotFoundError: naming `path` when it does not exist.
     """
     report = report if report is not None else ReadReport()
-    for number, raw in _open_lines(path):
+    needed = max(columns) + 1
+    for number, raw in _open_lines(path, report, strict):
         line = _decode(raw, path, number, report, strict)
         if line is None:
             continue
-        columns = line.split("\t")
-        if len(columns) < 2:
+        fields = line.split("\t")
+        if len(fields) < needed:
             kind = "empty line" if not line.strip() else "line without a tab"
-            if strict:
-                raise ValueError(f"{path}:{number}: {kind}")
-            report.skip(path, number, kind)
+            _problem(report, strict, path, number, kind)
             continue
-        pair = _check_pair(columns[0], columns[1], path, number, report, strict)
+        pair = _pair(fields[columns[0]], fields[columns[1]], path, number, report, strict)
         if pair:
             yield pair[::-1] if reverse else pair
 
 
 def read_aligned(source_path, target_path, report=None, strict=False):
-    """Yields (source, target) from two files aligned line by line."""
+    """Yields (source, target) from two files aligned line by line.
+
+    Lines past the end of the shorter file are counted as "misaligned line"
+    (at the longer file's line numbers), or raise in `strict` mode.
+
+    Raises:
+        FileNotFoundError: naming the missing path (checked before reading).
+    """
     report = report if report is not None else ReadReport()
-    sources, targets = _open_lines(source_path), _open_lines(target_path)
-    for (number, raw_source), (_, raw_target) in zip(sources, targets):
-        source = _decode(raw_source, source_path, number, report, strict)
-        target = _decode(raw_target, target_path, number, report, strict)
+    for path in (source_path, target_path):
+        if not os.path.isfile(os.fspath(path)):
+            raise FileNotFoundError(f"No corpus file. Received: path={os.fspath(path)!r}")
+    sources = _open_lines(source_path, report, strict)
+    targets = _open_lines(target_path, report, strict)
+    for source_line, target_line in itertools.zip_longest(sources, targets):
+        if source_line is None or target_line is None:  # one file is longer
+            path, other = (target_path, source_path) if source_line is None else (source_path, target_path)
+            number = (target_line or source_line)[0]
+            _problem(report, strict, path, number, "misaligned line", f" (no such line in {os.fspath(other)})")
+            continue
+        number = source_line[0]
+        source = _decode(source_line[1], source_path, number, report, strict)
+        target = _decode(target_line[1], target_path, number, report, strict)
         if source is None or target is None:
             continue
-        pair = _check_pair(source, target, source_path, number, report, strict)
+        pair = _pair(source, target, source_path, number, report, strict)
         if pair:
             yield pair
-    leftover = next(sources, None) or next(targets, None)
-    if leftover is not None:
-        message = f"{source_path} and {target_path} have different numbers of lines"
-        if strict:
-            raise ValueError(message)
-        report.skip(source_path, leftover[0], "misaligned tail")
 
 
-WMT14_PAIRS = ("de-en", "fr-en")
-
-
-def load_wmt14(pair="de-en", source="en", split="train", data_dir=None, manual_dir=None):
-    """(source, target) string pairs of TensorFlow Datasets' `wmt14_translate`.
-
-    Args:
-        pair: `"de-en"` or `"fr-en"`.
-        source: the source language, either side of `pair`.
-        split: `"train"`, `"validation"` or `"test"` (newstest2014).
-        data_dir, manual_dir: passed to TFDS.
-
-    Raises a `RuntimeError` that says which files to place where when the
-    data cannot be downloaded (an offline machine).
-    """
-    import tensorflow_datasets as tfds
-
-    if pair not in WMT14_PAIRS:
-        raise ValueError(f"Argument `pair` must be one of {WMT14_PAIRS}. Received: pair={pair!r}")
-    languages = pair.split("-")
-    if source not in languages:
-        raise ValueError(f"Argument `source` must be one of {languages}. Received: source={source!r}")
-    target = languages[1 - languages.index(source)]
-    name = f"wmt14_translate/{pair}"
-    try:
-        builder = tfds.builder(name, data_dir=data_dir)
-        builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
-        dataset = builder.as_dataset(split=split)
-    except Exception as error:  # noqa: BLE001 - explained below
-        raise RuntimeError(
-            f"Could not prepare TensorFlow Datasets {name!r} ({type(error).__name__}: {error}). "
-            "On a machine without internet access, download the WMT14 archives listed in "
-            "tensorflow_datasets/translate/wmt14.py (training-parallel-*.tgz, dev.tgz, test-full.tgz) "
-            f"elsewhere and place them in manual_dir={manual_dir!r} (or run once with network and "
-            f"copy data_dir={data_dir or '~/tensorflow_datasets'!r}). To train offline now, use the "
-            "shipped corpus: keras_transformer.datasets.load('tatoeba_en_fr')."
-        ) from error
-    for example in tfds.as_numpy(dataset):
-        yield example[source].decode("utf-8"), example[target].decode("utf-8")
+from keras_transformer.data.wmt14 import load_wmt14, wmt14_files  # noqa: E402,F401 - TFDS corpora

@@ -1,103 +1,46 @@
-"""Training batches: token ids grouped by length under a token budget.
+"""Training batches: token ids bucketed by length under a token budget.
 
 Each element is `((source_ids, target_input_ids), labels)`, int32, padded
-with 0: the source ends with EOS, the decoder input is BOS + target, the
-labels are target + EOS (the decoder input shifted by one). Pairs of similar
-length share a batch; each batch holds at most `tokens_per_batch` tokens
-(batch size x padded length, for the longer of source and target), and is
-padded to its bucket's boundary, so XLA sees a small fixed set of shapes.
+with `PAD_ID = 0`:
 
-`tokens_per_batch` is GLOBAL: under `tf.distribute` each of the
-`num_replicas` replicas gets `1 / num_replicas` of every batch (batch sizes
-are multiples of `num_replicas`). The paper trains on about 25,000 target
-tokens per step; reach it with several batches per step (gradient
-accumulation, see `keras_transformer.training`).
+- `source_ids`        `(batch, length)`: the source ids + EOS.
+- `target_input_ids`  `(batch, length)`: BOS + the target ids.
+- `labels`            `(batch, length)`: the target ids + EOS, i.e. the
+  decoder input shifted left by one.
 
-Sentences are tokenized once, up front, with the SentencePiece model in
-Python (the same ids the in-graph `SubwordTokenizer.tokenize` gives), which
-lets `LengthReport` count what was dropped or truncated before training
-starts; `tf.data` then shuffles, buckets, pads and prefetches.
+Source and target of a batch share one padded length, a bucket boundary of
+`bucket_boundaries(max_length)`, so XLA sees a small fixed set of shapes.
+Each batch holds at most `tokens_per_batch` tokens (batch x padded length,
+padding included). The budget is GLOBAL: with `num_replicas` replicas
+(`tf.distribute`), every batch size is a multiple of `num_replicas` and each
+replica gets `1 / num_replicas` of it. The paper's ~25,000 source + 25,000
+target tokens per step is `tokens_per_batch=25000` over all replicas (or
+several steps of gradient accumulation).
+
+Pairs over `max_length` tokens (special tokens included) are dropped or
+truncated (`length_policy`) and counted in the returned `LengthReport`,
+which is also logged.
+
+Example:
+
+>>> dataset, report = make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128)
+>>> print(report)          # 81790 pairs kept; 74 dropped and 0 truncated for being over 128 tokens
+>>> model.fit(dataset, epochs=10)      # model((source_ids, target_input_ids)) -> logits
 """
-
-import dataclasses
 
 import numpy as np
 
+from keras_transformer.data.lengths import (
+    LengthReport,
+    batch_sizes,
+    bucket_boundaries,
+    bucket_of,
+    check_length_arguments,
+    encode_pairs,
+)
 from keras_transformer.data.tokenizer import BOS_ID, EOS_ID
 
-
-@dataclasses.dataclass
-class LengthReport:
-    """How many pairs were kept, dropped or truncated for their length."""
-
-    kept: int = 0
-    dropped: int = 0
-    truncated: int = 0
-    max_length: int = 0
-
-    def __str__(self):
-        return (
-            f"{self.kept} pairs kept; {self.dropped} dropped and {self.truncated} truncated "
-            f"for being over {self.max_length} tokens"
-        )
-
-
-def encode_pairs(pairs, tokenizer, max_length=128, length_policy="drop"):
-    """Token ids `(source + [EOS], [BOS] + target + [EOS])` for each pair.
-
-    A pair whose source or target (with its special tokens) is longer than
-    `max_length` is dropped (`length_policy="drop"`) or cut to fit
-    (`"truncate"`, keeping EOS last); both are counted in the report.
-
-    Returns:
-        `(sources, targets, report)`: two lists of int lists and a
-        `LengthReport`.
-    """
-    if length_policy not in ("drop", "truncate"):
-        raise ValueError(f'Argument `length_policy` must be "drop" or "truncate". Received: {length_policy!r}')
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 3:
-        raise ValueError(f"Argument `max_length` must be an integer >= 3. Received: max_length={max_length!r}")
-    pairs = list(pairs)
-    encoded_sources = tokenizer.encode([s for s, _ in pairs])
-    encoded_targets = tokenizer.encode([t for _, t in pairs])
-    report = LengthReport(max_length=max_length)
-    sources, targets = [], []
-    for source, target in zip(encoded_sources, encoded_targets):
-        source, target = source + [EOS_ID], [BOS_ID] + target + [EOS_ID]
-        if len(source) > max_length or len(target) > max_length:
-            if length_policy == "drop":
-                report.dropped += 1
-                continue
-            report.truncated += 1
-            source = source[: max_length - 1] + [EOS_ID] if len(source) > max_length else source
-            target = target[: max_length - 1] + [EOS_ID] if len(target) > max_length else target
-        sources.append(source)
-        targets.append(target)
-        report.kept += 1
-    return sources, targets, report
-
-
-def bucket_boundaries(max_length, smallest=8, growth=1.25):
-    """Padded lengths: 8, 10, 12, ... growing by about 25% up to `max_length`."""
-    boundaries, length = [], smallest
-    while length < max_length:
-        boundaries.append(length)
-        length = max(length + 2, int(round(length * growth / 2)) * 2)
-    return boundaries + [max_length]
-
-
-def batch_sizes(boundaries, tokens_per_batch, num_replicas=1):
-    """Sentences per batch for each padded length, within the budget."""
-    sizes = []
-    for length in boundaries:
-        size = tokens_per_batch // length // num_replicas * num_replicas
-        if size < num_replicas:
-            raise ValueError(
-                f"Argument `tokens_per_batch`={tokens_per_batch} cannot hold {num_replicas} "
-                f"sentence(s) of {length} tokens; raise it or lower `max_length`."
-            )
-        sizes.append(size)
-    return sizes
+__all__ = ["LengthReport", "batch_sizes", "bucket_boundaries", "encode_pairs", "make_dataset", "numpy_batches"]
 
 
 def make_dataset(
@@ -110,117 +53,204 @@ def make_dataset(
     seed=0,
     num_replicas=1,
     repeat=False,
+    shuffle_buffer=100_000,
     log=print,
 ):
     """A `tf.data.Dataset` of token-bucketed batches for `model.fit`.
 
     Args:
-        pairs: list of (source, target) strings.
-        tokenizer: a `SubwordTokenizer`.
-        tokens_per_batch: int. Global token budget of a batch (padding
-            included), across all replicas.
+        pairs: a list of `(source, target)` strings, or a `tf.data.Dataset`
+            of `(source, target)` `tf.string` scalars (streamed, e.g.
+            `load_wmt14(..., as_dataset=True)`).
+        tokenizer: a `SubwordTokenizer` (tokenizes in the graph).
+        tokens_per_batch: int. Global token budget of a batch, padding
+            included, across all replicas.
         max_length: int. Longest source or target, special tokens included.
         length_policy: `"drop"` or `"truncate"` longer pairs (counted).
-        shuffle: shuffle pairs (seeded: the same order on every run).
+        shuffle: shuffle pairs with `seed` (reshuffled each pass, the same
+            sequence on every run). A list is shuffled whole; a stream
+            through a buffer of `shuffle_buffer` pairs.
         seed: int.
-        num_replicas: int. Batch sizes are multiples of it, and batches are
-            complete so every replica gets its share.
-        repeat: repeat the pairs forever (shuffled anew each pass).
-        log: where the length report goes (`None`: nowhere).
+        num_replicas: int. Batch sizes are multiples of it; the last batch
+            of a bucket is cut to a multiple (counted as
+            `report.remainder_per_pass`).
+        repeat: repeat the pairs forever (for `steps_per_epoch`).
+        shuffle_buffer: int. Buffer size for streamed inputs.
+        log: callable that receives the length report (`None`: silent).
 
     Returns:
-        `(dataset, report)`.
-
-    Example:
-
-    >>> dataset, report = make_dataset(load("tatoeba_en_fr"), tokenizer, tokens_per_batch=4096)
-    >>> model.fit(dataset, epochs=1)
+        `(dataset, report)`: the dataset and a `LengthReport`.
     """
     import tensorflow as tf
 
-    sources, targets, report = encode_pairs(pairs, tokenizer, max_length, length_policy)
-    if log:
-        log(str(report))
-    if not sources:
-        raise ValueError(f"No pair left to batch ({report}).")
+    check_length_arguments(max_length, length_policy, tokens_per_batch, num_replicas)
     boundaries = bucket_boundaries(max_length)
     sizes = batch_sizes(boundaries, tokens_per_batch, num_replicas)
-    source_table, target_table = _ragged(sources), _ragged(targets)
-    dataset = tf.data.Dataset.range(len(sources))  # pair indices
-    if shuffle:
-        dataset = dataset.shuffle(len(sources), seed=seed, reshuffle_each_iteration=True)
-    if repeat:
-        dataset = dataset.repeat()
-
-    dataset = dataset.map(lambda i: (source_table[i], target_table[i]))  # (length,) each
-
-    def length(source, target):
-        return tf.maximum(tf.shape(source)[0], tf.shape(target)[0])
+    if isinstance(pairs, tf.data.Dataset):
+        dataset, report = _streamed_examples(pairs, tokenizer, max_length, length_policy, shuffle, seed,
+                                             repeat, shuffle_buffer)
+        if log:
+            log(f"Streaming pairs; length counts grow as the dataset is read (report: {report!r})")
+    else:
+        dataset, report, lengths = _listed_examples(pairs, tokenizer, max_length, length_policy, shuffle, seed, repeat)
+        if not repeat and num_replicas > 1:
+            counts = np.bincount([bucket_of(n, boundaries) for n in lengths], minlength=len(boundaries))
+            report.remainder_per_pass = int(sum(c % s % num_replicas for c, s in zip(counts, sizes)))
+        if log:
+            log(str(report))
 
     dataset = dataset.bucket_by_sequence_length(
-        length,
+        _length,
         bucket_boundaries=[b + 1 for b in boundaries[:-1]],  # lengths <= b go to bucket b
         bucket_batch_sizes=sizes,
         padded_shapes=([None], [None]),
+        padding_values=(np.int32(0), np.int32(0)),
         pad_to_bucket_boundary=False,
-        drop_remainder=num_replicas > 1,
     )
+    if num_replicas > 1:  # cut a bucket's last batch to a multiple of num_replicas
+        def even(source, target):
+            keep = tf.shape(source)[0] // num_replicas * num_replicas
+            return source[:keep], target[:keep]
 
-    def to_model_inputs(source, target):
-        padded = _padded_length(tf.maximum(tf.shape(source)[1], tf.shape(target)[1]), boundaries)
-        source = _pad_to(source, padded)  # (batch, padded)
-        target = _pad_to(target, padded + 1)  # (batch, padded + 1)
-        return (source, target[:, :-1]), target[:, 1:]
-
-    return dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE), report
-
-
-def _ragged(rows):
-    import tensorflow as tf
-
-    lengths = np.array([len(r) for r in rows], np.int64)
-    return tf.RaggedTensor.from_row_lengths(np.concatenate(rows).astype(np.int32), lengths)
-
-
-def _padded_length(length, boundaries):
-    import tensorflow as tf
+        dataset = dataset.map(even).filter(lambda source, _: tf.shape(source)[0] > 0)
 
     table = tf.constant(boundaries, tf.int32)
-    return tf.gather(table, tf.searchsorted(table, tf.reshape(length, [1]), side="left"))[0]
+
+    def to_model_inputs(source, target):  # (batch, s), (batch, t) -> padded to a boundary
+        longest = tf.maximum(tf.shape(source)[1], tf.shape(target)[1] - 1)
+        padded = tf.gather(table, tf.searchsorted(table, tf.reshape(longest, [1]), side="left"))[0]
+        source = tf.pad(source, [[0, 0], [0, padded - tf.shape(source)[1]]])  # (batch, padded)
+        target = tf.pad(target, [[0, 0], [0, padded + 1 - tf.shape(target)[1]]])  # (batch, padded + 1)
+        return (source, target[:, :-1]), target[:, 1:]
+
+    dataset = dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE), report
 
 
-def _pad_to(ids, length):
+def _length(source, target):
     import tensorflow as tf
 
-    return tf.pad(ids, [[0, 0], [0, length - tf.shape(ids)[1]]])
+    return tf.maximum(tf.shape(source)[0], tf.shape(target)[0] - 1)
 
 
-def numpy_batches(pairs, tokenizer, tokens_per_batch=4096, max_length=128, length_policy="drop", shuffle=True, seed=0):
-    """The same batches as NumPy arrays, without TensorFlow.
+def _with_specials(tokenizer, sources, targets, max_length, length_policy, counters=None):
+    """In-graph: strings (n,) -> ragged ids with EOS / BOS+EOS, length rule applied."""
+    import tensorflow as tf
 
-    Yields `((source_ids, target_input_ids), labels)` int32 arrays for one
-    pass over the pairs; for JAX or PyTorch machines without TensorFlow.
+    source_ids = tokenizer.tokenize(sources)  # (n, None)
+    target_ids = tokenizer.tokenize(targets)  # (n, None)
+    over = (source_ids.row_lengths() + 1 > max_length) | (target_ids.row_lengths() + 2 > max_length)  # (n,)
+    if length_policy == "drop":
+        source_ids = tf.ragged.boolean_mask(source_ids, ~over)
+        target_ids = tf.ragged.boolean_mask(target_ids, ~over)
+    else:
+        source_ids, target_ids = source_ids[:, : max_length - 1], target_ids[:, : max_length - 2]
+    n_over = tf.reduce_sum(tf.cast(over, tf.int64))
+    n_kept = tf.cast(source_ids.nrows(), tf.int64)
+    if counters is not None:
+        zero = tf.zeros([], tf.int64)
+        dropped, truncated = (n_over, zero) if length_policy == "drop" else (zero, n_over)
+        counters.assign_add(tf.stack([n_kept, dropped, truncated]))
+    rows = source_ids.nrows()
+    eos = tf.fill([rows, 1], EOS_ID)
+    bos = tf.fill([rows, 1], BOS_ID)
+    source_ids = tf.concat([source_ids, eos], axis=1)  # (n, None): ids + EOS
+    target_ids = tf.concat([bos, target_ids, eos], axis=1)  # (n, None): BOS + ids + EOS
+    return source_ids, target_ids, n_over
+
+
+def _listed_examples(pairs, tokenizer, max_length, length_policy, shuffle, seed, repeat):
+    """A list of pairs: tokenized once up front (in the graph), exact report."""
+    import tensorflow as tf
+
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("Argument `pairs` is empty: there is nothing to batch.")
+    sources = tf.constant([s for s, _ in pairs], tf.string)
+    targets = tf.constant([t for _, t in pairs], tf.string)
+    source_ids, target_ids, n_over = _with_specials(tokenizer, sources, targets, max_length, length_policy)
+    n_over, kept = int(n_over), int(source_ids.nrows())
+    report = LengthReport(max_length, kept=kept, dropped=n_over if length_policy == "drop" else 0,
+                          truncated=n_over if length_policy == "truncate" else 0)
+    if not kept:
+        raise ValueError(f"No pair left to batch ({report}).")
+    lengths = np.maximum(source_ids.row_lengths().numpy(), target_ids.row_lengths().numpy() - 1)
+    dataset = tf.data.Dataset.range(kept)  # pair indices
+    if shuffle:
+        dataset = dataset.shuffle(kept, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = dataset.map(lambda i: (source_ids[i], target_ids[i]))  # (s,), (t,)
+    return dataset, report, lengths
+
+
+def _streamed_examples(pairs, tokenizer, max_length, length_policy, shuffle, seed, repeat, shuffle_buffer):
+    """A tf.data stream of string pairs: tokenized in the pipeline, counted in a variable."""
+    import tensorflow as tf
+
+    counters = tf.Variable(tf.zeros([3], tf.int64), trainable=False, name="length_counts")
+    report = LengthReport(max_length, counters=counters)
+    if shuffle:
+        pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        pairs = pairs.repeat()
+
+    def encode(sources, targets):  # (n,) strings
+        source_ids, target_ids, _ = _with_specials(tokenizer, sources, targets, max_length, length_policy, counters)
+        rows = tf.data.Dataset.range(tf.cast(source_ids.nrows(), tf.int64))
+        return rows.map(lambda i: (source_ids[i], target_ids[i]))  # (s,), (t,)
+
+    dataset = pairs.batch(256).flat_map(encode)  # (s,), (t,) int32
+    return dataset, report
+
+
+def numpy_batches(
+    pairs,
+    tokenizer,
+    tokens_per_batch=4096,
+    max_length=128,
+    length_policy="drop",
+    shuffle=True,
+    seed=0,
+    num_replicas=1,
+    report=None,
+):
+    """The same batches as NumPy int32 arrays, without TensorFlow.
+
+    For JAX or PyTorch machines: tokenizes with the Python SentencePiece
+    API, then buckets, pads and splits exactly like `make_dataset`. Yields
+    `((source_ids, target_input_ids), labels)` for one pass over the pairs.
+    Pass a `LengthReport`-like object as `report` to get the length counts
+    (its `kept`/`dropped`/`truncated` are set).
+
+    Example:
+
+    >>> for (source, target_in), labels in numpy_batches(pairs, tokenizer, 4096):
+    ...     loss = train_step(source, target_in, labels)   # (batch, length) each
     """
-    sources, targets, _ = encode_pairs(pairs, tokenizer, max_length, length_policy)
+    check_length_arguments(max_length, length_policy, tokens_per_batch, num_replicas)
+    sources, targets, counts = encode_pairs(pairs, tokenizer, max_length, length_policy)
+    if report is not None:
+        report._counts = counts._counts
     boundaries = bucket_boundaries(max_length)
-    sizes = dict(zip(boundaries, batch_sizes(boundaries, tokens_per_batch)))
+    sizes = batch_sizes(boundaries, tokens_per_batch, num_replicas)
     order = np.random.default_rng(seed).permutation(len(sources)) if shuffle else np.arange(len(sources))
-    buckets = {b: [] for b in boundaries}
+    buckets = [[] for _ in boundaries]
     for index in order:
-        length = max(len(sources[index]), len(targets[index]))
-        padded = boundaries[int(np.searchsorted(boundaries, length))]
-        buckets[padded].append(index)
-        if len(buckets[padded]) == sizes[padded]:
-            yield _numpy_batch(buckets.pop(padded), sources, targets, padded)
-            buckets[padded] = []
-    for padded, indices in buckets.items():
+        bucket = bucket_of(max(len(sources[index]), len(targets[index]) - 1), boundaries)
+        buckets[bucket].append(index)
+        if len(buckets[bucket]) == sizes[bucket]:
+            yield _numpy_batch(buckets[bucket], sources, targets, boundaries[bucket])
+            buckets[bucket] = []
+    for bucket, indices in enumerate(buckets):
+        indices = indices[: len(indices) // num_replicas * num_replicas]
         if indices:
-            yield _numpy_batch(indices, sources, targets, padded)
+            yield _numpy_batch(indices, sources, targets, boundaries[bucket])
 
 
 def _numpy_batch(indices, sources, targets, padded):
-    source = np.zeros((len(indices), padded), np.int32)
-    target = np.zeros((len(indices), padded + 1), np.int32)
+    source = np.zeros((len(indices), padded), np.int32)  # (batch, padded)
+    target = np.zeros((len(indices), padded + 1), np.int32)  # (batch, padded + 1)
     for row, index in enumerate(indices):
         source[row, : len(sources[index])] = sources[index]
         target[row, : len(targets[index])] = targets[index]

@@ -1,24 +1,51 @@
-"""A shared subword vocabulary: SentencePiece BPE, in Python and in the graph."""
+"""A shared subword vocabulary: SentencePiece BPE, in Python and in the graph.
+
+Importing this module does not import TensorFlow: `encode`/`decode` only need
+the `sentencepiece` package (for JAX or PyTorch machines); `tokenize`,
+`detokenize` and `tf_module` import TensorFlow when first called.
+
+Example:
+
+>>> tokenizer = SubwordTokenizer.train(sentences, vocab_size=8000)
+>>> tokenizer.encode(["Où est la gare ?"])           # [[412, 77, 9, 1290, 31]]
+>>> tokenizer.decode([[412, 77, 9, 1290, 31, EOS_ID, PAD_ID]])
+['Où est la gare ?']
+>>> tokenizer.save("runs/en_fr")                     # runs/en_fr/tokenizer.model
+"""
 
 import io
 import os
 
 PAD_ID = 0  # padding, masked by the model
-UNK_ID = 1
+UNK_ID = 1  # a character that the vocabulary lacks
 BOS_ID = 2  # starts every decoder input
 EOS_ID = 3  # ends every source and target
+MODEL_FILENAME = "tokenizer.model"
+MODEL_TYPES = ("bpe", "unigram")
 
 
 class SubwordTokenizer:
-    """A SentencePiece BPE vocabulary shared by source and target.
+    """A SentencePiece vocabulary shared by source and target languages.
 
-    `encode`/`decode` work in pure Python (no TensorFlow needed);
-    `tokenize`/`detokenize` run inside the TensorFlow graph with
-    tensorflow-text, so they can sit in a `tf.data` pipeline or a SavedModel.
-    Special ids are fixed: 0 padding, 1 unknown, 2 BOS, 3 EOS.
+    The paper encodes sentences with byte-pair encoding and a shared
+    vocabulary of about 37,000 pieces for WMT14 English-German and 32,000
+    for English-French. Small corpora need smaller vocabularies: about
+    8,000 for the shipped Tatoeba corpus (the default here).
 
-    Sizes: the paper uses about 37,000 shared pieces for WMT14 En-De and
-    32,000 for En-Fr; a small corpus such as Tatoeba wants about 8,000.
+    Special ids are fixed (module constants): `PAD_ID = 0` (the model masks
+    it), `UNK_ID = 1`, `BOS_ID = 2`, `EOS_ID = 3`. Text is normalized with
+    NFKC, so `decode(encode(text)) == text` for NFKC-normalized text
+    (accents, punctuation such as « », digits, whitespace runs collapsed).
+
+    Two equivalent paths give the same ids:
+    - `encode`/`decode`: pure Python lists, no TensorFlow.
+    - `tokenize`/`detokenize`: TensorFlow ops (tensorflow-text), usable in
+      `tf.data` and `tf.function`; `tf_module()` wraps them in a
+      `tf.Module` that a SavedModel can carry.
+
+    Args:
+        model_proto: bytes of a serialized SentencePiece model (what
+            `train` builds and `save` writes).
 
     Example:
 
@@ -30,110 +57,239 @@ class SubwordTokenizer:
     def __init__(self, model_proto):
         import sentencepiece as spm
 
+        if not isinstance(model_proto, (bytes, bytearray)) or not model_proto:
+            raise ValueError(
+                "Argument `model_proto` must be the non-empty bytes of a SentencePiece model. "
+                f"Received: {type(model_proto).__name__}"
+            )
         self.model_proto = bytes(model_proto)
-        self.processor = spm.SentencePieceProcessor(model_proto=self.model_proto)
-        self._in_graph = None
+        try:
+            self.processor = spm.SentencePieceProcessor(model_proto=self.model_proto)
+        except (RuntimeError, OSError) as error:
+            raise ValueError(f"Argument `model_proto` is not a valid SentencePiece model: {error}") from None
+        special = [self.processor.pad_id(), self.processor.unk_id(), self.processor.bos_id(), self.processor.eos_id()]
+        if special != [PAD_ID, UNK_ID, BOS_ID, EOS_ID]:
+            raise ValueError(
+                f"The SentencePiece model must use ids pad={PAD_ID}, unk={UNK_ID}, bos={BOS_ID}, "
+                f"eos={EOS_ID}. Received: pad, unk, bos, eos = {special}"
+            )
 
+    # ------------------------------------------------------------ training
     @classmethod
-    def train(cls, texts, vocab_size=8000, model_type="bpe", max_sentences=2_000_000, seed=0):
-        """Learns a vocabulary from strings or text files (one sentence a line).
+    def train(
+        cls,
+        texts=None,
+        vocab_size=8000,
+        model_type="bpe",
+        input_sentence_size=2_000_000,
+        seed=0,
+        *,
+        files=None,
+        num_threads=None,
+        character_coverage=1.0,
+    ):
+        """Learns a vocabulary from strings and/or text files, offline.
 
         Args:
-            texts: an iterable of strings, or a list of file paths.
-            vocab_size: int. Number of pieces, special ones included.
+            texts: an iterable of strings (sentences of both languages).
+            vocab_size: int >= 8. Number of pieces, special ones included.
+                On tiny corpora SentencePiece may stop short of it.
             model_type: `"bpe"` (the paper's byte-pair encoding) or `"unigram"`.
-            max_sentences: sample at most this many sentences.
-            seed: int. Seed of that sample (and of SentencePiece's own).
+            input_sentence_size: sample at most this many sentences (with
+                `shuffle_input_sentence`), which keeps WMT-sized corpora fast.
+            seed: int. Seed of that sample.
+            files: paths of text files, one sentence a line (plain text).
+            num_threads: training threads (default: all CPU cores).
+            character_coverage: share of characters that get their own
+                piece; 1.0 keeps every accent of small corpora.
+
+        Returns:
+            A `SubwordTokenizer`.
         """
         import sentencepiece as spm
 
-        spm.set_random_generator_seed(seed)
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 8:
             raise ValueError(f"Argument `vocab_size` must be an integer >= 8. Received: vocab_size={vocab_size!r}")
-        if isinstance(texts, str):
-            raise ValueError("Argument `texts` must be an iterable of strings or a list of paths, not one string.")
-        texts = list(texts)
-        files = bool(texts) and all(isinstance(t, (str, os.PathLike)) and os.path.isfile(t) for t in texts)
-        if not files:
-            texts = [t for t in texts if isinstance(t, str) and t.strip()]
-        if not texts:
-            raise ValueError("Argument `texts` holds no non-empty sentence to learn a vocabulary from.")
+        if model_type not in MODEL_TYPES:
+            raise ValueError(f"Argument `model_type` must be one of {MODEL_TYPES}. Received: model_type={model_type!r}")
+        if isinstance(texts, (str, bytes)):
+            raise ValueError("Argument `texts` must be an iterable of strings, not one string; use `files=` for paths.")
+        paths = [os.fspath(p) for p in ([files] if isinstance(files, (str, os.PathLike)) else files or [])]
+        for path in paths:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"Argument `files` names a missing file. Received: {path!r}")
+        sentences = [t for t in (texts or []) if isinstance(t, str) and t.strip()]
+        if not sentences and not any(os.path.getsize(p) for p in paths):
+            raise ValueError(
+                "Arguments `texts`/`files` hold no non-empty sentence to learn a vocabulary from. "
+                f"Received: texts with 0 non-empty strings, files={paths}"
+            )
+        if sentences:  # one stream: in-memory sentences first, then the files
+            sentences = iter(sentences + [line for p in paths for line in _read_lines(p)])
+        spm.set_random_generator_seed(seed)
         model = io.BytesIO()
         options = dict(
-            model_writer=model, vocab_size=vocab_size, model_type=model_type,
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
-            character_coverage=1.0, normalization_rule_name="nfkc",
-            input_sentence_size=max_sentences, shuffle_input_sentence=True,
-            num_threads=os.cpu_count() or 1, minloglevel=2, hard_vocab_limit=False,
+            character_coverage=character_coverage,
+            normalization_rule_name="nfkc",
+            input_sentence_size=input_sentence_size,
+            shuffle_input_sentence=True,
+            num_threads=num_threads or os.cpu_count() or 1,
+            hard_vocab_limit=False,  # tiny corpora: fewer pieces, not an error
+            minloglevel=2,
         )
-        if files:
-            options["input"] = ",".join(os.fspath(t) for t in texts)
+        if sentences:
+            options["sentence_iterator"] = sentences
         else:
-            options["sentence_iterator"] = iter(texts)
+            options["input"] = ",".join(paths)
         spm.SentencePieceTrainer.train(**options)
         return cls(model.getvalue())
 
+    # ------------------------------------------------------------ files
     @classmethod
     def load(cls, path):
-        """Loads `tokenizer.model` from a file or the folder holding it."""
+        """Loads a model file, or `tokenizer.model` inside a folder."""
+        path = os.fspath(path)
         if os.path.isdir(path):
-            path = os.path.join(path, "tokenizer.model")
+            path = os.path.join(path, MODEL_FILENAME)
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"No tokenizer model at {os.fspath(path)!r}")
+            raise FileNotFoundError(f"No tokenizer model file. Received: path={path!r}")
         with open(path, "rb") as f:
             return cls(f.read())
 
     def save(self, directory):
-        """Writes `directory/tokenizer.model`; returns its path."""
+        """Writes `directory/tokenizer.model` (the model bytes); returns its path."""
+        directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, "tokenizer.model")
+        path = os.path.join(directory, MODEL_FILENAME)
         with open(path, "wb") as f:
             f.write(self.model_proto)
         return path
 
+    # ------------------------------------------------------------ Python
     @property
     def vocab_size(self):
         return self.processor.get_piece_size()
 
     def encode(self, sentences):
-        """Token ids of each sentence (no BOS/EOS): a list of lists of ints."""
+        """Ids of each sentence, without BOS/EOS: `list[str] -> list[list[int]]`.
+
+        A single string gives a single list of ids.
+        """
+        if isinstance(sentences, str):
+            return self.processor.encode(sentences)
         return self.processor.encode(list(sentences))
 
     def decode(self, ids):
-        """Text of each id list; padding, BOS and EOS are dropped."""
-        return self.processor.decode([[int(i) for i in row if int(i) > EOS_ID] for row in ids])
+        """Text of each id sequence: `list[list[int]] -> list[str]`.
+
+        Padding and BOS are dropped and each sequence ends at its first EOS
+        (as decoder outputs do); a single flat list gives a single string.
+        """
+        rows = ids.tolist() if hasattr(ids, "tolist") else [list(r) if hasattr(r, "__iter__") else r for r in ids]
+        if rows and not isinstance(rows[0], list):  # one flat sequence
+            return self.processor.decode(_clean(int(i) for i in rows))
+        return self.processor.decode([_clean(int(i) for i in row) for row in rows])
 
     def id_to_piece(self, ids):
+        """Pieces of ids (e.g. `"▁chat"`), for attention plots: ints -> strs."""
+        if isinstance(ids, int) or hasattr(ids, "dtype") and getattr(ids, "ndim", 1) == 0:
+            return self.processor.id_to_piece(int(ids))
         return [self.processor.id_to_piece(int(i)) for i in ids]
 
+    # ------------------------------------------------------------ graph
     @property
     def in_graph(self):
-        """The `tensorflow_text.SentencepieceTokenizer` of this vocabulary."""
-        if self._in_graph is None:
-            import tensorflow as tf
-            import tensorflow_text as tf_text
+        """A new `tensorflow_text.SentencepieceTokenizer` (a `tf.Module`) of this model.
 
-            with tf.init_scope():  # a resource that outlives any tf.function trace
-                self._in_graph = tf_text.SentencepieceTokenizer(model=self.model_proto)
-        return self._in_graph
+        A new one each time: its op owns the model resource, and TensorFlow
+        drops the resources of eager ops whenever `tf.random.set_seed` clears
+        its kernel cache, so a long-lived eager one could break mid-run.
+        """
+        import tensorflow_text as tf_text
+
+        return tf_text.SentencepieceTokenizer(model=self.model_proto)
 
     def tokenize(self, strings):
-        """In-graph: `tf.string [batch]` -> ragged int32 `[batch, None]`."""
+        """In-graph: `tf.string (batch,)` -> `tf.RaggedTensor` int32 `(batch, None)`.
+
+        No BOS/EOS are added; the ids equal those of `encode`.
+        """
         import tensorflow as tf
 
         return tf.cast(self.in_graph.tokenize(strings), tf.int32)
 
     def detokenize(self, ids):
-        """In-graph: int ids (dense 0-padded or ragged) -> `tf.string`.
+        """In-graph: ids `(batch, length)`, dense 0-padded or ragged -> `tf.string (batch,)`.
 
-        Everything from the first EOS on, padding and BOS are dropped.
+        Like `decode`: PAD and BOS are dropped and each row ends at its first EOS.
         """
-        import tensorflow as tf
+        return detokenize_ids(self.in_graph, ids)
 
-        if not isinstance(ids, tf.RaggedTensor):
-            ids = tf.convert_to_tensor(ids)
-            before_eos = tf.math.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=-1) == 0
-            ids = tf.ragged.boolean_mask(ids, before_eos & (ids > EOS_ID))
-        else:
-            ids = tf.ragged.boolean_mask(ids, ids > EOS_ID)
-        return self.in_graph.detokenize(ids)
+    def tf_module(self):
+        """A `tf.Module` with `tokenize`/`detokenize` `tf.function`s, for SavedModels.
+
+        The model bytes travel inside the graph (an attribute of the
+        SentencePiece op), and `model_proto` holds them for an asset file.
+        """
+        return make_tf_module(self.model_proto)
+
+
+def detokenize_ids(sentencepiece_op, ids):
+    """`detokenize` for any tensorflow-text SentencePiece tokenizer."""
+    import tensorflow as tf
+
+    if isinstance(ids, tf.RaggedTensor):
+        ids = ids.to_tensor(default_value=PAD_ID)  # padding is dropped below
+    ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)  # (batch, length)
+    before_eos = tf.math.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=-1) == 0
+    keep = before_eos & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, BOS_ID)
+    return sentencepiece_op.detokenize(tf.ragged.boolean_mask(ids, keep))
+
+
+def make_tf_module(model_proto):
+    """Builds a `tf.Module` with `tokenize(strings)` and `detokenize(ids)`.
+
+    Example:
+
+    >>> module = make_tf_module(tokenizer.model_proto)
+    >>> tf.saved_model.save(module, "tokenizer_savedmodel")
+    """
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    class InGraphTokenizer(tf.Module):
+        """SentencePiece tokenize/detokenize with fixed special ids."""
+
+        def __init__(self, proto):
+            super().__init__(name="subword_tokenizer")
+            self.sentencepiece = tf_text.SentencepieceTokenizer(model=proto)
+            self.vocab_size = tf.Variable(int(self.sentencepiece.vocab_size()), trainable=False, dtype=tf.int32)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def tokenize(self, strings):
+            return tf.cast(self.sentencepiece.tokenize(strings), tf.int32)  # (batch, None)
+
+        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        def detokenize(self, ids):
+            return detokenize_ids(self.sentencepiece, ids)  # (batch,)
+
+    return InGraphTokenizer(bytes(model_proto))
+
+
+def _clean(row):
+    out = []
+    for i in row:
+        if i == EOS_ID:
+            break
+        if i not in (PAD_ID, BOS_ID):
+            out.append(i)
+    return out
+
+
+def _read_lines(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return [line.rstrip("\n") for line in f if line.strip()]

@@ -1,37 +1,69 @@
 """Corpora that ship with the package, loadable offline in one call.
 
+`load(name, split)` returns a list of `(source, target)` string tuples.
+Shipped: `"tatoeba_en_fr"` (English -> French, Tatoeba via manythings.org,
+CC-BY 2.0 France; splits `train` 81,864 pairs, `validation` 2,711 and
+`test` 2,737, split by English sentence so no test source is in training).
+
 Example:
 
 >>> from keras_transformer import datasets
->>> train = datasets.load("tatoeba_en_fr", split="train")   # [(english, french), ...]
->>> test = datasets.load("tatoeba_en_fr", split="test")
->>> sources, references = datasets.references(test)          # all French references per source
+>>> train = datasets.load("tatoeba_en_fr", split="train")     # [(english, french), ...]
+>>> sources, references = datasets.load_references("tatoeba_en_fr", "test")
+>>> sources[0], references[0]                                  # one English sentence, all its French translations
+>>> full = datasets.full_train_pairs("tatoeba_en_fr.tsv.gz")   # the full file minus validation/test sources
 """
 
 import os
 
 from keras_transformer.datasets import tatoeba
 
-CORPORA = {"tatoeba_en_fr": tatoeba}
+CORPORA = {tatoeba.NAME: tatoeba}
 
 
-def load(name, split="train"):
-    """The (source, target) pairs of a shipped corpus split, as a list."""
-    from keras_transformer.data.corpora import read_tsv
-
+def _corpus(name, split=None):
     if name not in CORPORA:
         raise ValueError(f"Unknown corpus. Expected one of {sorted(CORPORA)}. Received: name={name!r}")
     module = CORPORA[name]
-    if split not in module.SPLITS:
+    if split is not None and split not in module.SPLITS:
         raise ValueError(f"Unknown split. Expected one of {list(module.SPLITS)}. Received: split={split!r}")
-    return list(read_tsv(os.path.join(module.FOLDER, f"{split}.tsv.gz")))
+    return module
+
+
+def path(name, split="train"):
+    """The shipped `.tsv.gz` file of a split (`source<TAB>target<TAB>attribution`)."""
+    return os.path.join(_corpus(name, split).FOLDER, f"{split}.tsv.gz")
+
+
+def load(name, split="train"):
+    """The (source, target) pairs of a shipped corpus split, as a list of tuples.
+
+    Raises:
+        ValueError: an unknown `name` or `split` (the message lists the valid ones).
+    """
+    from keras_transformer.data.corpora import read_tsv
+
+    return list(read_tsv(path(name, split), strict=True))
 
 
 def references(pairs):
-    """Groups pairs by source: `(sources, references)` where
-    `references[k]` lists every target given for `sources[k]`, for
-    multi-reference BLEU. Sources keep their first-seen order."""
+    """Groups pairs by source, for multi-reference BLEU.
+
+    Returns:
+        `(sources, references)`: `references[k]` lists every target given
+        for `sources[k]`; sources keep their first-seen order.
+    """
     grouped = {}
     for source, target in pairs:
         grouped.setdefault(source, []).append(target)
     return list(grouped), list(grouped.values())
+
+
+def load_references(name, split="test"):
+    """`references(load(name, split))`: each source with all its references."""
+    return references(load(name, split))
+
+
+def full_train_pairs(source_path, name="tatoeba_en_fr"):
+    """Training pairs of a corpus's FULL file: all but the shipped validation/test sources."""
+    return _corpus(name).full_train_pairs(source_path)

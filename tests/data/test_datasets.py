@@ -1,0 +1,75 @@
+"""The shipped Tatoeba corpus: splits disjoint by English source, deterministic, references."""
+
+import gzip
+
+import pytest
+
+from keras_transformer import datasets
+from keras_transformer.datasets import build_tatoeba, tatoeba
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return {s: datasets.load("tatoeba_en_fr", s) for s in ("train", "validation", "test")}
+
+
+def test_splits_are_disjoint_by_english_source_and_deterministic(splits):
+    assert 60_000 < len(splits["train"]) < 90_000 and 2000 < len(splits["test"]) < 4000
+    assert all(isinstance(p, tuple) and len(p) == 2 and all(p) for p in splits["test"])
+    keys = {s: {tatoeba.group_key(e) for e, _ in pairs} for s, pairs in splits.items()}
+    assert not keys["train"] & keys["test"] and not keys["train"] & keys["validation"]
+    assert not keys["validation"] & keys["test"]
+    assert 1800 < len(keys["test"]) < 2200 and 1800 < len(keys["validation"]) < 2200
+    assert all(tatoeba.split_of(e) == "test" for e, _ in splits["test"])
+    assert datasets.load("tatoeba_en_fr", "test") == splits["test"]
+
+
+def test_references_group_every_translation_of_a_source(splits):
+    sources, references = datasets.load_references("tatoeba_en_fr", "test")
+    assert len(sources) == len(references) > 1500 and max(map(len, references)) > 1
+    assert sum(map(len, references)) == len(splits["test"])
+    assert sources == list(dict.fromkeys(e for e, _ in splits["test"]))
+
+
+def test_unknown_names_and_splits_list_the_valid_ones():
+    with pytest.raises(ValueError, match=r"tatoeba_en_fr.*wmt99"):
+        datasets.load("wmt99")
+    with pytest.raises(ValueError, match=r"'train', 'validation', 'test'.*'dev'"):
+        datasets.load("tatoeba_en_fr", "dev")
+
+
+def _synthetic_corpus(path):
+    """A full-file stand-in: sentences of every split, two references each."""
+    lines, by_split = [], {}
+    for i in range(3000):
+        english = f"Sentence number {i}."
+        by_split.setdefault(tatoeba.split_of(english), []).append(english)
+        for j in range(2):
+            lines.append(f"{english}\tPhrase {i}-{j}.\tCC-BY 2.0 (France) Attribution: tatoeba.org #{i} & #{j}\n")
+    lines.insert(5, "malformed line\n")
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(lines)
+    return by_split
+
+
+def test_full_train_pairs_exclude_validation_and_test_sources(tmp_path):
+    path = tmp_path / "full.tsv.gz"
+    by_split = _synthetic_corpus(path)
+    train = list(datasets.full_train_pairs(str(path)))
+    assert {e for e, _ in train} == set(by_split["train"]) and len(train) == 2 * len(by_split["train"])
+    assert by_split["test"] and by_split["validation"]
+
+
+def test_build_writes_the_same_split_rule_with_attribution(tmp_path):
+    path = tmp_path / "full.tsv.gz"
+    by_split = _synthetic_corpus(path)
+    counts = build_tatoeba.build(str(path), str(tmp_path / "out"), shipped_train_below=1000)
+    assert counts == {s: 2 * len(by_split[s]) for s in tatoeba.SPLITS}
+    with gzip.open(tmp_path / "out" / "test.tsv.gz", "rt", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert all(line.split("\t")[2].startswith("CC-BY 2.0 (France)") for line in lines)
+    first = (tmp_path / "out" / "test.tsv.gz").read_bytes()
+    build_tatoeba.build(str(path), str(tmp_path / "out"), shipped_train_below=1000)
+    assert (tmp_path / "out" / "test.tsv.gz").read_bytes() == first  # byte for byte
+    with pytest.raises(FileNotFoundError, match="nope.tsv.gz"):
+        build_tatoeba.build(str(tmp_path / "nope.tsv.gz"), str(tmp_path / "out"))

@@ -1,0 +1,137 @@
+"""tf.data pipeline: token budget, no lost pairs, shifted labels, padding, replicas, NumPy path."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import datasets
+from keras_transformer.data import (
+    BOS_ID, EOS_ID, LengthReport, bucket_boundaries, encode_pairs, make_dataset, numpy_batches,
+)
+
+BUDGET, MAX_LENGTH = 512, 48
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _check_batch(source, target_in, labels, budget=BUDGET):
+    """Shapes, dtype, budget, shift by one and zero padding of one batch."""
+    assert source.dtype == target_in.dtype == labels.dtype == np.int32
+    assert source.shape == target_in.shape == labels.shape  # one padded length per batch
+    assert source.shape[0] * source.shape[1] <= budget
+    np.testing.assert_array_equal(target_in[:, 1:], labels[:, :-1])  # labels = decoder input shifted by one
+    assert (target_in[:, 0] == BOS_ID).all()
+    for row_source, row_labels in zip(source, labels):
+        for row in (row_source, row_labels):
+            length = int((row != 0).sum())
+            assert row[length - 1] == EOS_ID and not row[length:].any()  # ends with EOS, then only padding 0
+
+
+def _rows(batches):
+    return sorted(tuple(r[r != 0]) for (source, _), _ in batches for r in np.asarray(source))
+
+
+def test_batches_respect_the_budget_and_lose_no_pair(tokenizer):
+    pairs = datasets.load("tatoeba_en_fr", "validation")
+    pairs = pairs + [("word " * 60, "mot " * 60), ("Short.", "phrase " * 60)]  # over max_length: dropped
+    logged = []
+    dataset, report = make_dataset(pairs, tokenizer, BUDGET, MAX_LENGTH, seed=3, log=logged.append)
+    assert logged == [str(report)] and "dropped" in logged[0]
+    shapes, batches = set(), []
+    for (source, target_in), labels in dataset:
+        _check_batch(source.numpy(), target_in.numpy(), labels.numpy())
+        shapes.add(source.shape[1])
+        batches.append(((source.numpy(), None), None))
+    sources, _, expected = encode_pairs(pairs, tokenizer, MAX_LENGTH)
+    assert (report.kept, report.dropped) == (expected.kept, expected.dropped) and report.dropped >= 2
+    assert report.kept + report.dropped == len(pairs)
+    assert _rows(batches) == sorted(tuple(s) for s in sources)  # every kept pair exactly once
+    assert shapes <= set(bucket_boundaries(MAX_LENGTH)) and len(shapes) > 3  # a few fixed lengths
+
+
+def test_truncate_policy_and_seeded_order(tokenizer):
+    pairs = [("word " * 60, "mot " * 60), ("Hello.", "Salut.")]
+    dataset, report = make_dataset(pairs, tokenizer, 256, 16, length_policy="truncate", log=None)
+    assert (report.kept, report.truncated, report.dropped) == (2, 1, 0)
+    for (source, target_in), labels in dataset:
+        _check_batch(source.numpy(), target_in.numpy(), labels.numpy(), 256)
+        assert source.shape[1] <= 16
+    test = datasets.load("tatoeba_en_fr", "test")[:600]
+    first = [b[1].numpy().tolist() for b in make_dataset(test, tokenizer, BUDGET, 32, seed=1, log=None)[0]]
+    again = [b[1].numpy().tolist() for b in make_dataset(test, tokenizer, BUDGET, 32, seed=1, log=None)[0]]
+    other = [b[1].numpy().tolist() for b in make_dataset(test, tokenizer, BUDGET, 32, seed=2, log=None)[0]]
+    assert first == again and first != other
+
+
+def test_streamed_tf_data_input_counts_while_reading(tokenizer):
+    pairs = datasets.load("tatoeba_en_fr", "test")[:400] + [("word " * 60, "mot " * 60)]
+    strings = tf.data.Dataset.from_tensor_slices(([s for s, _ in pairs], [t for _, t in pairs]))
+    dataset, report = make_dataset(strings, tokenizer, BUDGET, MAX_LENGTH, shuffle_buffer=64, log=None)
+    batches = [((s.numpy(), t.numpy()), l.numpy()) for (s, t), l in dataset]
+    for (source, target_in), labels in batches:
+        _check_batch(source, target_in, labels)
+    sources, _, expected = encode_pairs(pairs, tokenizer, MAX_LENGTH)
+    assert (report.kept, report.dropped, report.truncated) == (expected.kept, 1, 0)
+    assert _rows(batches) == sorted(tuple(s) for s in sources)
+
+
+def test_numpy_batches_match_the_pipeline(tokenizer):
+    pairs = datasets.load("tatoeba_en_fr", "test")[:500] + [("word " * 60, "mot " * 60)]
+    report = LengthReport(MAX_LENGTH)
+    batches = list(numpy_batches(pairs, tokenizer, BUDGET, MAX_LENGTH, seed=0, report=report))
+    for (source, target_in), labels in batches:
+        _check_batch(source, target_in, labels)
+    assert (report.kept, report.dropped) == (500, 1)
+    dataset, _ = make_dataset(pairs, tokenizer, BUDGET, MAX_LENGTH, log=None)
+    tf_batches = [((s.numpy(), None), None) for (s, _), _ in dataset]
+    assert _rows(batches) == _rows(tf_batches)
+    assert {b[0][0].shape[1] for b in batches} == {b[0][0].shape[1] for b in tf_batches}
+
+
+def test_replica_batches_are_multiples_and_remainders_are_counted(tokenizer):
+    pairs = datasets.load("tatoeba_en_fr", "test")[:500]
+    dataset, report = make_dataset(pairs, tokenizer, BUDGET, MAX_LENGTH, num_replicas=4, log=None)
+    sizes = [int(source.shape[0]) for (source, _), _ in dataset]
+    assert all(size % 4 == 0 for size in sizes)
+    assert sum(sizes) + report.remainder_per_pass == report.kept == 500
+
+
+def test_bad_arguments_name_themselves(tokenizer):
+    pairs = [("a", "b")]
+    with pytest.raises(ValueError, match="length_policy"):
+        make_dataset(pairs, tokenizer, length_policy="cut")
+    with pytest.raises(ValueError, match="max_length"):
+        make_dataset(pairs, tokenizer, max_length=2)
+    with pytest.raises(ValueError, match="tokens_per_batch"):
+        make_dataset(pairs, tokenizer, tokens_per_batch=64, max_length=128)
+    with pytest.raises(ValueError, match="empty"):
+        make_dataset([], tokenizer)
+
+
+def test_mirrored_strategy_gets_per_replica_batches(tokenizer, tmp_path):
+    script = r"""
+import sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from keras_transformer import datasets
+from keras_transformer.data import SubwordTokenizer, make_dataset
+tokenizer = SubwordTokenizer.load(sys.argv[1])
+strategy = tf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])
+dataset, report = make_dataset(datasets.load("tatoeba_en_fr", "test")[:300], tokenizer, 512, 32,
+                               num_replicas=strategy.num_replicas_in_sync, log=None)
+rows = 0
+for (source, target_in), labels in strategy.experimental_distribute_dataset(dataset):
+    parts = strategy.experimental_local_results(source)
+    assert len(parts) == 2 and parts[0].shape == parts[1].shape, [p.shape for p in parts]
+    assert parts[0].shape[0] * 2 * parts[0].shape[1] <= 512
+    rows += 2 * int(parts[0].shape[0])
+assert rows + report.remainder_per_pass == report.kept, (rows, report)
+print("ok")
+"""
+    tokenizer.save(tmp_path)
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-3000:]

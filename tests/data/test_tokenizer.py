@@ -1,0 +1,95 @@
+"""SubwordTokenizer: round trips in Python and in the graph, files, bad input."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SubwordTokenizer
+from tests.data.conftest import TEXTS
+
+
+def test_special_ids_and_python_round_trip(tokenizer):
+    assert (PAD_ID, UNK_ID, BOS_ID, EOS_ID) == (0, 1, 2, 3)
+    assert tokenizer.id_to_piece([PAD_ID, UNK_ID, BOS_ID, EOS_ID]) == ["<pad>", "<unk>", "<s>", "</s>"]
+    ids = tokenizer.encode(TEXTS)
+    assert tokenizer.decode(ids) == TEXTS  # accents, « », digits, €
+    assert all(4 <= i < tokenizer.vocab_size for row in ids for i in row)
+    assert tokenizer.encode(TEXTS[0]) == ids[0] and tokenizer.decode(ids[0]) == TEXTS[0]
+    padded = np.array([[BOS_ID] + ids[0] + [EOS_ID, PAD_ID, PAD_ID, 7]])  # what follows EOS is dropped
+    assert tokenizer.decode(padded) == [TEXTS[0]]
+    assert "".join(tokenizer.id_to_piece(ids[0])).replace("▁", " ").strip() == TEXTS[0]
+
+
+def test_in_graph_tokenize_and_detokenize_inside_tf_function(tokenizer):
+    @tf.function
+    def round_trip(strings):
+        ids = tokenizer.tokenize(strings)  # ragged (batch, None)
+        return ids, tokenizer.detokenize(ids), tokenizer.detokenize(ids.to_tensor())
+
+    ids, from_ragged, from_dense = round_trip(tf.constant(TEXTS))
+    assert ids.dtype == tf.int32 and isinstance(ids, tf.RaggedTensor)
+    assert ids.to_list() == tokenizer.encode(TEXTS)  # the same ids in and out of the graph
+    assert [t.decode() for t in from_ragged.numpy()] == TEXTS == [t.decode() for t in from_dense.numpy()]
+    row = tokenizer.encode(TEXTS[1])
+    dense = tf.constant([[BOS_ID] + row + [EOS_ID, PAD_ID, 9], [BOS_ID, EOS_ID, 9, PAD_ID] + [PAD_ID] * len(row)])
+    assert [t.decode() for t in tokenizer.detokenize(dense).numpy()] == [TEXTS[1], ""]
+
+
+def test_save_load_and_tf_module_saved_model(tokenizer, tmp_path):
+    path = tokenizer.save(tmp_path / "vocab")
+    assert os.path.basename(path) == "tokenizer.model"
+    for loaded in (SubwordTokenizer.load(path), SubwordTokenizer.load(tmp_path / "vocab")):
+        assert loaded.encode(TEXTS) == tokenizer.encode(TEXTS) and loaded.model_proto == tokenizer.model_proto
+    tf.saved_model.save(tokenizer.tf_module(), str(tmp_path / "saved"))
+    restored = tf.saved_model.load(str(tmp_path / "saved"))
+    ids = restored.tokenize(tf.constant(TEXTS))
+    assert ids.to_list() == tokenizer.encode(TEXTS)
+    assert [t.decode() for t in restored.detokenize(ids.to_tensor()).numpy()] == TEXTS
+
+
+def test_train_from_files(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS * 20) + "\n", encoding="utf-8")
+    tokenizer = SubwordTokenizer.train(files=[str(corpus)], vocab_size=120, model_type="unigram")
+    assert tokenizer.decode(tokenizer.encode(TEXTS)) == TEXTS
+
+
+def test_bad_input_names_the_argument(tmp_path):
+    with pytest.raises(ValueError, match=r"vocab_size.*Received: vocab_size=0"):
+        SubwordTokenizer.train(TEXTS, vocab_size=0)
+    with pytest.raises(ValueError, match="model_type"):
+        SubwordTokenizer.train(TEXTS, vocab_size=100, model_type="word piece")
+    with pytest.raises(ValueError, match="no non-empty sentence"):
+        SubwordTokenizer.train(["", "  "])
+    with pytest.raises(ValueError, match="not one string"):
+        SubwordTokenizer.train("Bonjour.")
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
+        SubwordTokenizer.train(files=[str(tmp_path / "missing.txt")])
+    with pytest.raises(FileNotFoundError, match="nothing_here"):
+        SubwordTokenizer.load(tmp_path / "nothing_here")
+    (tmp_path / "junk.model").write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="model_proto"):
+        SubwordTokenizer.load(tmp_path / "junk.model")
+
+
+def test_python_path_does_not_import_tensorflow(tmp_path):
+    script = """
+import sys
+sys.modules["tensorflow"] = None  # any `import tensorflow` now fails
+from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.data import numpy_batches
+from keras_transformer import datasets
+pairs = datasets.load("tatoeba_en_fr", "test")[:200]
+tok = SubwordTokenizer.train([s for p in pairs for s in p], vocab_size=300)
+assert tok.decode(tok.encode([pairs[0][1]])) == [pairs[0][1]]
+assert sum(len(b[1]) for b in numpy_batches(pairs, tok, 256, 32)) == 200
+print("ok")
+"""
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-3000:]

@@ -27,6 +27,7 @@ import tempfile
 
 import keras
 
+from keras_transformer.data.tokenizer import detokenize_ids
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding.common import BOS_ID, EOS_ID, model_max_length
 
@@ -74,13 +75,8 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
         )
         if n_best == 1:  # (batch, length) -> (batch, 1, length)
             ids, scores = ids[:, None], scores[:, None]
-        ids = tf.cast(ids, tf.int32)
-        # Keep the tokens before the first EOS (padding follows it).
-        before_eos = tf.math.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=-1) == 0
-        lengths = tf.reduce_sum(tf.cast(before_eos & (ids != 0), tf.int32), axis=-1)
-        flat = tf.reshape(ids, [-1, tf.shape(ids)[-1]])
-        ragged = tf.RaggedTensor.from_tensor(flat, lengths=tf.reshape(lengths, [-1]))
-        text = tf.reshape(tokenizer.detokenize(ragged), [-1, n_best])  # (batch, n_best)
+        flat = tf.reshape(tf.cast(ids, tf.int32), [-1, tf.shape(ids)[-1]])  # (batch * n_best, length)
+        text = tf.reshape(detokenize_ids(tokenizer, flat), [-1, n_best])  # (batch, n_best)
         return text, tf.cast(scores, tf.float32)
 
     # The op takes the model as an attribute, so its bytes also live in the

@@ -11,6 +11,7 @@ evaluate, serve.
     keras-transformer serve saved_models/tatoeba_en_fr --port 8501
 """
 
+import json
 import os
 import sys
 
@@ -62,16 +63,32 @@ def _export_arguments(p):
     p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent")
     p.add_argument("--max-extra-length", type=int, default=50, help="output length limit: input length + this")
     p.add_argument("--n-best", type=int, default=1)
+    p.add_argument("--buckets", type=int, nargs="+", default=None,
+                   help="source lengths the graph pads to, one graph branch each (default: 16 32 64 128 "
+                        "and the longest input); fewer buckets, a smaller SavedModel")
+    p.add_argument("--metadata", default=None,
+                   help='a JSON object added to assets.extra/metadata.json, e.g. \'{"bleu": 50.1}\'')
 
 
 @command("export", "Export a trained model as a SavedModel that translates strings (TF Serving layout).", _export_arguments)
 def run_export(args):
     from keras_transformer.export import export
 
+    from keras_transformer.export import DEFAULT_BUCKETS
+
+    metadata = None
+    if args.metadata is not None:
+        try:
+            metadata = json.loads(args.metadata)
+        except ValueError as error:
+            raise SystemExit(f"--metadata must be a JSON object ({error}). Received: {args.metadata!r}")
+        if not isinstance(metadata, dict):
+            raise SystemExit(f"--metadata must be a JSON object. Received: {args.metadata!r}")
     model = _load_keras_model(args.model, args.weights)
     path = export(
         model, args.tokenizer, args.output_dir, version=args.version, beam_size=args.beam_size,
         alpha=args.alpha, max_extra_length=args.max_extra_length, n_best=args.n_best,
+        buckets=tuple(args.buckets or DEFAULT_BUCKETS), metadata=metadata,
     )
     print(f"Exported {path}")
     return 0

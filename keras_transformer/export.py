@@ -157,6 +157,8 @@ def export(
     for name, value, low in (("beam_size", beam_size, 1), ("n_best", n_best, 1), ("max_extra_length", max_extra_length, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"Argument `{name}` must be an integer >= {low}. Received: {name}={value!r}")
+    if not buckets or any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in buckets):
+        raise ValueError(f"Argument `buckets` must be integers >= 2. Received: buckets={buckets!r}")
     if n_best > beam_size:
         raise ValueError(f"Argument `n_best` must be at most `beam_size`={beam_size}. Received: n_best={n_best}")
     if not model.built:
@@ -187,7 +189,9 @@ def export(
         resources = tf.Module()
         resources.tokenizer = in_graph_tokenizer
         archive = keras.export.ExportArchive()
-        archive.track(model)
+        # Not `archive.track(model)`: the endpoint's own variables are saved
+        # anyway, and tracking the model's Keras variables as well writes
+        # every weight twice (Keras 3.15: `variables` beside `_all_variables`).
         archive.track(resources)  # the tokenizer's op resource
         archive.add_endpoint(
             "serving_default", translate, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")]

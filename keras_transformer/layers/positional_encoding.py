@@ -22,6 +22,20 @@ def sinusoidal_table(max_length, d_model):
     return table.astype("float32")
 
 
+def sinusoids(start_index, length, d_model):
+    """`sinusoidal_table` rows `start_index ... start_index + length - 1`, as ops.
+
+    Computed in float32 from the positions rather than sliced from a stored
+    table, so that a traced graph (a SavedModel's beam search, one branch
+    per length bucket) carries no `(max_length, d_model)` constant.
+    """
+    position = ops.cast(ops.arange(length) + start_index, "float32")  # (length,)
+    frequency = np.power(10000.0, -np.arange(0, d_model, 2) / d_model).astype("float32")  # (d/2,)
+    angles = position[:, None] * frequency[None, :]  # (length, d/2)
+    pairs = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # (length, d/2, 2): sin, cos
+    return ops.reshape(pairs, (length, d_model))  # even dims sin, odd dims cos
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionalEncoding(keras.layers.Layer):
     """Scales embeddings by sqrt(d_model) and adds position information.
@@ -65,8 +79,6 @@ class PositionalEncoding(keras.layers.Layer):
                 shape=(self.max_length, d_model),
                 initializer=keras.initializers.RandomNormal(stddev=d_model**-0.5),
             )
-        else:
-            self.table = sinusoidal_table(self.max_length, d_model)
         self.built = True
 
     def call(self, embeddings, start_index=0):
@@ -80,9 +92,10 @@ class PositionalEncoding(keras.layers.Layer):
                     "or build the model with a larger `max_length`."
                 )
         length = ops.shape(embeddings)[1]
-        positions = ops.slice(
-            ops.convert_to_tensor(self.table), (start_index, 0), (length, self.d_model)
-        )  # (length, d_model)
+        if self.learned:
+            positions = ops.slice(ops.convert_to_tensor(self.table), (start_index, 0), (length, self.d_model))
+        else:
+            positions = sinusoids(start_index, length, self.d_model)  # (length, d_model)
         scale = ops.cast(self.d_model**0.5, self.compute_dtype)
         return embeddings * scale + ops.cast(positions, self.compute_dtype)[None]
 

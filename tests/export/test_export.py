@@ -132,12 +132,20 @@ def test_served_over_http(exported, run_server):
     assert [p["translations"] for p in r.json()["predictions"]] == ["Hello there.", "The cat sleeps."]
 
 
+def test_every_weight_is_stored_once(exported):
+    model, _, path = exported
+    size = os.path.getsize(os.path.join(path, "variables", "variables.data-00000-of-00001"))
+    assert 4 * model.count_params() <= size < 1.1 * 4 * model.count_params()
+
+
 def test_bad_export_arguments(exported, tmp_path):
     from keras_transformer.export import export
 
     model, _, path = exported
     with pytest.raises(ValueError, match="beam_size"):
         export(model, b"", str(tmp_path), beam_size=0)
+    with pytest.raises(ValueError, match="buckets"):
+        export(model, b"", str(tmp_path), buckets=(0, 16))
     with pytest.raises(FileNotFoundError, match="no_such.model"):
         export(model, str(tmp_path / "no_such.model"), str(tmp_path))
     with pytest.raises(FileExistsError):
@@ -152,8 +160,13 @@ def test_command_line_export_translate_and_plot(exported, tmp_path, capsys):
     model.save(model_file)
     with open(tokenizer_file, "wb") as f:
         f.write(sp.serialized_model_proto())
-    assert main(["export", model_file, "--tokenizer", tokenizer_file, "--output-dir", str(tmp_path / "saved" / "copy")]) == 0
+    export = ["export", model_file, "--tokenizer", tokenizer_file, "--output-dir", str(tmp_path / "saved" / "copy")]
+    with pytest.raises(SystemExit, match="--metadata"):
+        main(export + ["--metadata", "[1, 2]"])
+    assert main(export + ["--buckets", "8", "--metadata", '{"bleu": 1.5}']) == 0
     assert os.path.isfile(tmp_path / "saved" / "copy" / "1" / "saved_model.pb")
+    metadata = json.load(open(tmp_path / "saved" / "copy" / "1" / "assets.extra" / "metadata.json"))
+    assert metadata["bleu"] == 1.5 and metadata["buckets"] == [8, metadata["max_input_length"]]
 
     sentences = ["Hello there.", "The cat sleeps."]
     (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")

@@ -244,7 +244,11 @@ class MultiHeadAttention(keras.layers.Layer):
         if explicit:
             output, weights = self._attention(q, k, v, mask, causal, training)
         else:
-            # Fused kernels where the backend and device have them.
+            # Fused kernels where the backend and device have them. cuDNN's
+            # (JAX on GPU) takes a mask only with its query axis in full.
+            if mask is not None:
+                shape = ops.shape(mask)
+                mask = ops.broadcast_to(mask, (shape[0], shape[1], ops.shape(q)[1], ops.shape(k)[1]))
             output = ops.dot_product_attention(q, k, v, mask=mask, is_causal=causal)
         # (batch, T, heads, d_k) -> (batch, T, d_model)
         kernel = ops.cast(self.output_kernel, self.compute_dtype)

@@ -55,6 +55,7 @@ def make_dataset(
     repeat=False,
     shuffle_buffer=100_000,
     log=print,
+    boundaries=None,
 ):
     """A `tf.data.Dataset` of token-bucketed batches for `model.fit`.
 
@@ -77,6 +78,9 @@ def make_dataset(
         repeat: repeat the pairs forever (for `steps_per_epoch`).
         shuffle_buffer: int. Buffer size for streamed inputs.
         log: callable that receives the length report (`None`: silent).
+        boundaries: padded lengths, ending at `max_length`; default
+            `bucket_boundaries(max_length)` (about 25% apart). Fewer,
+            wider buckets: fewer compiled shapes, more padding.
 
     Returns:
         `(dataset, report)`: the dataset and a `LengthReport`.
@@ -84,7 +88,14 @@ def make_dataset(
     import tensorflow as tf
 
     check_length_arguments(max_length, length_policy, tokens_per_batch, num_replicas)
-    boundaries = bucket_boundaries(max_length)
+    if boundaries is None:
+        boundaries = bucket_boundaries(max_length)
+    boundaries = sorted({int(b) for b in boundaries})
+    if not boundaries or boundaries[0] < 2 or boundaries[-1] != max_length:
+        raise ValueError(
+            f"Argument `boundaries` must be padded lengths >= 2 ending at `max_length`={max_length}. "
+            f"Received: boundaries={boundaries}"
+        )
     sizes = batch_sizes(boundaries, tokens_per_batch, num_replicas)
     if isinstance(pairs, tf.data.Dataset):
         dataset, report = _streamed_examples(pairs, tokenizer, max_length, length_policy, shuffle, seed,
@@ -214,6 +225,8 @@ def numpy_batches(
     seed=0,
     num_replicas=1,
     report=None,
+    boundaries=None,
+    fixed_shapes=False,
 ):
     """The same batches as NumPy int32 arrays, without TensorFlow.
 
@@ -222,6 +235,14 @@ def numpy_batches(
     `((source_ids, target_input_ids), labels)` for one pass over the pairs.
     Pass a `LengthReport`-like object as `report` to get the length counts
     (its `kept`/`dropped`/`truncated` are set).
+
+    `boundaries` overrides the padded lengths (default
+    `bucket_boundaries(max_length)`; fewer boundaries, fewer compiled
+    shapes). With `fixed_shapes=True` the last, partial batch of each
+    bucket is filled up with rows that carry no target token (source EOS,
+    decoder BOS, labels all padding: no loss, no accuracy), so every batch
+    has one of `len(boundaries)` shapes and a compiled step (XLA, `jax.jit`)
+    is traced once per bucket instead of once more per pass.
 
     Example:
 
@@ -232,7 +253,14 @@ def numpy_batches(
     sources, targets, counts = encode_pairs(pairs, tokenizer, max_length, length_policy)
     if report is not None:
         report._counts = counts._counts
-    boundaries = bucket_boundaries(max_length)
+    if boundaries is None:
+        boundaries = bucket_boundaries(max_length)
+    boundaries = sorted({int(b) for b in boundaries})
+    if not boundaries or boundaries[0] < 2 or boundaries[-1] != max_length:
+        raise ValueError(
+            f"Argument `boundaries` must be padded lengths >= 2 ending at `max_length`={max_length}. "
+            f"Received: boundaries={boundaries}"
+        )
     sizes = batch_sizes(boundaries, tokens_per_batch, num_replicas)
     order = np.random.default_rng(seed).permutation(len(sources)) if shuffle else np.arange(len(sources))
     buckets = [[] for _ in boundaries]
@@ -240,17 +268,21 @@ def numpy_batches(
         bucket = bucket_of(max(len(sources[index]), len(targets[index]) - 1), boundaries)
         buckets[bucket].append(index)
         if len(buckets[bucket]) == sizes[bucket]:
-            yield _numpy_batch(buckets[bucket], sources, targets, boundaries[bucket])
+            yield _numpy_batch(buckets[bucket], sources, targets, boundaries[bucket], sizes[bucket])
             buckets[bucket] = []
     for bucket, indices in enumerate(buckets):
-        indices = indices[: len(indices) // num_replicas * num_replicas]
+        if not fixed_shapes:
+            indices = indices[: len(indices) // num_replicas * num_replicas]
         if indices:
-            yield _numpy_batch(indices, sources, targets, boundaries[bucket])
+            rows = sizes[bucket] if fixed_shapes else len(indices)
+            yield _numpy_batch(indices, sources, targets, boundaries[bucket], rows)
 
 
-def _numpy_batch(indices, sources, targets, padded):
-    source = np.zeros((len(indices), padded), np.int32)  # (batch, padded)
-    target = np.zeros((len(indices), padded + 1), np.int32)  # (batch, padded + 1)
+def _numpy_batch(indices, sources, targets, padded, rows):
+    source = np.zeros((rows, padded), np.int32)  # (batch, padded)
+    target = np.zeros((rows, padded + 1), np.int32)  # (batch, padded + 1)
+    source[len(indices) :, 0] = EOS_ID  # filler rows: a source to attend to,
+    target[len(indices) :, 0] = BOS_ID  # a decoder start, no labels
     for row, index in enumerate(indices):
         source[row, : len(sources[index])] = sources[index]
         target[row, : len(targets[index])] = targets[index]

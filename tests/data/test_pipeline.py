@@ -135,3 +135,30 @@ print("ok")
     tokenizer.save(tmp_path)
     run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-3000:]
+
+
+def test_fixed_shapes_fill_partial_batches_with_rows_that_carry_no_labels(tokenizer):
+    pairs = datasets.load("tatoeba_en_fr", "test")[:300]
+    boundaries = [16, MAX_LENGTH]
+    plain = list(numpy_batches(pairs, tokenizer, BUDGET, MAX_LENGTH, seed=3, boundaries=boundaries))
+    fixed = list(numpy_batches(pairs, tokenizer, BUDGET, MAX_LENGTH, seed=3, boundaries=boundaries, fixed_shapes=True))
+    sizes = {16: BUDGET // 16, MAX_LENGTH: BUDGET // MAX_LENGTH}
+    assert {b[0][0].shape for b in fixed} == {(sizes[n], n) for n in boundaries}  # one shape per bucket
+    assert len(fixed) == len(plain) and any(b[0][0].shape[0] < sizes[b[0][0].shape[1]] for b in plain)
+    for ((source, target_in), labels), ((real, _), _) in zip(fixed, plain):
+        rows = len(real)
+        np.testing.assert_array_equal(source[:rows], real)  # the same pairs, in the same order
+        _check_batch(source[:rows], target_in[:rows], labels[:rows])
+        assert (source[rows:, 0] == EOS_ID).all() and not source[rows:, 1:].any()
+        assert (target_in[rows:, 0] == BOS_ID).all() and not target_in[rows:, 1:].any()
+        assert not labels[rows:].any()  # filler rows: nothing to predict, no loss
+
+
+def test_custom_boundaries_are_the_padded_lengths(tokenizer):
+    pairs = datasets.load("tatoeba_en_fr", "test")[:300]
+    dataset, _ = make_dataset(pairs, tokenizer, BUDGET, MAX_LENGTH, boundaries=[12, 24, MAX_LENGTH], log=None)
+    assert {int(s.shape[1]) for (s, _), _ in dataset} <= {12, 24, MAX_LENGTH}
+    with pytest.raises(ValueError, match="boundaries"):
+        make_dataset(pairs, tokenizer, BUDGET, MAX_LENGTH, boundaries=[12, 24], log=None)
+    with pytest.raises(ValueError, match="boundaries"):
+        list(numpy_batches(pairs, tokenizer, BUDGET, MAX_LENGTH, boundaries=[1, MAX_LENGTH]))

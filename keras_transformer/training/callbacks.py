@@ -19,6 +19,7 @@ Example:
 """
 
 import math
+import time
 
 import keras
 
@@ -106,6 +107,37 @@ class CheckpointAndRestore(keras.callbacks.BackupAndRestore):
 
     def on_train_end(self, logs=None):
         pass  # checkpoints are kept: they are the run's history
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Ends `fit` at the first epoch end after `seconds` of training.
+
+    Epochs are checkpoint intervals in `train()`, so the run stops right
+    after a checkpoint, and a restart resumes from it (with a fresh clock).
+    For fixed-time comparisons ("what does 200 s of training give").
+
+    Args:
+        seconds: float > 0. Training time, from the start of `fit`.
+        log: callable taking a message.
+    """
+
+    def __init__(self, seconds, log=_print):
+        super().__init__()
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+            raise ValueError(f"Argument `seconds` must be a number > 0. Received: seconds={seconds!r}")
+        self.seconds = float(seconds)
+        self.log = log
+        self.stopped_at_epoch = None
+
+    def on_train_begin(self, logs=None):
+        self.start = time.monotonic()
+
+    def on_epoch_end(self, epoch, logs=None):
+        elapsed = time.monotonic() - self.start
+        if elapsed >= self.seconds:
+            self.model.stop_training = True
+            self.stopped_at_epoch = epoch + 1
+            self.log(f"Time limit: {elapsed:.0f} s >= {self.seconds:.0f} s; stopping after epoch {epoch + 1}.")
 
 
 class NonFiniteLossGuard(keras.callbacks.Callback):

@@ -128,6 +128,40 @@ def _as_dataset(data, batch_size, seed, shuffle):
     return batches.apply(tf.data.experimental.assert_cardinality(-(-count // batch_size)))
 
 
+class _Batches(keras.utils.PyDataset):
+    """A fixed list of NumPy batches as a `PyDataset` (validation input)."""
+
+    def __init__(self, batches):
+        super().__init__()
+        self.batches = batches
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __getitem__(self, index):
+        return self.batches[index]
+
+
+def _stream(passes, skip):
+    """Endless NumPy batches: `passes(0)`, `passes(1)`, ..., less the first `skip`."""
+
+    def batches():
+        index = 0
+        while True:
+            empty = True
+            for batch in passes(index):
+                empty = False
+                yield batch
+            if empty:
+                raise ValueError(f"`train_data({index})` yielded no batch.")
+            index += 1
+
+    stream = batches()
+    for _ in range(skip):  # the batches a resumed run has already consumed
+        next(stream)
+    return stream
+
+
 def _run_identity(config, options, precision, accumulation):
     return {
         "model": dataclasses.asdict(config),
@@ -165,8 +199,9 @@ def _tensorboard(log_dir, log):
     """`[TensorBoard callback]`, or `[]` with a message without `tensorboard`."""
     try:
         import tensorboard  # noqa: F401 - tf.summary needs it
-    except ImportError:
-        log("Not writing TensorBoard logs: the `tensorboard` package is not installed.")
+        import tensorflow  # noqa: F401 - Keras' TensorBoard callback writes with tf.summary
+    except ImportError as error:
+        log(f"Not writing TensorBoard logs: the `{error.name}` package is not installed.")
         return []
     return [keras.callbacks.TensorBoard(log_dir, update_freq="epoch")]
 
@@ -192,9 +227,13 @@ def train(
         train_data: a tf.data.Dataset of `((source_ids, target_input_ids),
             labels)` int32 batches padded with 0 (deterministic: same order
             on every run, e.g. shuffled with a fixed seed), or that tuple of
-            NumPy arrays with `batch_size`.
+            NumPy arrays with `batch_size`, or, without TensorFlow, a
+            function `pass_index -> iterable of such NumPy batches` (e.g.
+            `lambda p: numpy_batches(pairs, tokenizer, seed=p, fixed_shapes=True)`),
+            called for pass 0, 1, 2, ... and deterministic in its argument.
         output_dir: str. Holds `run.json`, `checkpoints/` and `logs/`.
-        validation_data: optional, like `train_data`.
+        validation_data: optional, like `train_data` (a function is
+            called once, with 0).
         vocab_size: int. Required with a preset name.
         model_overrides: dict of `TransformerConfig` fields.
         options: `TrainingOptions`; keyword arguments override its fields.
@@ -240,9 +279,14 @@ def train(
         write=distributed.is_chief,
         log=log,
     )
-    dataset = _as_dataset(train_data, options.batch_size, options.seed, shuffle=True)
-    dataset = dataset.repeat().skip(restore.consumed_batches)
-    if validation_data is not None:
+    if callable(train_data):
+        dataset = _stream(train_data, restore.consumed_batches)
+    else:
+        dataset = _as_dataset(train_data, options.batch_size, options.seed, shuffle=True)
+        dataset = dataset.repeat().skip(restore.consumed_batches)
+    if callable(validation_data):
+        validation_data = _Batches(list(validation_data(0)))
+    elif validation_data is not None:
         validation_data = _as_dataset(validation_data, options.batch_size, options.seed, shuffle=False)
     all_callbacks = [restore, NonFiniteLossGuard(accumulation, log=log), *callbacks]
     if options.tensorboard and distributed.is_chief:

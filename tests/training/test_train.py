@@ -98,3 +98,47 @@ def test_paper_training_optimizer_defaults():
     optimizer = paper_training_optimizer(512)
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
     assert optimizer.gradient_accumulation_steps is None
+
+
+def _passes(data, batch_size=8):
+    """`pass -> NumPy batches` over `data`, shuffled by the pass number (a `train_data` function)."""
+    (source, target_in), labels = data
+
+    def batches(index):
+        order = np.random.default_rng(index).permutation(len(labels))
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            rows = order[start : start + batch_size]
+            yield (source[rows], target_in[rows]), labels[rows]
+
+    return batches
+
+
+def test_a_numpy_pass_function_trains_and_resumes_where_it_stopped(tmp_path):
+    # The input for machines without TensorFlow (JAX, PyTorch): every backend runs it.
+    data = _passes(copy_task(24))  # 3 batches per pass: 4 steps cross a pass
+    straight = train(CONFIG, data, tmp_path / "a", validation_data=data, train_steps=4, checkpoint_every=2, **QUIET)
+    assert int(straight.optimizer.iterations) == 4
+    assert len(straight.history.history["val_loss"]) == 2
+    train(CONFIG, data, tmp_path / "b", train_steps=2, checkpoint_every=2, **QUIET)
+    resumed = train(CONFIG, data, tmp_path / "b", train_steps=4, checkpoint_every=2, **QUIET)
+    assert int(resumed.optimizer.iterations) == 4
+    for a, b in zip(weights_of(straight), weights_of(resumed)):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_an_empty_pass_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match=r"train_data\(0\)"):
+        train(CONFIG, lambda index: iter(()), tmp_path, train_steps=2, checkpoint_every=2, **QUIET)
+
+
+def test_time_limit_stops_at_the_first_checkpoint_after_it(tmp_path):
+    from keras_transformer.training import TimeLimit, latest_checkpoint
+
+    limit = TimeLimit(1e-6, log=lambda message: None)
+    model = train(CONFIG, _passes(copy_task(24)), tmp_path, train_steps=6, checkpoint_every=2,
+                  callbacks=[limit], **QUIET)
+    assert int(model.optimizer.iterations) == 2 and limit.stopped_at_epoch == 1
+    assert latest_checkpoint(os.path.join(tmp_path, "checkpoints")).step == 2
+    for bad in (0, -1.0, "60", True):
+        with pytest.raises(ValueError, match="seconds"):
+            TimeLimit(bad)

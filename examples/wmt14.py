@@ -14,11 +14,12 @@ wmt14_translate, downloaded or placed in --manual-dir):
 
 Local parallel files: `--data files --train-files train.tsv --test-files test.tsv`.
 
-The whole Tatoeba file (what the zoo model of saved_models/ was trained on;
-validation and test are the shipped splits):
+The whole Tatoeba file (validation and test are the shipped splits); the
+pretrained model of saved_models/tatoeba_en_fr, whose README has the full
+command, was trained this way:
 
     python examples/wmt14.py --data tatoeba-full --corpus-file tatoeba_en_fr.tsv.gz \
-        --preset small --vocab-size 6000 --tokens-per-batch 16384 --train-steps 8000
+        --preset small --vocab-size 5000 --tokens-per-batch 16384 --train-steps 6000 ...
 
 Without TensorFlow (a JAX or PyTorch GPU machine), batches come from NumPy
 (`--input numpy`, the default there) and the run stops after training and
@@ -141,8 +142,8 @@ def main(argv=None):
         raise SystemExit("--input tf.data and --data tfds need TensorFlow: pip install -e '.[tensorflow]'")
     stop_after = args.stop_after if tensorflow else "average"
     if stop_after != args.stop_after:
-        print(f"[note] TensorFlow is not installed: stopping after training and averaging (model.keras); "
-              f"evaluate and export where it is (keras-transformer evaluate / export).")
+        print("[note] TensorFlow is not installed: stopping after training and averaging (model.keras); "
+              "evaluate and export where it is (keras-transformer evaluate / export).")
     train_pairs, valid_pairs, test_pairs, name = load_pairs(args)
     print(f"[data] {name}: {len(train_pairs)} training, {len(valid_pairs)} validation, {len(test_pairs)} test pairs")
 

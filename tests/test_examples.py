@@ -29,3 +29,35 @@ def test_offline_wmt14_gives_the_way_out(tmp_path):
     module = runpy.run_path(script)
     with pytest.raises(SystemExit, match="manual_dir"):
         module["main"](["--data", "tfds", "--data-dir", str(tmp_path / "tfds"), "--manual-dir", str(tmp_path / "m"), "--output-dir", str(tmp_path)])
+
+
+def test_full_tatoeba_file_with_numpy_input_stops_after_averaging(tmp_path, capsys):
+    # The GPU-machine path (no TensorFlow needed): NumPy batches, train, average, model.keras.
+    import gzip
+    import json
+
+    from keras_transformer import datasets
+
+    train = datasets.load("tatoeba_en_fr", "train")[:400]
+    test = datasets.load("tatoeba_en_fr", "test")[:50]
+    corpus = tmp_path / "tatoeba_en_fr.tsv.gz"
+    with gzip.open(corpus, "wt", encoding="utf-8") as f:
+        f.writelines(f"{en}\t{fr}\tCC-BY 2.0 (France) Attribution: tatoeba.org\n" for en, fr in train + test)
+    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "wmt14.py")
+    module = runpy.run_path(script)
+    with pytest.raises(SystemExit, match="corpus-file"):
+        module["main"](["--data", "tatoeba-full", "--corpus-file", str(tmp_path / "missing.tsv.gz")])
+    run = tmp_path / "run"
+    assert module["main"]([
+        "--data", "tatoeba-full", "--corpus-file", str(corpus), "--input", "numpy", "--stop-after", "average",
+        "--preset", "tiny", "--vocab-size", "300", "--tokens-per-batch", "1024", "--max-length", "32",
+        "--bucket-growth", "1.5", "--train-steps", "4", "--checkpoint-every", "2", "--average", "2",
+        "--dropout-rate", "0.2", "--max-train-seconds", "600", "--output-dir", str(run),
+    ]) is None
+    out = capsys.readouterr().out
+    assert "[data] tatoeba_en_fr: 400 training" in out  # the test sources are held out
+    summary = json.load(open(run / "summary.json"))
+    assert summary["steps"] == 4 and summary["config"]["dropout_rate"] == 0.2
+    assert summary["averaged"] == ["ckpt-0000000002.weights.h5", "ckpt-0000000004.weights.h5"]
+    assert summary["config"]["dtype"]["config"]["name"] == "float32"
+    assert os.path.isfile(run / "model.keras") and not os.path.exists(run / "saved_models")

@@ -115,6 +115,19 @@ def bucket_boundaries(max_length, smallest=8, growth=1.25):
     return boundaries + [max_length]
 
 
+def resolve_boundaries(boundaries, max_length):
+    """`boundaries` sorted and checked, or `bucket_boundaries(max_length)` for `None`."""
+    if boundaries is None:
+        return bucket_boundaries(max_length)
+    resolved = sorted({int(b) for b in boundaries})
+    if not resolved or resolved[0] < 2 or resolved[-1] != max_length:
+        raise ValueError(
+            f"Argument `boundaries` must be padded lengths >= 2 ending at `max_length`={max_length}. "
+            f"Received: boundaries={boundaries}"
+        )
+    return resolved
+
+
 def batch_sizes(boundaries, tokens_per_batch, num_replicas=1):
     """Sentences per batch for each padded length, within the global budget."""
     sizes = []

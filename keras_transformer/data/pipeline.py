@@ -35,6 +35,7 @@ from keras_transformer.data.lengths import (
     batch_sizes,
     bucket_boundaries,
     bucket_of,
+    resolve_boundaries,
     check_length_arguments,
     encode_pairs,
 )
@@ -88,14 +89,7 @@ def make_dataset(
     import tensorflow as tf
 
     check_length_arguments(max_length, length_policy, tokens_per_batch, num_replicas)
-    if boundaries is None:
-        boundaries = bucket_boundaries(max_length)
-    boundaries = sorted({int(b) for b in boundaries})
-    if not boundaries or boundaries[0] < 2 or boundaries[-1] != max_length:
-        raise ValueError(
-            f"Argument `boundaries` must be padded lengths >= 2 ending at `max_length`={max_length}. "
-            f"Received: boundaries={boundaries}"
-        )
+    boundaries = resolve_boundaries(boundaries, max_length)
     sizes = batch_sizes(boundaries, tokens_per_batch, num_replicas)
     if isinstance(pairs, tf.data.Dataset):
         dataset, report = _streamed_examples(pairs, tokenizer, max_length, length_policy, shuffle, seed,
@@ -253,14 +247,7 @@ def numpy_batches(
     sources, targets, counts = encode_pairs(pairs, tokenizer, max_length, length_policy)
     if report is not None:
         report._counts = counts._counts
-    if boundaries is None:
-        boundaries = bucket_boundaries(max_length)
-    boundaries = sorted({int(b) for b in boundaries})
-    if not boundaries or boundaries[0] < 2 or boundaries[-1] != max_length:
-        raise ValueError(
-            f"Argument `boundaries` must be padded lengths >= 2 ending at `max_length`={max_length}. "
-            f"Received: boundaries={boundaries}"
-        )
+    boundaries = resolve_boundaries(boundaries, max_length)
     sizes = batch_sizes(boundaries, tokens_per_batch, num_replicas)
     order = np.random.default_rng(seed).permutation(len(sources)) if shuffle else np.arange(len(sources))
     buckets = [[] for _ in boundaries]

@@ -7,25 +7,12 @@ from keras import ops
 from keras_transformer.validation import check_positive
 
 
-def sinusoidal_table(max_length, d_model):
-    """The paper's encoding as a NumPy array `(max_length, d_model)`.
+def sinusoids(start_index, length, d_model):
+    """The paper's encoding for positions `start_index ... start_index + length - 1`.
 
     PE(pos, 2i) = sin(pos / 10000^(2i / d_model)) on even dimensions and
-    PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)) on odd ones.
-    """
-    positions = np.arange(max_length, dtype=np.float64)[:, None]
-    even = np.arange(0, d_model, 2, dtype=np.float64)
-    angles = positions / np.power(10000.0, even / d_model)  # (length, d/2)
-    table = np.zeros((max_length, d_model), dtype=np.float64)
-    table[:, 0::2] = np.sin(angles)
-    table[:, 1::2] = np.cos(angles[:, : d_model // 2])
-    return table.astype("float32")
-
-
-def sinusoids(start_index, length, d_model):
-    """`sinusoidal_table` rows `start_index ... start_index + length - 1`, as ops.
-
-    Computed in float32 from the positions rather than sliced from a stored
+    PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)) on odd ones, `(length,
+    d_model)`. Computed in float32 from the positions rather than sliced from a stored
     table, so that a traced graph (a SavedModel's beam search, one branch
     per length bucket) carries no `(max_length, d_model)` constant.
     """

@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.validation import check_positive, check_rate
 
 
@@ -132,7 +133,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.dropout = keras.layers.Dropout(
+        self.dropout = Dropout(
             dropout_rate, dtype=self.dtype_policy, name="attention_dropout"
         )
 

@@ -3,6 +3,7 @@
 import keras
 
 from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.residual import residual
 from keras_transformer.validation import check_positive, check_rate
@@ -76,7 +77,7 @@ class EncoderLayer(keras.layers.Layer):
         self.feed_forward_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="feed_forward_norm"
         )
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=dtype, name="dropout")
+        self.dropout = Dropout(dropout_rate, dtype=dtype, name="dropout")
 
     def build(self, input_shape):
         for layer in (

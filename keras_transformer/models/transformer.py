@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.decoder_layer import DecoderLayer
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.models.config import TransformerConfig, preset_config
@@ -140,7 +141,7 @@ class Transformer(keras.Model):
         positions = dict(max_length=max_length, learned=learned_positions, dtype=dtype)
         self.encoder_positions = PositionalEncoding(name="encoder_positions", **positions)
         self.decoder_positions = PositionalEncoding(name="decoder_positions", **positions)
-        self.embedding_dropout = keras.layers.Dropout(dropout_rate, dtype=dtype)
+        self.embedding_dropout = Dropout(dropout_rate, dtype=dtype)
         block = dict(
             d_model=d_model,
             num_heads=num_heads,

@@ -36,6 +36,8 @@ def test_tiny_preset_learns_to_reverse_sequences():
     new = np.array([tuple(s) not in seen for s in test_source])
     test_x, test_y = (test_source[new], test_target_in[new]), test_y[new]
     assert len(test_y) > 400
-    model.fit(train_x, train_y, batch_size=64, epochs=6, verbose=0)
+    # 8 epochs: at 6, held-out accuracy over seeds ranged 0.94-0.98, too
+    # close to the bar for a test that must not depend on the dropout draws.
+    model.fit(train_x, train_y, batch_size=64, epochs=8, verbose=0)
     _, accuracy = model.evaluate(test_x, test_y, batch_size=250, verbose=0)
     assert accuracy >= 0.95, f"held-out masked token accuracy {accuracy:.3f}"

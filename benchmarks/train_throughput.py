@@ -81,8 +81,10 @@ def measure(args):
     keras.utils.set_random_seed(0)
     keras.config.set_dtype_policy(args.dtype)
     hp = dict(PRESETS[args.preset])
+    if args.dropout_rate is not None:
+        hp["dropout_rate"] = args.dropout_rate
     if args.model == "ours":
-        model = Transformer.from_preset(args.preset, vocab_size=args.vocab_size)
+        model = Transformer.from_preset(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"])
         loss = LabelSmoothedCrossEntropy(0.1)
     else:
         from benchmarks.peers.plain_keras import PlainKerasTransformer, smoothed_loss
@@ -108,13 +110,18 @@ def measure(args):
         return time.perf_counter() - start, history.history["loss"][-1]
 
     compile_s, _ = fit(args.warmup_steps)
-    elapsed, last_loss = fit(args.steps)
+    # Several timed windows: the fastest is the steady state. On a small
+    # CPU, TensorFlow sometimes runs whole windows on one core (a process
+    # switches between about 1.2 and 1.9 busy cores), which is noise here.
+    windows = [fit(args.steps) for _ in range(args.windows)]
+    elapsed, last_loss = min(windows)
     step_s = elapsed / args.steps
     flops = flops_per_step(hp, b, s, t, args.vocab_size)
     memory, memory_kind = peak_memory_mb(keras.backend.backend())
     return dict(
         model=args.model,
         preset=args.preset,
+        dropout_rate=hp["dropout_rate"],
         backend=keras.backend.backend(),
         dtype=args.dtype,
         jit_compile=args.jit,
@@ -123,6 +130,7 @@ def measure(args):
         target_length=t,
         params=model.count_params(),
         ms_per_step=step_s * 1e3,
+        ms_per_step_all_windows=[w[0] / args.steps * 1e3 for w in windows],
         target_tokens_per_s=b * t / step_s,
         tflops_per_s=flops / step_s / 1e12,
         loss=float(last_loss),
@@ -159,6 +167,16 @@ def matmul_peak_tflops(dtype):
     return 10 * 2 * 2048**3 / (time.perf_counter() - start) / 1e12
 
 
+def _run_worker(command):
+    """One measurement in a fresh process: its RESULT dict, or an error."""
+    run = subprocess.run(command, capture_output=True, text=True)
+    lines = [l for l in run.stdout.splitlines() if l.startswith("RESULT ")]
+    if run.returncode or not lines:
+        sys.stderr.write(run.stderr[-3000:])
+        return dict(error=f"exit code {run.returncode}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", nargs="+", default=["tiny", "base"], choices=["tiny", "small", "base", "big"])
@@ -171,6 +189,12 @@ def main(argv=None):
     parser.add_argument("--warmup-steps", type=int, default=3)
     parser.add_argument("--dtype", default="float32", help="float32 or mixed_bfloat16")
     parser.add_argument("--jit", default="true", choices=["true", "false", "auto"])
+    parser.add_argument("--dropout-rate", type=float, default=None,
+                        help="override the preset's dropout rate in every model (0 shows what dropout costs)")
+    parser.add_argument("--windows", type=int, default=1,
+                        help="timed windows of --steps steps per process; the fastest is reported")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="fresh processes per (preset, model); the fastest is reported, all are kept in the JSON")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="peak for MFU (790 = bf16 H100/H200); default: measured CPU float32 matmul rate")
     parser.add_argument("--output", default=None, help="JSON file to write")
@@ -195,20 +219,23 @@ def main(argv=None):
     for preset in args.presets:
         for model in args.models:
             command = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--preset", preset]
-            for flag in ("batch_size", "source_length", "target_length", "vocab_size", "steps", "warmup_steps", "dtype", "jit"):
-                command += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
-            run = subprocess.run(command, capture_output=True, text=True)
-            lines = [l for l in run.stdout.splitlines() if l.startswith("RESULT ")]
-            if run.returncode or not lines:
-                sys.stderr.write(run.stderr[-3000:])
-                results.append(dict(model=model, preset=preset, error=f"exit code {run.returncode}"))
+            for flag in ("batch_size", "source_length", "target_length", "vocab_size", "steps", "warmup_steps", "windows", "dtype", "jit", "dropout_rate"):
+                if getattr(args, flag) is not None:
+                    command += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
+            runs = [_run_worker(command) for _ in range(args.repeats)]
+            done = [r for r in runs if "error" not in r]
+            if not done:
+                results.append(dict(model=model, preset=preset, error=runs[-1]["error"]))
                 continue
-            result = json.loads(lines[-1][len("RESULT "):])
+            result = min(done, key=lambda r: r["ms_per_step"])
+            result["ms_per_step_all_runs"] = [r["ms_per_step"] for r in done]
             result["mfu"] = result["tflops_per_s"] / peak
             results.append(result)
 
     print(f"\npeak {peak:.3f} TFLOP/s ({peak_source}); batch {args.batch_size} x "
-          f"{args.source_length}/{args.target_length} tokens, vocab {args.vocab_size}, {args.dtype}, jit {args.jit}")
+          f"{args.source_length}/{args.target_length} tokens, vocab {args.vocab_size}, {args.dtype}, jit {args.jit}"
+          + (f", dropout {args.dropout_rate}" if args.dropout_rate is not None else "")
+          + (f"; fastest of {args.repeats} processes each" if args.repeats > 1 else ""))
     print(f"{'preset':7s} {'model':12s} {'params':>8s} {'ms/step':>9s} {'tgt tok/s':>10s} {'MFU':>6s} {'peak MB':>8s} {'vs plain':>8s}")
     for r in results:
         if "error" in r:

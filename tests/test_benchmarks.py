@@ -1,0 +1,41 @@
+"""benchmarks/train_throughput.py runs end to end and reports what it says.
+
+Behaviour only: the script's table and JSON, never its timings.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_train_throughput_writes_every_figure_for_both_models(tmp_path):
+    output = tmp_path / "train.json"
+    command = [
+        sys.executable, os.path.join(ROOT, "benchmarks", "train_throughput.py"),
+        "--presets", "tiny", "--batch-size", "2", "--source-length", "6", "--target-length", "5",
+        "--vocab-size", "64", "--steps", "2", "--warmup-steps", "1", "--windows", "2", "--repeats", "1",
+        "--dropout-rate", "0.2", "--peak-tflops", "1.5", "--output", str(output),
+    ]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "ours" in run.stdout and "plain-keras" in run.stdout
+    report = json.loads(output.read_text())
+    assert report["peak_tflops"] == 1.5 and report["peak_source"] == "stated"
+    results = {r["model"]: r for r in report["results"]}
+    assert set(results) == {"ours", "plain-keras"}
+    for result in results.values():
+        assert "error" not in result
+        assert (result["batch_size"], result["source_length"], result["target_length"]) == (2, 6, 5)
+        assert result["dropout_rate"] == 0.2
+        assert len(result["ms_per_step_all_windows"]) == 2 and len(result["ms_per_step_all_runs"]) == 1
+        # The reported window is the fastest one, and the rates follow from its step time.
+        assert result["ms_per_step"] == min(result["ms_per_step_all_windows"])
+        assert abs(result["target_tokens_per_s"] - 2 * 5 / (result["ms_per_step"] / 1e3)) < 1e-6 * result["target_tokens_per_s"]
+        assert abs(result["mfu"] - result["tflops_per_s"] / 1.5) < 1e-12
+        assert result["peak_memory_mb"] > 0
+    # The two models are the same size: the comparison is like for like.
+    assert results["ours"]["params"] == results["plain-keras"]["params"]
+    assert results["ours"]["speedup_vs_plain_keras"] > 0

@@ -1,7 +1,8 @@
-"""What a dropout mask costs: keras.random.dropout against our hashed masks.
+"""What a dropout mask costs: keras.layers.Dropout against our hashed masks.
 
 Ten dropouts in a row on a `(batch, length, d_model)` activation, compiled
-(XLA on TensorFlow and JAX; eager on PyTorch), fresh seeds each call. Prints
+(XLA on TensorFlow and JAX; eager on PyTorch), each call drawing a new seed
+from the layer's SeedGenerator. Prints
 ms per dropout and elements/s for each shape, and writes JSON.
 
     KERAS_BACKEND=tensorflow python benchmarks/dropout_masks.py --output /tmp/dropout.json
@@ -20,54 +21,52 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHAIN = 10
 
 
-def compiled(fn):
+def compiled(layer):
+    """Ten calls of `layer` in a row, compiled, with fresh seeds each call."""
     import keras
 
-    if keras.backend.backend() == "jax":
-        import jax
+    def chain(x):
+        for _ in range(CHAIN):
+            x = layer(x, training=True) * 0.9
+        return x
 
-        return jax.jit(fn)
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(fn, jit_compile=True)
-    return fn
+        return tf.function(chain, jit_compile=True)
+    if keras.backend.backend() == "jax":
+        import jax
+
+        variables = layer.non_trainable_variables  # the SeedGenerator state
+
+        def stateless(state, x):
+            with keras.StatelessScope(state_mapping=list(zip(variables, state))) as scope:
+                y = chain(x)
+            return y, [scope.get_current_value(v) for v in variables]
+
+        step = jax.jit(stateless)
+        state = [v.value for v in variables]
+
+        def run(x):
+            nonlocal state
+            y, state = step(state, x)
+            return y
+
+        return run
+    return chain
 
 
-def variants(rate):
-    import keras
-    from keras import ops
-
-    from keras_transformer.layers.dropout import keep_mask
-
-    def keras_dropout(x, seed):  # seed: int32 (2,), a stateless Keras seed
-        for i in range(CHAIN):
-            x = keras.random.dropout(x, rate, seed=seed + i) * 0.9
-        return x
-
-    def hashed(x, seed):  # seed: int32 scalar
-        scale = ops.cast(1 / (1 - rate), x.dtype)
-        for i in range(CHAIN):
-            keep = keep_mask(ops.shape(x), seed + i, rate)
-            x = ops.where(keep, x * scale, ops.zeros_like(x)) * 0.9
-        return x
-
-    return {"keras.random.dropout": (keras_dropout, (2,)), "ours (hashed)": (hashed, ())}
-
-
-def measure(fn, seed_shape, shape, repeats):
-    import keras
+def measure(layer, shape, repeats):
     from keras import ops
 
     x = ops.convert_to_tensor(np.random.default_rng(0).normal(size=shape).astype("float32"))
-    fn = compiled(fn)
-    seed = lambda i: ops.convert_to_tensor(np.full(seed_shape, 1000 * i, "int32"))  # noqa: E731
-    ops.convert_to_numpy(fn(x, seed(0)))
+    fn = compiled(layer)
+    ops.convert_to_numpy(fn(x))
     best = float("inf")
-    for r in range(repeats):
+    for _ in range(repeats):
         start = time.perf_counter()
-        for i in range(5):
-            out = fn(x, seed(5 * r + i + 1))
+        for _ in range(5):
+            out = fn(x)
         ops.convert_to_numpy(out)
         best = min(best, (time.perf_counter() - start) / (5 * CHAIN))
     return best
@@ -84,17 +83,20 @@ def main(argv=None):
 
     import keras
 
+    from keras_transformer.layers import Dropout
+
     rows = []
     for text in args.shapes:
         shape = tuple(int(d) for d in text.split(","))
-        for name, (fn, seed_shape) in variants(args.rate).items():
-            seconds = measure(fn, seed_shape, shape, args.repeats)
+        for name, layer in (("keras.layers.Dropout", keras.layers.Dropout(args.rate, seed=1)),
+                            ("ours", Dropout(args.rate, seed=1))):
+            seconds = measure(layer, shape, args.repeats)
             rows.append(dict(shape=shape, variant=name, ms_per_dropout=seconds * 1e3,
                              elements_per_s=float(np.prod(shape)) / seconds))
     print(f"\n{keras.backend.backend()}, rate {args.rate}, fastest of {args.repeats}")
     print(f"{'shape':16s} {'variant':22s} {'ms/dropout':>11s} {'Melem/s':>9s} {'speed-up':>9s}")
     for row in rows:
-        base = next(r for r in rows if r["shape"] == row["shape"] and r["variant"] == "keras.random.dropout")
+        base = next(r for r in rows if r["shape"] == row["shape"] and r["variant"] == "keras.layers.Dropout")
         row["speedup_vs_keras"] = base["ms_per_dropout"] / row["ms_per_dropout"]
         print(f"{'x'.join(map(str, row['shape'])):16s} {row['variant']:22s} {row['ms_per_dropout']:11.3f} "
               f"{row['elements_per_s'] / 1e6:9.0f} {row['speedup_vs_keras']:8.1f}x")

@@ -17,7 +17,7 @@ def test_train_throughput_writes_every_figure_for_both_models(tmp_path):
         sys.executable, os.path.join(ROOT, "benchmarks", "train_throughput.py"),
         "--presets", "tiny", "--batch-size", "2", "--source-length", "6", "--target-length", "5",
         "--vocab-size", "64", "--steps", "2", "--warmup-steps", "1", "--windows", "2", "--repeats", "1",
-        "--dropout-rate", "0.2", "--peak-tflops", "1.5", "--output", str(output),
+        "--dropout-rate", "0.2", "--jit", "auto", "--peak-tflops", "1.5", "--output", str(output),
     ]
     run = subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=ROOT))
     assert run.returncode == 0, run.stderr[-2000:]

@@ -70,12 +70,16 @@ class PlainKerasTransformer(keras.Model):
         self.positions = _sinusoid(1024, d_model)
         self.dropout = layers.Dropout(dropout_rate)
 
+    def _positions(self, ids):
+        # A tensor, not a NumPy slice: PyTorch cannot add one to a tensor that requires grad.
+        return ops.convert_to_tensor(self.positions[: ids.shape[1]])
+
     def call(self, inputs, training=False):
         source, target = inputs
-        x = self.dropout(self.embedding(source) + self.positions[: source.shape[1]], training=training)
+        x = self.dropout(self.embedding(source) + self._positions(source), training=training)
         for block in self.encoder:
             x = block(x, training=training)
-        y = self.dropout(self.embedding(target) + self.positions[: target.shape[1]], training=training)
+        y = self.dropout(self.embedding(target) + self._positions(target), training=training)
         for block in self.decoder:
             y = block(y, x, training=training)
         return ops.cast(self.embedding(y, project=True), "float32")

@@ -50,6 +50,11 @@ def keep_mask(shape, seed, rate):
     size = 1
     for dim in shape:
         size = size * dim
+    if isinstance(size, int) and size >= 2**31:
+        raise ValueError(
+            "Dropout masks number elements with int32: a tensor must have "
+            f"fewer than 2**31 elements. Received: shape={tuple(shape)}"
+        )
     index = ops.reshape(ops.arange(size, dtype="int32"), shape)
     bits = mix32(ops.bitwise_xor(mix32(index), ops.cast(seed, "int32")))
     bits = ops.bitwise_and(bits, 0x7FFFFFFF)  # 31 uniform bits, >= 0

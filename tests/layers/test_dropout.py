@@ -97,3 +97,5 @@ def test_config_and_errors():
     assert_config_is_constructor_arguments(Dropout(0.1, seed=4))
     with pytest.raises(ValueError, match="`rate`.*Received: rate=1.0"):
         Dropout(1.0)
+    with pytest.raises(ValueError, match=r"fewer than 2\*\*31 elements. Received: shape=\(65536, 32768\)"):
+        keep_mask((2**16, 2**15), 1, 0.1)

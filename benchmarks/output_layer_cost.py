@@ -1,0 +1,109 @@
+"""What the output layer costs: the shared-embedding projection and the loss.
+
+Forward and backward of `loss(labels, x @ W^T)` for `tokens` hidden states of
+width `d_model` and a `vocab_size` vocabulary, compiled (XLA, TensorFlow or
+JAX), three ways: our label-smoothed loss (log-sum-exp, one gathered logit,
+the mean logit), the plain Keras peer's log-softmax loss, and the matrix
+products alone (the logits simply summed). The difference between the first
+and the last is what the loss's passes over the logits cost.
+
+    KERAS_BACKEND=tensorflow python benchmarks/output_layer_cost.py --d-model 128
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def losses(label_smoothing):
+    from keras import ops
+
+    from keras_transformer.losses import smoothed_cross_entropy, token_mean
+
+    def ours(labels, logits):
+        return token_mean(smoothed_cross_entropy(labels, logits, label_smoothing), labels > 0)
+
+    def plain(labels, logits):
+        log_p = ops.log_softmax(logits, axis=-1)
+        nll = -ops.squeeze(ops.take_along_axis(log_p, labels[:, None], axis=-1), -1)
+        return ops.mean((1 - label_smoothing) * nll - label_smoothing * ops.mean(log_p, axis=-1))
+
+    def matmul_only(labels, logits):
+        return ops.sum(logits)
+
+    return {"ours": ours, "plain Keras peer": plain, "matrix products only": matmul_only}
+
+
+def gradient_function(loss):
+    """Compiled (x, w, labels) -> (dx, dw) of loss(labels, x @ w^T)."""
+    import keras
+    from keras import ops
+
+    def value(x, w, labels):
+        return loss(labels, ops.matmul(x, ops.transpose(w)))  # (tokens, vocab) logits
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.jit(jax.grad(value, argnums=(0, 1)))
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        @tf.function(jit_compile=True)
+        def grads(x, w, labels):
+            with tf.GradientTape() as tape:
+                tape.watch([x, w])
+                result = value(x, w, labels)
+            return tape.gradient(result, [x, w])
+
+        return grads
+    raise SystemExit("Run with KERAS_BACKEND=tensorflow or jax (a compiled gradient).")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=1024, help="target tokens per step (32 x 32 in the CPU table)")
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--vocab-size", type=int, default=37000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--output", default=None)
+    args = parser.parse_args(argv)
+
+    import keras
+    from keras import ops
+
+    rng = np.random.default_rng(0)
+    x = ops.convert_to_tensor(rng.normal(0, 0.1, (args.tokens, args.d_model)).astype("float32"))
+    w = ops.convert_to_tensor(rng.normal(0, 0.1, (args.vocab_size, args.d_model)).astype("float32"))
+    labels = ops.convert_to_tensor(rng.integers(1, args.vocab_size, (args.tokens,)).astype("int32"))
+    rows = []
+    for name, loss in losses(0.1).items():
+        grads = gradient_function(loss)
+        [ops.convert_to_numpy(g) for g in grads(x, w, labels)]
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            for _ in range(5):
+                out = grads(x, w, labels)
+            [ops.convert_to_numpy(g) for g in out]
+            times.append((time.perf_counter() - start) / 5 * 1e3)
+        rows.append(dict(variant=name, ms=min(times), ms_all=times))
+    print(f"\n{keras.backend.backend()}: {args.tokens} tokens x d_model {args.d_model} x vocab {args.vocab_size}, "
+          f"forward + backward, fastest of {args.repeats}")
+    for row in rows:
+        print(f"{row['variant']:22s} {row['ms']:8.1f} ms")
+    if args.output:
+        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+        with open(args.output, "w") as f:
+            json.dump(dict(backend=keras.backend.backend(), args=vars(args), results=rows), f, indent=2)
+        print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,6 @@ source); "hyp tokens/s" counts every beam's token: x beam size.
 """
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -27,6 +26,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+
+from benchmarks.report import write_json  # noqa: E402
 
 
 def measure(model, method, batch_size, use_cache, args):
@@ -119,21 +120,15 @@ def main():
     for key, value in speedups.items():
         print(f"cache speed-up {key}: {value:.1f}x")
     if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "w") as f:
-            json.dump(
-                {
-                    "backend": keras.backend.backend(),
-                    "keras": keras.__version__,
-                    "machine": platform.processor() or platform.machine(),
-                    "cpus": os.cpu_count(),
-                    "args": vars(args),
-                    "results": results,
-                    "cache_speedups": speedups,
-                },
-                f,
-                indent=2,
-            )
+        write_json(args.output, {
+            "backend": keras.backend.backend(),
+            "keras": keras.__version__,
+            "machine": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+            "args": vars(args),
+            "results": results,
+            "cache_speedups": speedups,
+        })
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ ms per dropout and elements/s for each shape, and writes JSON.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -17,6 +16,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.report import write_json  # noqa: E402
 
 CHAIN = 10
 
@@ -101,9 +102,7 @@ def main(argv=None):
         print(f"{'x'.join(map(str, row['shape'])):16s} {row['variant']:22s} {row['ms_per_dropout']:11.3f} "
               f"{row['elements_per_s'] / 1e6:9.0f} {row['speedup_vs_keras']:8.1f}x")
     if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "w") as f:
-            json.dump(dict(backend=keras.backend.backend(), args=vars(args), results=rows), f, indent=2)
+        write_json(args.output, dict(backend=keras.backend.backend(), args=vars(args), results=rows))
         print(f"wrote {args.output}")
 
 

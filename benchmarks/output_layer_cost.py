@@ -11,7 +11,6 @@ and the last is what the loss's passes over the logits cost.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -19,6 +18,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.report import write_json  # noqa: E402
 
 
 def losses(label_smoothing):
@@ -99,9 +100,7 @@ def main(argv=None):
     for row in rows:
         print(f"{row['variant']:22s} {row['ms']:8.1f} ms")
     if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "w") as f:
-            json.dump(dict(backend=keras.backend.backend(), args=vars(args), results=rows), f, indent=2)
+        write_json(args.output, dict(backend=keras.backend.backend(), args=vars(args), results=rows))
         print(f"wrote {args.output}")
 
 

@@ -18,13 +18,14 @@ the pipeline must feed at least 10x what training consumes.
 """
 
 import argparse
-import json
 import os
 import platform
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.report import write_json  # noqa: E402
 
 
 def measure(mode, pairs, tokenizer, args):
@@ -89,9 +90,7 @@ def main(argv=None):
             vocabulary_s=round(vocabulary_s, 3), tokens_per_batch=args.tokens_per_batch, max_length=args.max_length,
             cpu_count=os.cpu_count(), machine=platform.processor() or platform.machine(), results=rows,
         )
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "w") as f:
-            json.dump(result, f, indent=2)
+        write_json(args.output, result)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ batching, in-graph tokenization and beam search), not translation quality.
 
 import argparse
 import io
-import json
 import os
 import sys
 import tempfile
@@ -23,6 +22,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.report import write_json  # noqa: E402
 
 SENTENCES = [
     "How are you?", "I would like a cup of coffee, please.", "Where is the station?",
@@ -115,9 +116,7 @@ def main(argv=None):
     for r in results:
         print(f"{r['concurrency']:8d} {r['requests']:9d} {r['requests_per_s']:8.1f} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f} {r['failures']:7d}")
     if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "w") as f:
-            json.dump(dict(model_dir=model_dir, version=version, args=vars(args), results=results), f, indent=2)
+        write_json(args.output, dict(model_dir=model_dir, version=version, args=vars(args), results=results))
         print(f"wrote {args.output}")
 
 

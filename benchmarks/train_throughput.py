@@ -29,6 +29,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from benchmarks.report import write_json  # noqa: E402
+
 
 def flops_per_step(hp, batch, source_length, target_length, vocab_size):
     """Matrix-multiply FLOPs of one training step (forward + backward = 3x).
@@ -247,9 +249,7 @@ def main(argv=None):
         print(f"{r['preset']:7s} {r['model']:12s} {r['params'] / 1e6:7.1f}M {r['ms_per_step']:9.1f} "
               f"{r['target_tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}% {r['peak_memory_mb']:8.0f} {ratio:7.2f}x")
     if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "w") as f:
-            json.dump(dict(peak_tflops=peak, peak_source=peak_source, args=vars(args), results=results), f, indent=2)
+        write_json(args.output, dict(peak_tflops=peak, peak_source=peak_source, args=vars(args), results=results))
         print(f"wrote {args.output}")
 
 

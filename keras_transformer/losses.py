@@ -13,12 +13,13 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     Averaged over the tokens whose label is not `pad_id`; padding adds
     nothing to the loss or to its normaliser. Logits are upcast to float32
     first, so the loss is exact under mixed precision. With log-softmax
-    written as `logits - logsumexp(logits)`, the smoothed loss needs only a
-    log-sum-exp, one gathered logit and the mean logit per token:
+    written as `logits - logsumexp(logits)`, the smoothed loss is
 
-        loss = lse - (1 - eps) * logits[label] - eps * mean(logits)
+        loss = lse - sum(target * logits),  target = (1 - eps) * one_hot + eps / V
 
-    so no one-hot or probability tensor of the vocabulary size is built.
+    where the target is a comparison of the label with the vocabulary ids,
+    fused by the compiler into the reduction; its gradient, `softmax -
+    target`, is one fused pass too. No probability tensor is stored.
 
     Args:
         label_smoothing: float in [0, 1). The paper's eps_ls. Defaults to
@@ -56,16 +57,22 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
 
 def smoothed_cross_entropy(labels, logits, label_smoothing):
-    """Per-token smoothed cross-entropy `(batch, length)`, in float32."""
+    """Per-token smoothed cross-entropy `(batch, length)`, in float32.
+
+    `lse - sum(target * logits)` with the smoothed target written as a
+    comparison with the label ids, not a gather: the gradient with respect
+    to the logits, `softmax - target`, is then one element-wise expression
+    that the compiler fuses into a single pass producing the logits'
+    dtype, where a gather's gradient (a scatter into zeros) makes XLA
+    materialise float32 copies of the `(batch, length, vocab)` tensor.
+    """
+    vocab_size = ops.shape(logits)[-1]
     logits = ops.cast(logits, "float32")  # (batch, length, vocab)
     labels = ops.cast(labels, "int32")
-    lse = ops.logsumexp(logits, axis=-1)
-    label_logit = ops.squeeze(
-        ops.take_along_axis(logits, labels[..., None], axis=-1), axis=-1
-    )
-    mean_logit = ops.mean(logits, axis=-1)
-    eps = label_smoothing
-    return lse - (1.0 - eps) * label_logit - eps * mean_logit
+    is_label = ops.equal(ops.arange(vocab_size, dtype="int32"), labels[..., None])
+    off = label_smoothing / vocab_size
+    target = ops.where(is_label, 1.0 - label_smoothing + off, off)  # (batch, length, vocab)
+    return ops.logsumexp(logits, axis=-1) - ops.sum(target * logits, axis=-1)
 
 
 def replica_share(loss):

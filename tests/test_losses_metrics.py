@@ -53,3 +53,39 @@ def test_masked_accuracy_ignores_padding():
     metric.update_state(labels, logits)
     assert float(metric.result()) == pytest.approx(3 / 4)
     assert MaskedAccuracy.from_config(metric.get_config()).pad_id == 0
+
+
+def logits_gradient(loss, labels, logits):
+    """d loss / d logits on the active backend."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return np.asarray(jax.grad(lambda x: loss(labels, x))(logits))
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        x = tf.Variable(logits)
+        with tf.GradientTape() as tape:
+            value = loss(labels, x)
+        return tape.gradient(value, x).numpy()
+    import torch
+
+    x = torch.tensor(logits, requires_grad=True)
+    loss(torch.tensor(labels), x).backward()
+    return x.grad.numpy()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_loss_gradient_is_softmax_minus_smoothed_target(eps):
+    # The loss is written so that its gradient is one fused expression;
+    # check that expression against the textbook one, with padding rows zero.
+    labels = np.array([[4, 5, 6, 0, 0], [7, 1, 8, 2, 0]])
+    logits = np.random.default_rng(0).normal(size=(2, 5, 9)).astype("float32") * 3
+    gradient = logits_gradient(LabelSmoothedCrossEntropy(label_smoothing=eps), labels, logits)
+    softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    target = np.full(logits.shape, eps / 9) + (1 - eps) * np.eye(9)[labels]
+    mask = (labels != 0)[..., None]
+    expected = (softmax - target) * mask / mask.sum()
+    np.testing.assert_allclose(gradient, expected, atol=1e-6)
+    assert not gradient[0, 3:].any()

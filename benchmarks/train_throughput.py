@@ -73,8 +73,11 @@ def peak_memory_mb(backend):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "host RSS"
 
 
-def measure(args):
-    """One measurement in this process; returns a dict."""
+def build(args):
+    """The compiled model of `args` and a `fit(steps)` on fixed random ids.
+
+    Returns `(model, hp, fit)`; `fit(steps)` returns `(seconds, last_loss)`.
+    """
     import keras
 
     from keras_transformer import LabelSmoothedCrossEntropy, Transformer
@@ -111,6 +114,15 @@ def measure(args):
         history = model.fit(xs, ys, batch_size=b, epochs=1, verbose=0, shuffle=False)
         return time.perf_counter() - start, history.history["loss"][-1]
 
+    return model, hp, fit
+
+
+def measure(args):
+    """One measurement in this process; returns a dict."""
+    import keras
+
+    model, hp, fit = build(args)
+    b, s, t = args.batch_size, args.source_length, args.target_length
     compile_s, _ = fit(args.warmup_steps)
     # Several timed windows: the fastest is the steady state. On a small
     # CPU, TensorFlow sometimes runs whole windows on one core (a process

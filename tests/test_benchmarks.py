@@ -39,3 +39,25 @@ def test_train_throughput_writes_every_figure_for_both_models(tmp_path):
     # The two models are the same size: the comparison is like for like.
     assert results["ours"]["params"] == results["plain-keras"]["params"]
     assert results["ours"]["speedup_vs_plain_keras"] > 0
+
+
+def test_profile_summary_sums_gpu_kernels_per_step_and_ignores_host_events():
+    sys.path.insert(0, ROOT)
+    from benchmarks.profile_train_step import device_events, summarise
+
+    trace = {"traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+        {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "/host:CPU"}},
+        {"ph": "X", "pid": 1, "name": "nvjet_sm90_tst_128x160", "dur": 300.0},
+        {"ph": "X", "pid": 1, "name": "nvjet_sm90_tst_128x160", "dur": 100.0},
+        {"ph": "X", "pid": 1, "name": "loop_add_fusion_6", "dur": 200.0},
+        {"ph": "X", "pid": 1, "name": "cudnn_generated_fort_native_sdpa_sm90_flash_fprop", "dur": 400.0},
+        {"ph": "X", "pid": 2, "name": "ExecuteOnDevice", "dur": 5000.0},
+        {"ph": "i", "pid": 1, "name": "marker"},
+    ]}
+    total_ms, kinds, kernels = summarise(device_events(trace), steps=2)
+    assert total_ms == (300 + 100 + 200 + 400) / 2 / 1e3
+    assert kinds == {"attention": 0.2, "matmul": 0.2, "element-wise fusion": 0.1}
+    assert [k["name"] for k in kernels][0] in ("nvjet_sm90_tst_128x160", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop")
+    gemm = next(k for k in kernels if k["kind"] == "matmul")
+    assert gemm["calls_per_step"] == 1.0 and gemm["ms_per_step"] == 0.2

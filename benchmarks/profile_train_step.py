@@ -1,0 +1,134 @@
+"""Where a training step's device time goes: a kernel table from a JAX trace.
+
+Builds the model of `train_throughput.py` (same flags), warms `fit` up, then
+traces a few steps with `jax.profiler` and sums the GPU kernel time by
+kernel name and by kind (matrix multiply, attention, fused element-wise,
+reductions, copies). Prints the table and writes it as JSON; the Perfetto
+trace and, with `--dump-hlo`, the optimised HLO (to map fusion names back to
+the operations they hold) stay in `--trace-dir`.
+
+    KERAS_BACKEND=jax python benchmarks/profile_train_step.py --preset base \
+        --batch-size 384 --source-length 64 --target-length 64 \
+        --dtype mixed_bfloat16 --trace-dir /tmp/trace --output profile.json
+
+JAX backend on a GPU only: the kernel table is read from the device lanes of
+the trace.
+"""
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from benchmarks.report import write_json  # noqa: E402
+
+KINDS = (  # first match wins; XLA's and cuDNN's kernel names
+    ("attention", ("flash", "fmha", "cudnn", "sdpa", "attn")),
+    ("matmul", ("gemm", "cublas", "cutlass", "matmul", "sm90_xmma", "nvjet", "triton_gemm")),
+    ("copy/transpose", ("copy", "transpose", "memcpy", "memset", "dynamic_update_slice")),
+    ("reduction", ("reduce", "reduction")),
+    ("element-wise fusion", ("fusion", "loop_", "input_", "convert", "multiply", "add", "select")),
+)
+
+
+def kind_of(name):
+    lower = name.lower()
+    for kind, needles in KINDS:
+        if any(n in lower for n in needles):
+            return kind
+    return "other"
+
+
+def device_events(trace):
+    """Complete events ("X") on the GPU lanes of a Perfetto/Chrome trace."""
+    names = {}
+    for event in trace["traceEvents"]:
+        if event.get("ph") == "M" and event.get("name") == "process_name":
+            names[event["pid"]] = event["args"]["name"]
+    gpu = {pid for pid, name in names.items() if "gpu" in name.lower() and "host" not in name.lower()}
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("pid") in gpu and "dur" in e]
+
+
+def summarise(events, steps):
+    by_name = collections.defaultdict(lambda: [0.0, 0])
+    for e in events:
+        by_name[e["name"]][0] += e["dur"]
+        by_name[e["name"]][1] += 1
+    total_us = sum(v[0] for v in by_name.values())
+    kernels = sorted(
+        (dict(name=n, kind=kind_of(n), ms_per_step=v[0] / steps / 1e3, calls_per_step=v[1] / steps)
+         for n, v in by_name.items()),
+        key=lambda k: -k["ms_per_step"],
+    )
+    kinds = collections.defaultdict(float)
+    for k in kernels:
+        kinds[k["kind"]] += k["ms_per_step"]
+    return total_us / steps / 1e3, dict(sorted(kinds.items(), key=lambda kv: -kv[1])), kernels
+
+
+def main(argv=None):
+    from benchmarks import train_throughput
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="ours", choices=["ours", "plain-keras"])
+    parser.add_argument("--preset", default="base")
+    parser.add_argument("--batch-size", type=int, default=384)
+    parser.add_argument("--source-length", type=int, default=64)
+    parser.add_argument("--target-length", type=int, default=64)
+    parser.add_argument("--vocab-size", type=int, default=37000)
+    parser.add_argument("--dtype", default="mixed_bfloat16")
+    parser.add_argument("--jit", default="true", choices=["true", "false", "auto"])
+    parser.add_argument("--dropout-rate", type=float, default=None)
+    parser.add_argument("--warmup-steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=5, help="traced steps")
+    parser.add_argument("--top", type=int, default=40, help="kernels to print")
+    parser.add_argument("--trace-dir", default="/tmp/keras_transformer_trace")
+    parser.add_argument("--dump-hlo", action="store_true", help="also write the optimised HLO to --trace-dir/hlo")
+    parser.add_argument("--output", default=None, help="JSON file to write")
+    args = parser.parse_args(argv)
+    if args.dump_hlo:
+        flags = f"--xla_dump_to={args.trace_dir}/hlo --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train.*"
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flags).strip()
+
+    import jax
+    import keras
+
+    if keras.backend.backend() != "jax":
+        raise SystemExit(f"profile_train_step.py needs KERAS_BACKEND=jax. Received: {keras.backend.backend()}")
+    model, _, fit = train_throughput.build(args)
+    fit(args.warmup_steps)
+    fit(args.steps)  # the timed-size input once untraced, so nothing compiles inside the trace
+    with jax.profiler.trace(args.trace_dir, create_perfetto_trace=True):
+        seconds, _ = fit(args.steps)
+    paths = sorted(glob.glob(f"{args.trace_dir}/**/*perfetto_trace.json.gz", recursive=True), key=os.path.getmtime)
+    if not paths:
+        raise SystemExit(f"No Perfetto trace under {args.trace_dir}.")
+    with gzip.open(paths[-1], "rt") as f:
+        trace = json.load(f)
+    device_ms, kinds, kernels = summarise(device_events(trace), args.steps)
+    wall_ms = seconds / args.steps * 1e3
+    print(f"\n{args.model} {args.preset}, batch {args.batch_size} x {args.source_length}/{args.target_length}, "
+          f"{args.dtype}, on {jax.devices()[0].device_kind}: {wall_ms:.1f} ms/step wall (traced), "
+          f"{device_ms:.1f} ms/step of kernels")
+    for kind, ms in kinds.items():
+        print(f"  {kind:22s} {ms:7.2f} ms  {ms / device_ms:6.1%}")
+    print(f"\n{'ms/step':>8s} {'calls':>6s}  kind                 kernel")
+    for k in kernels[: args.top]:
+        print(f"{k['ms_per_step']:8.3f} {k['calls_per_step']:6.1f}  {k['kind']:20s} {k['name'][:110]}")
+    if args.output:
+        write_json(args.output, dict(
+            model=args.model, preset=args.preset, device=jax.devices()[0].device_kind,
+            batch_size=args.batch_size, source_length=args.source_length, target_length=args.target_length,
+            dtype=args.dtype, wall_ms_per_step=wall_ms, kernel_ms_per_step=device_ms, kinds=kinds,
+            kernels=kernels, trace=paths[-1],
+        ))
+
+
+if __name__ == "__main__":
+    main()

@@ -62,17 +62,23 @@ def smoothed_cross_entropy(labels, logits, label_smoothing):
     `lse - sum(target * logits)` with the smoothed target written as a
     comparison with the label ids, not a gather: the gradient with respect
     to the logits, `softmax - target`, is then one element-wise expression
-    that the compiler fuses into a single pass producing the logits'
-    dtype, where a gather's gradient (a scatter into zeros) makes XLA
-    materialise float32 copies of the `(batch, length, vocab)` tensor.
+    that XLA fuses into a single pass producing the logits' dtype, where a
+    gather's gradient (a scatter into zeros) makes it materialise float32
+    copies of the `(batch, length, vocab)` tensor. PyTorch runs eagerly and
+    would store the target, so it gathers the label's logit instead.
     """
-    vocab_size = ops.shape(logits)[-1]
     logits = ops.cast(logits, "float32")  # (batch, length, vocab)
     labels = ops.cast(labels, "int32")
+    lse = ops.logsumexp(logits, axis=-1)
+    eps = label_smoothing
+    if keras.backend.backend() == "torch":
+        label_logit = ops.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+        return lse - (1.0 - eps) * label_logit - eps * ops.mean(logits, axis=-1)
+    vocab_size = ops.shape(logits)[-1]
     is_label = ops.equal(ops.arange(vocab_size, dtype="int32"), labels[..., None])
-    off = label_smoothing / vocab_size
-    target = ops.where(is_label, 1.0 - label_smoothing + off, off)  # (batch, length, vocab)
-    return ops.logsumexp(logits, axis=-1) - ops.sum(target * logits, axis=-1)
+    off = eps / vocab_size
+    target = ops.where(is_label, 1.0 - eps + off, off)  # (batch, length, vocab)
+    return lse - ops.sum(target * logits, axis=-1)
 
 
 def replica_share(loss):

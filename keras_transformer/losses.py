@@ -76,7 +76,7 @@ def smoothed_cross_entropy(labels, logits, label_smoothing):
         return lse - (1.0 - eps) * label_logit - eps * ops.mean(logits, axis=-1)
     vocab_size = ops.shape(logits)[-1]
     is_label = ops.equal(ops.arange(vocab_size, dtype="int32"), labels[..., None])
-    off = eps / vocab_size
+    off = eps / ops.cast(vocab_size, "float32")  # the size may be a tensor
     target = ops.where(is_label, 1.0 - eps + off, off)  # (batch, length, vocab)
     return lse - ops.sum(target * logits, axis=-1)
 

@@ -101,6 +101,8 @@ def main(argv=None):
 
     if keras.backend.backend() != "jax":
         raise SystemExit(f"profile_train_step.py needs KERAS_BACKEND=jax. Received: {keras.backend.backend()}")
+    if jax.devices()[0].platform != "gpu":
+        raise SystemExit(f"profile_train_step.py reads GPU kernels and needs a GPU. Received devices: {jax.devices()}")
     model, _, fit = train_throughput.build(args)
     fit(args.warmup_steps)
     fit(args.steps)  # the timed-size input once untraced, so nothing compiles inside the trace
@@ -111,7 +113,11 @@ def main(argv=None):
         raise SystemExit(f"No Perfetto trace under {args.trace_dir}.")
     with gzip.open(paths[-1], "rt") as f:
         trace = json.load(f)
-    device_ms, kinds, kernels = summarise(device_events(trace), args.steps)
+    events = device_events(trace)
+    if not events:
+        raise SystemExit(f"No GPU kernels in {paths[-1]}: this script reads the GPU lanes of the trace "
+                         f"and needs a GPU. Received devices: {jax.devices()}")
+    device_ms, kinds, kernels = summarise(events, args.steps)
     wall_ms = seconds / args.steps * 1e3
     print(f"\n{args.model} {args.preset}, batch {args.batch_size} x {args.source_length}/{args.target_length}, "
           f"{args.dtype}, on {jax.devices()[0].device_kind}: {wall_ms:.1f} ms/step wall (traced), "

@@ -17,9 +17,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
         loss = lse - sum(target * logits),  target = (1 - eps) * one_hot + eps / V
 
-    where the target is a comparison of the label with the vocabulary ids,
-    fused by the compiler into the reduction; its gradient, `softmax -
-    target`, is one fused pass too. No probability tensor is stored.
+    computed as `lse - (1 - eps) * logits[label] - eps * mean(logits)`,
+    with the gradient `softmax - target` given by hand as one fused pass
+    over the logits. No probability tensor is stored.
 
     Args:
         label_smoothing: float in [0, 1). The paper's eps_ls. Defaults to
@@ -59,26 +59,48 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 def smoothed_cross_entropy(labels, logits, label_smoothing):
     """Per-token smoothed cross-entropy `(batch, length)`, in float32.
 
-    `lse - sum(target * logits)` with the smoothed target written as a
-    comparison with the label ids, not a gather: the gradient with respect
-    to the logits, `softmax - target`, is then one element-wise expression
-    that XLA fuses into a single pass producing the logits' dtype, where a
-    gather's gradient (a scatter into zeros) makes it materialise float32
-    copies of the `(batch, length, vocab)` tensor. PyTorch runs eagerly and
-    would store the target, so it gathers the label's logit instead.
+    The logits are upcast to float32 inside, so under mixed precision the
+    loss is exact and the gradient keeps only the bfloat16 logits.
+
+    With `target = (1 - eps) * one_hot + eps / V`, `sum(target * logits)` is
+    `(1 - eps) * logits[label] + eps * mean(logits)`, so the forward pass is
+    three reductions over the logits (max, sum of exponentials, sum) and a
+    gather of one logit per token. The gradient is given by hand,
+    `softmax - target`, with the target written as a comparison of the
+    label with the vocabulary ids: one element-wise pass over the logits
+    that the compiler fuses, producing the logits' dtype. Left to automatic
+    differentiation, the gather's gradient is a scatter into zeros (XLA then
+    materialises float32 copies of the `(batch, length, vocab)` tensor) and
+    the stored `exp(logits - max)` costs one more write and read.
+    PyTorch runs eagerly and would store the target, so there the
+    gradient is automatic.
     """
-    logits = ops.cast(logits, "float32")  # (batch, length, vocab)
-    labels = ops.cast(labels, "int32")
-    lse = ops.logsumexp(logits, axis=-1)
+    labels = ops.cast(labels, "int32")  # (batch, length)
     eps = label_smoothing
+
+    def forward(x):  # x: (batch, length, vocab) float32 logits
+        lse = ops.logsumexp(x, axis=-1)  # (batch, length)
+        label_logit = ops.take_along_axis(x, labels[..., None], axis=-1)[..., 0]
+        return lse - (1.0 - eps) * label_logit - eps * ops.mean(x, axis=-1), lse
+
     if keras.backend.backend() == "torch":
-        label_logit = ops.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
-        return lse - (1.0 - eps) * label_logit - eps * ops.mean(logits, axis=-1)
-    vocab_size = ops.shape(logits)[-1]
-    is_label = ops.equal(ops.arange(vocab_size, dtype="int32"), labels[..., None])
-    off = eps / ops.cast(vocab_size, "float32")  # the size may be a tensor
-    target = ops.where(is_label, 1.0 - eps + off, off)  # (batch, length, vocab)
-    return lse - ops.sum(target * logits, axis=-1)
+        return forward(ops.cast(logits, "float32"))[0]
+
+    @ops.custom_gradient
+    def loss(x):  # the logits in their own dtype: what the gradient keeps
+        value, lse = forward(ops.cast(x, "float32"))
+
+        def gradient(upstream):  # upstream: (batch, length)
+            vocab_size = ops.shape(x)[-1]
+            is_label = ops.equal(ops.arange(vocab_size, dtype="int32"), labels[..., None])
+            off = eps / ops.cast(vocab_size, "float32")  # the size may be a tensor
+            target = ops.where(is_label, 1.0 - eps + off, off)  # (batch, length, vocab)
+            softmax = ops.exp(ops.cast(x, "float32") - lse[..., None])
+            return ops.cast((softmax - target) * upstream[..., None], x.dtype)
+
+        return value, gradient
+
+    return loss(ops.convert_to_tensor(logits))
 
 
 def replica_share(loss):

@@ -55,25 +55,28 @@ def test_masked_accuracy_ignores_padding():
     assert MaskedAccuracy.from_config(metric.get_config()).pad_id == 0
 
 
-def logits_gradient(loss, labels, logits):
-    """d loss / d logits on the active backend."""
+def logits_gradient(loss, labels, logits, dtype="float32"):
+    """d loss / d logits on the active backend, for logits of `dtype`: (gradient as float32, its dtype)."""
     backend = keras.backend.backend()
+    x = ops.cast(ops.convert_to_tensor(logits), dtype)
     if backend == "jax":
         import jax
 
-        return np.asarray(jax.grad(lambda x: loss(labels, x))(logits))
-    if backend == "tensorflow":
+        gradient = jax.grad(lambda x: loss(labels, x))(x)
+    elif backend == "tensorflow":
         import tensorflow as tf
 
-        x = tf.Variable(logits)
         with tf.GradientTape() as tape:
+            tape.watch(x)
             value = loss(labels, x)
-        return tape.gradient(value, x).numpy()
-    import torch
+        gradient = tape.gradient(value, x)
+    else:
+        import torch
 
-    x = torch.tensor(logits, requires_grad=True)
-    loss(torch.tensor(labels), x).backward()
-    return x.grad.numpy()
+        x = x.detach().requires_grad_(True)
+        loss(torch.tensor(labels), x).backward()
+        gradient = x.grad
+    return ops.convert_to_numpy(ops.cast(gradient, "float32")), keras.backend.standardize_dtype(gradient.dtype)
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1])
@@ -82,10 +85,28 @@ def test_loss_gradient_is_softmax_minus_smoothed_target(eps):
     # check that expression against the textbook one, with padding rows zero.
     labels = np.array([[4, 5, 6, 0, 0], [7, 1, 8, 2, 0]])
     logits = np.random.default_rng(0).normal(size=(2, 5, 9)).astype("float32") * 3
-    gradient = logits_gradient(LabelSmoothedCrossEntropy(label_smoothing=eps), labels, logits)
+    gradient, _ = logits_gradient(LabelSmoothedCrossEntropy(label_smoothing=eps), labels, logits)
     softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     target = np.full(logits.shape, eps / 9) + (1 - eps) * np.eye(9)[labels]
     mask = (labels != 0)[..., None]
     expected = (softmax - target) * mask / mask.sum()
     np.testing.assert_allclose(gradient, expected, atol=1e-6)
     assert not gradient[0, 3:].any()
+
+
+def test_loss_gradient_under_mixed_precision_is_bfloat16_and_right():
+    # bfloat16 logits (mixed precision): the loss works in float32 inside and
+    # hands back a bfloat16 gradient, equal to softmax - target of the
+    # rounded logits to bfloat16 precision.
+    labels = np.array([[4, 5, 6, 0], [7, 1, 8, 2]])
+    logits = np.random.default_rng(1).normal(size=(2, 4, 9)).astype("float32") * 3
+    gradient, dtype = logits_gradient(LabelSmoothedCrossEntropy(), labels, logits, dtype="bfloat16")
+    assert dtype == "bfloat16"
+    rounded = ops.convert_to_numpy(ops.cast(ops.cast(logits, "bfloat16"), "float32"))
+    softmax = np.exp(rounded) / np.exp(rounded).sum(-1, keepdims=True)
+    target = np.full(logits.shape, 0.1 / 9) + 0.9 * np.eye(9)[labels]
+    mask = (labels != 0)[..., None]
+    expected = (softmax - target) * mask / mask.sum()
+    np.testing.assert_allclose(gradient, expected, atol=2e-3)
+    assert np.abs(gradient - expected).max() < 0.02 * np.abs(expected).max()
+    assert not gradient[0, 3].any()

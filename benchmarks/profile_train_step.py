@@ -1,18 +1,25 @@
-"""Where a training step's device time goes: a kernel table from a JAX trace.
+"""Where a training step's time goes: a kernel table from a profiler trace.
 
 Builds the model of `train_throughput.py` (same flags), warms `fit` up, then
-traces a few steps with `jax.profiler` and sums the GPU kernel time by
-kernel name and by kind (matrix multiply, attention, fused element-wise,
-reductions, copies). Prints the table and writes it as JSON; the Perfetto
-trace and, with `--dump-hlo`, the optimised HLO (to map fusion names back to
-the operations they hold) stay in `--trace-dir`.
+traces a few steps and sums the kernel time by kernel name and by kind
+(matrix multiply, attention, fused element-wise, reductions, copies). Prints
+the table and writes it as JSON; the trace and, with `--dump-hlo`, the
+optimised HLO stay in `--trace-dir`. With the HLO, each kernel is shown with
+the model operation it computes (the HLO's `op_name`).
 
-    KERAS_BACKEND=jax python benchmarks/profile_train_step.py --preset base \
-        --batch-size 384 --source-length 64 --target-length 64 \
-        --dtype mixed_bfloat16 --trace-dir /tmp/trace --output profile.json
+Two setups:
+- JAX on a GPU: `jax.profiler`, the GPU kernels of the device lanes.
 
-JAX backend on a GPU only: the kernel table is read from the device lanes of
-the trace.
+      KERAS_BACKEND=jax python benchmarks/profile_train_step.py --preset base \
+          --batch-size 384 --source-length 64 --target-length 64 \
+          --dtype mixed_bfloat16 --trace-dir /tmp/trace --output profile.json
+
+- TensorFlow on a CPU: `tf.profiler`, the XLA CPU kernels ("thunks") on
+  the compute threads. Kernels run on several threads at once and a matrix
+  multiply uses every core, so their times add up to more than the step.
+
+      KERAS_BACKEND=tensorflow python benchmarks/profile_train_step.py --preset tiny \
+          --batch-size 32 --source-length 32 --target-length 32 --dtype float32 --dump-hlo
 """
 
 import argparse
@@ -21,6 +28,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,7 +39,9 @@ from benchmarks.report import write_json  # noqa: E402
 KINDS = (  # first match wins; XLA's and cuDNN's kernel names
     ("attention", ("flash", "fmha", "cudnn", "sdpa", "attn")),
     ("matmul", ("gemm", "cublas", "cutlass", "matmul", "sm90_xmma", "nvjet", "triton_gemm")),
-    ("copy/transpose", ("copy", "transpose", "memcpy", "memset", "dynamic_update_slice")),
+    ("matmul", ("dot",)),  # XLA CPU names a dot after its HLO instruction
+    ("copy/transpose", ("copy", "transpose", "memcpy", "memset", "dynamic_update_slice", "dynamic-slice",
+                        "concatenate", "slice")),
     ("reduction", ("reduce", "reduction")),
     ("element-wise fusion", ("fusion", "loop_", "input_", "convert", "multiply", "add", "select")),
 )
@@ -55,6 +65,37 @@ def device_events(trace):
     return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("pid") in gpu and "dur" in e]
 
 
+# XLA CPU's bookkeeping events on the compute threads, not kernels.
+CPU_RUNTIME_EVENTS = ("ThunkExecutor", "SlinkyThreadPool", "end: ")
+
+
+def cpu_events(xspace):
+    """XLA CPU kernels ("thunks") of a TensorFlow profiler XSpace, as events.
+
+    They run on the Eigen compute threads of the host plane; each event is
+    named after the HLO instruction it executes (`MatMul.88`,
+    `subtract_exponential_fusion`). Durations are converted to microseconds.
+    """
+    events = []
+    for plane in xspace.planes:
+        for line in plane.lines:
+            if "Eigen" not in line.name:
+                continue
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                if not name.startswith(CPU_RUNTIME_EVENTS):
+                    events.append(dict(name=name, dur=event.duration_ps / 1e6))
+    return events
+
+
+def hlo_op_names(hlo_text):
+    """`{instruction name: op_name}` from optimised HLO text (its metadata)."""
+    names = {}
+    for match in re.finditer(r'^\s*(?:ROOT )?%?([\w.\-]+) = .*?op_name="([^"]+)"', hlo_text, re.M):
+        names.setdefault(match.group(1), match.group(2))
+    return names
+
+
 def summarise(events, steps):
     by_name = collections.defaultdict(lambda: [0.0, 0])
     for e in events:
@@ -73,8 +114,6 @@ def summarise(events, steps):
 
 
 def main(argv=None):
-    from benchmarks import train_throughput
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="ours", choices=["ours", "plain-keras"])
     parser.add_argument("--preset", default="base")
@@ -93,17 +132,54 @@ def main(argv=None):
     parser.add_argument("--output", default=None, help="JSON file to write")
     args = parser.parse_args(argv)
     if args.dump_hlo:
-        flags = f"--xla_dump_to={args.trace_dir}/hlo --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train.*"
+        flags = f"--xla_dump_to={args.trace_dir}/hlo --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*(train|one_step).*"
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flags).strip()
 
-    import jax
     import keras
 
-    if keras.backend.backend() != "jax":
-        raise SystemExit(f"profile_train_step.py needs KERAS_BACKEND=jax. Received: {keras.backend.backend()}")
+    backend = keras.backend.backend()
+    if backend == "jax":
+        events, device, seconds = trace_jax(args)
+    elif backend == "tensorflow":
+        events, device, seconds = trace_tensorflow(args)
+    else:
+        raise SystemExit(f"profile_train_step.py needs KERAS_BACKEND=jax (GPU) or tensorflow (CPU). Received: {backend}")
+    device_ms, kinds, kernels = summarise(events, args.steps)
+    ops_of = {}  # the largest module (the training step) wins name clashes
+    for path in sorted(glob.glob(f"{args.trace_dir}/hlo/*after_optimizations.txt") if args.dump_hlo else [],
+                       key=os.path.getsize):
+        with open(path) as f:
+            ops_of.update(hlo_op_names(f.read()))
+    for k in kernels:  # GPU kernels are named like the HLO, with "_6" for ".6"
+        k["op_name"] = ops_of.get(k["name"], ops_of.get(re.sub(r"_(\d+)$", r".\1", k["name"]), ""))
+    wall_ms = seconds / args.steps * 1e3
+    print(f"\n{args.model} {args.preset}, batch {args.batch_size} x {args.source_length}/{args.target_length}, "
+          f"{args.dtype}, on {device}: {wall_ms:.1f} ms/step wall (traced), "
+          f"{device_ms:.1f} ms/step of kernels")
+    for kind, ms in kinds.items():
+        print(f"  {kind:22s} {ms:7.2f} ms  {ms / device_ms:6.1%}")
+    print(f"\n{'ms/step':>8s} {'calls':>6s}  kind                 kernel")
+    for k in kernels[: args.top]:
+        print(f"{k['ms_per_step']:8.3f} {k['calls_per_step']:6.1f}  {k['kind']:20s} {k['name'][:40]:40s} {k['op_name'][-70:]}")
+    if args.output:
+        write_json(args.output, dict(
+            model=args.model, preset=args.preset, device=device, backend=keras.backend.backend(),
+            batch_size=args.batch_size, source_length=args.source_length, target_length=args.target_length,
+            dtype=args.dtype, wall_ms_per_step=wall_ms, kernel_ms_per_step=device_ms, kinds=kinds,
+            kernels=kernels, trace_dir=args.trace_dir,
+        ))
+
+
+def trace_jax(args):
+    """GPU kernel events of `args.steps` traced `fit` steps, the device, and the seconds."""
+    import jax
+
+    from benchmarks import train_throughput
+
     if jax.devices()[0].platform != "gpu":
-        raise SystemExit(f"profile_train_step.py reads GPU kernels and needs a GPU. Received devices: {jax.devices()}")
-    model, _, fit = train_throughput.build(args)
+        raise SystemExit(f"With JAX, profile_train_step.py reads GPU kernels and needs a GPU "
+                         f"(on a CPU, use KERAS_BACKEND=tensorflow). Received devices: {jax.devices()}")
+    _, _, fit = train_throughput.build(args)
     fit(args.warmup_steps)
     fit(args.steps)  # the timed-size input once untraced, so nothing compiles inside the trace
     with jax.profiler.trace(args.trace_dir, create_perfetto_trace=True):
@@ -117,23 +193,40 @@ def main(argv=None):
     if not events:
         raise SystemExit(f"No GPU kernels in {paths[-1]}: this script reads the GPU lanes of the trace "
                          f"and needs a GPU. Received devices: {jax.devices()}")
-    device_ms, kinds, kernels = summarise(events, args.steps)
-    wall_ms = seconds / args.steps * 1e3
-    print(f"\n{args.model} {args.preset}, batch {args.batch_size} x {args.source_length}/{args.target_length}, "
-          f"{args.dtype}, on {jax.devices()[0].device_kind}: {wall_ms:.1f} ms/step wall (traced), "
-          f"{device_ms:.1f} ms/step of kernels")
-    for kind, ms in kinds.items():
-        print(f"  {kind:22s} {ms:7.2f} ms  {ms / device_ms:6.1%}")
-    print(f"\n{'ms/step':>8s} {'calls':>6s}  kind                 kernel")
-    for k in kernels[: args.top]:
-        print(f"{k['ms_per_step']:8.3f} {k['calls_per_step']:6.1f}  {k['kind']:20s} {k['name'][:110]}")
-    if args.output:
-        write_json(args.output, dict(
-            model=args.model, preset=args.preset, device=jax.devices()[0].device_kind,
-            batch_size=args.batch_size, source_length=args.source_length, target_length=args.target_length,
-            dtype=args.dtype, wall_ms_per_step=wall_ms, kernel_ms_per_step=device_ms, kinds=kinds,
-            kernels=kernels, trace=paths[-1],
-        ))
+    return events, jax.devices()[0].device_kind, seconds
+
+
+def trace_tensorflow(args):
+    """XLA CPU kernel events of `args.steps` traced `fit` steps, the device, and the seconds."""
+    import platform
+
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from benchmarks import train_throughput
+
+    if tf.config.list_physical_devices("GPU"):
+        raise SystemExit("With TensorFlow, profile_train_step.py reads XLA CPU kernels; hide the GPU "
+                         "(CUDA_VISIBLE_DEVICES=) or use KERAS_BACKEND=jax.")
+    if args.jit != "true":
+        raise SystemExit(f"The CPU kernel table needs the XLA-compiled step (--jit true). Received: --jit {args.jit}")
+    _, _, fit = train_throughput.build(args)
+    fit(args.warmup_steps)
+    fit(args.steps)
+    start = len(glob.glob(f"{args.trace_dir}/**/*.xplane.pb", recursive=True))
+    tf.profiler.experimental.start(args.trace_dir)
+    seconds, _ = fit(args.steps)
+    tf.profiler.experimental.stop()
+    paths = sorted(glob.glob(f"{args.trace_dir}/**/*.xplane.pb", recursive=True), key=os.path.getmtime)
+    if len(paths) <= start:
+        raise SystemExit(f"No profiler output under {args.trace_dir}.")
+    xspace = xplane_pb2.XSpace()
+    with open(paths[-1], "rb") as f:
+        xspace.ParseFromString(f.read())
+    events = cpu_events(xspace)
+    if not events:
+        raise SystemExit(f"No XLA CPU kernels in {paths[-1]}.")
+    return events, f"CPU ({os.cpu_count()} cores, {platform.machine()})", seconds
 
 
 if __name__ == "__main__":

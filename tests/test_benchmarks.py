@@ -61,3 +61,32 @@ def test_profile_summary_sums_gpu_kernels_per_step_and_ignores_host_events():
     assert [k["name"] for k in kernels][0] in ("nvjet_sm90_tst_128x160", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop")
     gemm = next(k for k in kernels if k["kind"] == "matmul")
     assert gemm["calls_per_step"] == 1.0 and gemm["ms_per_step"] == 0.2
+
+
+def test_cpu_profile_keeps_xla_kernels_of_compute_threads_and_maps_them_to_ops():
+    # The TensorFlow CPU profile: XLA's kernels ("thunks") on the Eigen compute
+    # threads count, its runtime's bookkeeping and other threads do not.
+    sys.path.insert(0, ROOT)
+    from types import SimpleNamespace as NS
+
+    from benchmarks.profile_train_step import cpu_events, hlo_op_names, summarise
+
+    names = {1: NS(name="MatMul.88"), 2: NS(name="ThunkExecutor::Execute"), 3: NS(name="subtract_exponential_fusion"),
+             4: NS(name="EagerExecute"), 5: NS(name="end: MatMul.88")}
+    compute = NS(name="tf_numa_-1_Eigen/123", events=[
+        NS(metadata_id=1, duration_ps=20e9), NS(metadata_id=2, duration_ps=90e9),
+        NS(metadata_id=3, duration_ps=6e9), NS(metadata_id=1, duration_ps=20e9), NS(metadata_id=5, duration_ps=1e6)])
+    python = NS(name="python", events=[NS(metadata_id=4, duration_ps=200e9)])
+    space = NS(planes=[NS(event_metadata=names, lines=[python, compute])])
+    events = cpu_events(space)
+    assert sorted((e["name"], e["dur"]) for e in events) == [
+        ("MatMul.88", 20000.0), ("MatMul.88", 20000.0), ("subtract_exponential_fusion", 6000.0)]
+    total_ms, kinds, kernels = summarise(events, steps=2)
+    assert total_ms == 23.0
+    assert kinds == {"matmul": 20.0, "element-wise fusion": 3.0}
+    hlo = '''ENTRY %main (a: f32[4]) -> f32[4] {
+  %MatMul.88 = f32[1024,37000]{1,0} dot(%x, %w), lhs_contracting_dims={1}, metadata={op_type="MatMul" op_name="transformer/Tensordot/MatMul"}
+  ROOT %subtract_exponential_fusion = f32[4]{0} fusion(%MatMul.88), kind=kLoop, metadata={op_type="Exp" op_name="loss/Exp"}
+  %copy.3 = f32[4]{0} copy(%a)
+}'''
+    assert hlo_op_names(hlo) == {"MatMul.88": "transformer/Tensordot/MatMul", "subtract_exponential_fusion": "loss/Exp"}

@@ -10,6 +10,7 @@ from keras_transformer.layers import (
     DecoderLayer,
     EncoderLayer,
     FeedForward,
+    LayerNormalization,
     MultiHeadAttention,
     PositionalEncoding,
 )

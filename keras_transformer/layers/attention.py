@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.token_sums import add_bias
 from keras_transformer.validation import check_positive, check_rate
 
 
@@ -188,7 +189,7 @@ class MultiHeadAttention(keras.layers.Layer):
         # (batch, length, slots, heads, head_dim)
         out = ops.einsum("btd,dsnh->btsnh", x, kernel)
         if self.use_bias:
-            out = out + ops.cast(self.qkv_bias[slot], self.compute_dtype)
+            out = add_bias(out, ops.cast(self.qkv_bias[slot], self.compute_dtype))
         return out
 
     def project_key_value(self, memory):
@@ -255,7 +256,7 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel = ops.cast(self.output_kernel, self.compute_dtype)
         output = ops.einsum("btnh,nhd->btd", output, kernel)
         if self.use_bias:
-            output = output + ops.cast(self.output_bias, self.compute_dtype)
+            output = add_bias(output, ops.cast(self.output_bias, self.compute_dtype))
 
         results = (output,)
         if cache is not None:

@@ -4,6 +4,7 @@ import keras
 
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.layer_norm import LayerNormalization
 from keras_transformer.layers.residual import residual
 
 
@@ -51,7 +52,7 @@ class DecoderLayer(EncoderLayer):
             dtype=self.dtype_policy,
             name="cross_attention",
         )
-        self.cross_attention_norm = keras.layers.LayerNormalization(
+        self.cross_attention_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon,
             dtype=self.dtype_policy,
             name="cross_attention_norm",

@@ -8,6 +8,7 @@ from keras import ops
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.layer_norm import LayerNormalization
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.models.config import TransformerConfig, preset_config
 from keras_transformer.validation import check_positive, check_rate
@@ -162,8 +163,8 @@ class Transformer(keras.Model):
         self.encoder_norm = self.decoder_norm = None
         if norm_first:  # pre-norm stacks end with a LayerNorm
             norm = dict(epsilon=layer_norm_epsilon, dtype=dtype)
-            self.encoder_norm = keras.layers.LayerNormalization(name="encoder_norm", **norm)
-            self.decoder_norm = keras.layers.LayerNormalization(name="decoder_norm", **norm)
+            self.encoder_norm = LayerNormalization(name="encoder_norm", **norm)
+            self.decoder_norm = LayerNormalization(name="decoder_norm", **norm)
 
     @classmethod
     def from_preset(cls, preset, vocab_size, **overrides):

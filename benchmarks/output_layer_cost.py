@@ -2,10 +2,11 @@
 
 Forward and backward of `loss(labels, x @ W^T)` for `tokens` hidden states of
 width `d_model` and a `vocab_size` vocabulary, compiled (XLA, TensorFlow or
-JAX), three ways: our label-smoothed loss (`logsumexp(x) - sum(target * x)`),
-the plain Keras peer's log-softmax loss with a gathered label, and the matrix
-products alone (the logits simply summed). The difference between the first
-and the last is what the loss's passes over the logits cost.
+JAX), three ways: our label-smoothed loss (its hand-written gradient,
+`softmax - target`), the plain Keras peer's log-softmax loss with a gathered
+label, and the matrix products alone (the logits simply summed). The
+difference between the first and the last is what the loss's passes over the
+logits cost.
 
     KERAS_BACKEND=tensorflow python benchmarks/output_layer_cost.py --d-model 128
 """

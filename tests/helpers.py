@@ -37,3 +37,24 @@ def assert_survives_keras_file(layer, inputs, tmp_path, **call_kwargs):
     loaded = keras.saving.load_model(path)
     assert type(loaded.layers[-1]) is type(layer)
     np.testing.assert_allclose(loaded.predict(inputs, verbose=0), expected, atol=1e-6)
+
+
+def backend_gradients(f, *args):
+    """Gradients of the scalar `f(*args)` with respect to every argument, on
+    the active backend, as backend tensors in the arguments' dtypes."""
+    backend = keras.backend.backend()
+    args = [keras.ops.convert_to_tensor(a) for a in args]
+    if backend == "jax":
+        import jax
+
+        return list(jax.grad(f, argnums=tuple(range(len(args))))(*args))
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            tape.watch(args)
+            value = f(*args)
+        return tape.gradient(value, args)
+    args = [a.detach().requires_grad_(True) for a in args]
+    f(*args).backward()
+    return [a.grad for a in args]

@@ -4,6 +4,7 @@ import pytest
 from keras import ops
 
 from keras_transformer import LabelSmoothedCrossEntropy, MaskedAccuracy
+from tests.helpers import backend_gradients
 
 
 def reference_loss(labels, logits, eps):
@@ -57,25 +58,8 @@ def test_masked_accuracy_ignores_padding():
 
 def logits_gradient(loss, labels, logits, dtype="float32"):
     """d loss / d logits on the active backend, for logits of `dtype`: (gradient as float32, its dtype)."""
-    backend = keras.backend.backend()
-    x = ops.cast(ops.convert_to_tensor(logits), dtype)
-    if backend == "jax":
-        import jax
-
-        gradient = jax.grad(lambda x: loss(labels, x))(x)
-    elif backend == "tensorflow":
-        import tensorflow as tf
-
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            value = loss(labels, x)
-        gradient = tape.gradient(value, x)
-    else:
-        import torch
-
-        x = x.detach().requires_grad_(True)
-        loss(torch.tensor(labels), x).backward()
-        gradient = x.grad
+    labels = ops.convert_to_tensor(labels)
+    (gradient,) = backend_gradients(lambda x: loss(labels, x), ops.cast(ops.convert_to_tensor(logits), dtype))
     return ops.convert_to_numpy(ops.cast(gradient, "float32")), keras.backend.standardize_dtype(gradient.dtype)
 
 

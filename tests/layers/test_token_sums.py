@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_transformer import LayerNormalization
 from keras_transformer.layers import layer_norm, token_sums
+from tests.helpers import backend_gradients
 
 BACKEND = keras.backend.backend()
 XLA = BACKEND in ("tensorflow", "jax")  # where the hand-written gradients exist
@@ -16,22 +17,7 @@ def gradients(f, *args):
     """Gradients of `sum(f(*args) * weights)` for fixed random weights, as NumPy arrays."""
     args = [ops.convert_to_tensor(a) for a in args]
     weights = ops.convert_to_tensor(np.random.default_rng(7).normal(size=f(*args).shape).astype("float32"))
-    if BACKEND == "jax":
-        import jax
-
-        grads = jax.grad(lambda *a: ops.sum(f(*a) * weights), argnums=tuple(range(len(args))))(*args)
-    elif BACKEND == "tensorflow":
-        import tensorflow as tf
-
-        with tf.GradientTape() as tape:
-            tape.watch(args)
-            value = ops.sum(f(*args) * weights)
-        grads = tape.gradient(value, args)
-    else:
-        args = [a.detach().requires_grad_(True) for a in args]
-        ops.sum(f(*args) * weights).backward()
-        grads = [a.grad for a in args]
-    return [ops.convert_to_numpy(g) for g in grads]
+    return [ops.convert_to_numpy(g) for g in backend_gradients(lambda *a: ops.sum(f(*a) * weights), *args)]
 
 
 def test_sum_over_tokens_sums_the_leading_axes():

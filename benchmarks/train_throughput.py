@@ -107,13 +107,38 @@ def build(args):
     source = rng.integers(1, args.vocab_size, (b, s), dtype=np.int32)
     target = rng.integers(1, args.vocab_size, (b, t + 1), dtype=np.int32)
 
+    class StepClock(keras.callbacks.Callback):
+        """The wall clock at the end of every training step of a `fit` call.
+
+        It reads the step's loss first, so that the step has finished on
+        every backend (JAX dispatches asynchronously). `step_seconds()`:
+        the intervals between step ends, i.e. the steady-state steps; the
+        first step of a call (iterator start-up) and the end of `fit`
+        (epoch-end callbacks, tear-down) are left out.
+        """
+
+        def on_train_begin(self, logs=None):
+            self.ends = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            if logs and "loss" in logs:
+                float(logs["loss"])
+            self.ends.append((batch, time.perf_counter()))
+
+        def step_seconds(self):
+            return [(t1 - t0) / (b1 - b0) for (b0, t0), (b1, t1) in zip(self.ends, self.ends[1:])]
+
+    clock = StepClock()
+
     def fit(steps):
         xs = (np.tile(source, (steps, 1)), np.tile(target[:, :-1], (steps, 1)))
         ys = np.tile(target[:, 1:], (steps, 1))
         start = time.perf_counter()
-        history = model.fit(xs, ys, batch_size=b, epochs=1, verbose=0, shuffle=False)
+        callbacks = [clock] if getattr(args, "timing", "fit") == "steps" else []  # the clock syncs on every step
+        history = model.fit(xs, ys, batch_size=b, epochs=1, verbose=0, shuffle=False, callbacks=callbacks)
         return time.perf_counter() - start, history.history["loss"][-1]
 
+    fit.clock = clock
     return model, hp, fit
 
 
@@ -124,12 +149,20 @@ def measure(args):
     model, hp, fit = build(args)
     b, s, t = args.batch_size, args.source_length, args.target_length
     compile_s, _ = fit(args.warmup_steps)
-    # Several timed windows: the fastest is the steady state. On a small
-    # CPU, TensorFlow sometimes runs whole windows on one core (a process
-    # switches between about 1.2 and 1.9 busy cores), which is noise here.
-    windows = [fit(args.steps) for _ in range(args.windows)]
+    # Several timed windows. "fit" timing: the fastest whole `fit` call per
+    # step, as the peer scripts of ../shared/bench time it (on a small CPU,
+    # TensorFlow sometimes runs whole windows on one core, which is noise
+    # here). "steps" timing: the median of the steady-state steps of all
+    # windows, without each call's start-up and tear-down.
+    windows, steps = [], []
+    for _ in range(args.windows):
+        windows.append(fit(args.steps))
+        if args.timing == "steps":
+            steps += fit.clock.step_seconds()
     elapsed, last_loss = min(windows)
-    step_s = elapsed / args.steps
+    fit_step_s = elapsed / args.steps
+    median_step_s = float(np.median(steps)) if steps else float("nan")
+    step_s = median_step_s if args.timing == "steps" else fit_step_s
     flops = flops_per_step(hp, b, s, t, args.vocab_size)
     memory, memory_kind = peak_memory_mb(keras.backend.backend())
     return dict(
@@ -139,12 +172,16 @@ def measure(args):
         backend=keras.backend.backend(),
         dtype=args.dtype,
         jit_compile=args.jit,
+        timing=args.timing,
         batch_size=b,
         source_length=s,
         target_length=t,
         params=model.count_params(),
         ms_per_step=step_s * 1e3,
+        ms_per_step_fit=fit_step_s * 1e3,
         ms_per_step_all_windows=[w[0] / args.steps * 1e3 for w in windows],
+        ms_per_step_median=median_step_s * 1e3,
+        ms_all_steps=[seconds * 1e3 for seconds in steps],
         target_tokens_per_s=b * t / step_s,
         tflops_per_s=flops / step_s / 1e12,
         loss=float(last_loss),
@@ -203,6 +240,9 @@ def main(argv=None):
     parser.add_argument("--warmup-steps", type=int, default=3)
     parser.add_argument("--dtype", default="float32", help="float32 or mixed_bfloat16")
     parser.add_argument("--jit", default="true", choices=["true", "false", "auto"])
+    parser.add_argument("--timing", default="steps", choices=["steps", "fit"],
+                        help="steps: median steady-state step (a callback's clock, syncing on each step's loss); "
+                             "fit: the fastest whole fit() call / --steps, as the peer scripts time it")
     parser.add_argument("--dropout-rate", type=float, default=None,
                         help="override the preset's dropout rate in every model (0 shows what dropout costs)")
     parser.add_argument("--windows", type=int, default=1,
@@ -233,7 +273,8 @@ def main(argv=None):
     for preset in args.presets:
         for model in args.models:
             command = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--preset", preset]
-            for flag in ("batch_size", "source_length", "target_length", "vocab_size", "steps", "warmup_steps", "windows", "dtype", "jit", "dropout_rate"):
+            for flag in ("batch_size", "source_length", "target_length", "vocab_size", "steps", "warmup_steps", "windows", "dtype", "jit",
+                         "timing", "dropout_rate"):
                 if getattr(args, flag) is not None:
                     command += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
             runs = [_run_worker(command) for _ in range(args.repeats)]
@@ -247,7 +288,8 @@ def main(argv=None):
             results.append(result)
 
     print(f"\npeak {peak:.3f} TFLOP/s ({peak_source}); batch {args.batch_size} x "
-          f"{args.source_length}/{args.target_length} tokens, vocab {args.vocab_size}, {args.dtype}, jit {args.jit}"
+          f"{args.source_length}/{args.target_length} tokens, vocab {args.vocab_size}, {args.dtype}, jit {args.jit}, "
+          f"{'median steady-state step' if args.timing == 'steps' else 'fastest fit() window'}"
           + (f", dropout {args.dropout_rate}" if args.dropout_rate is not None else "")
           + (f"; fastest of {args.repeats} processes each" if args.repeats > 1 else ""))
     print(f"{'preset':7s} {'model':12s} {'params':>8s} {'ms/step':>9s} {'tgt tok/s':>10s} {'MFU':>6s} {'peak MB':>8s} {'vs plain':>8s}")

@@ -5,6 +5,7 @@ Behaviour only: the script's table and JSON, never its timings.
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -16,7 +17,7 @@ def test_train_throughput_writes_every_figure_for_both_models(tmp_path):
     command = [
         sys.executable, os.path.join(ROOT, "benchmarks", "train_throughput.py"),
         "--presets", "tiny", "--batch-size", "2", "--source-length", "6", "--target-length", "5",
-        "--vocab-size", "64", "--steps", "2", "--warmup-steps", "1", "--windows", "2", "--repeats", "1",
+        "--vocab-size", "64", "--steps", "3", "--warmup-steps", "1", "--windows", "2", "--repeats", "1",
         "--dropout-rate", "0.2", "--jit", "auto", "--peak-tflops", "1.5", "--output", str(output),
     ]
     run = subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=ROOT))
@@ -31,8 +32,15 @@ def test_train_throughput_writes_every_figure_for_both_models(tmp_path):
         assert (result["batch_size"], result["source_length"], result["target_length"]) == (2, 6, 5)
         assert result["dropout_rate"] == 0.2
         assert len(result["ms_per_step_all_windows"]) == 2 and len(result["ms_per_step_all_runs"]) == 1
-        # The reported window is the fastest one, and the rates follow from its step time.
-        assert result["ms_per_step"] == min(result["ms_per_step_all_windows"])
+        # The reported step is the median steady-state step: 2 windows of 3
+        # steps give 2 intervals each between step ends. The fit timing is
+        # the fastest whole window.
+        assert result["timing"] == "steps" and len(result["ms_all_steps"]) == 4
+        assert result["ms_per_step"] == result["ms_per_step_median"] == statistics.median(result["ms_all_steps"])
+        assert result["ms_per_step_fit"] == min(result["ms_per_step_all_windows"])
+        # A fit call also starts and ends an epoch, so it costs more than its steps.
+        assert result["ms_per_step_fit"] * 3 > sum(sorted(result["ms_all_steps"])[:2])
+        # The rates follow from the reported step time.
         assert abs(result["target_tokens_per_s"] - 2 * 5 / (result["ms_per_step"] / 1e3)) < 1e-6 * result["target_tokens_per_s"]
         assert abs(result["mfu"] - result["tflops_per_s"] / 1.5) < 1e-12
         assert result["peak_memory_mb"] > 0

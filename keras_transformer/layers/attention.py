@@ -183,18 +183,31 @@ class MultiHeadAttention(keras.layers.Layer):
 
         return init
 
-    def _project(self, x, slot):
-        """Projects x with the query (0), key (1), value (2) or key+value."""
-        kernel = ops.cast(self.qkv_kernel[:, slot], self.compute_dtype)
+    def _project(self, x, kernel, bias):
+        """x @ kernel (+ bias) for a `(d_model, slots, heads, d_k)` kernel."""
         # (batch, length, slots, heads, head_dim)
-        out = ops.einsum("btd,dsnh->btsnh", x, kernel)
+        out = ops.einsum("btd,dsnh->btsnh", x, ops.cast(kernel, self.compute_dtype))
         if self.use_bias:
-            out = add_bias(out, ops.cast(self.qkv_bias[slot], self.compute_dtype))
+            out = add_bias(out, ops.cast(bias, self.compute_dtype))
         return out
+
+    def _split(self):
+        """The query and key/value parts of the fused kernel and bias.
+
+        One split, not two slices: the gradient of a split is one
+        concatenation, where each slice's would be a zero-padded copy of the
+        whole kernel (or bias), added to the others.
+        """
+        kernel_q, kernel_kv = ops.split(self.qkv_kernel, [1], axis=1)
+        bias_q, bias_kv = ops.split(self.qkv_bias, [1], axis=0) if self.use_bias else (None, None)
+        return (kernel_q, bias_q), (kernel_kv, bias_kv)
 
     def project_key_value(self, memory):
         """Keys and values of `memory`: `(batch, 2, length, heads, d_k)`."""
-        kv = self._project(memory, slice(1, 3))  # (batch, S, 2, heads, d_k)
+        return self._key_value(memory, *self._split()[1])
+
+    def _key_value(self, memory, kernel, bias):
+        kv = self._project(memory, kernel, bias)  # (batch, S, 2, heads, d_k)
         return ops.transpose(kv, (0, 2, 1, 3, 4))
 
     def call(
@@ -211,18 +224,22 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         query_length = ops.shape(query)[1]
         if memory is None and key_value is None:
-            qkv = self._project(query, slice(0, 3))  # (batch, T, 3, heads, d_k)
-            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+            qkv = self._project(query, self.qkv_kernel, self.qkv_bias if self.use_bias else None)
+            # (batch, T, heads, d_k) each. Unstacking, not slicing: the
+            # gradient is one stack of dq, dk, dv, not three zero-padded
+            # copies of qkv summed (which XLA's CPU backend materialises).
+            q, k, v = ops.unstack(qkv, 3, axis=2)
         else:
             if causal or cache is not None:
                 raise ValueError(
                     "`causal` and `cache` apply to self-attention only; "
                     "do not pass them with `memory` or `key_value`."
                 )
-            q = self._project(query, slice(0, 1))[:, :, 0]
+            query_weights, key_value_weights = self._split()
+            q = self._project(query, *query_weights)[:, :, 0]
             if key_value is None:
-                key_value = self.project_key_value(memory)
-            k, v = key_value[:, 0], key_value[:, 1]  # (batch, S, heads, d_k)
+                key_value = self._key_value(memory, *key_value_weights)
+            k, v = ops.unstack(key_value, 2, axis=1)  # (batch, S, heads, d_k) each
         mask = _expand_mask(attention_mask)
 
         if cache is not None:

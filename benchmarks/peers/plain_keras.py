@@ -70,16 +70,19 @@ class PlainKerasTransformer(keras.Model):
         self.positions = _sinusoid(1024, d_model)
         self.dropout = layers.Dropout(dropout_rate)
 
-    def _positions(self, ids):
-        # A tensor, not a NumPy slice: PyTorch cannot add one to a tensor that requires grad.
-        return ops.convert_to_tensor(self.positions[: ids.shape[1]])
+    def _positions(self, ids, dtype):
+        # A tensor, not a NumPy slice: PyTorch cannot add one to a tensor that requires grad;
+        # in the embeddings' dtype: TensorFlow does not add float32 to bfloat16.
+        return ops.convert_to_tensor(self.positions[: ids.shape[1]], dtype=dtype)
 
     def call(self, inputs, training=False):
         source, target = inputs
-        x = self.dropout(self.embedding(source) + self._positions(source), training=training)
+        x = self.embedding(source)
+        x = self.dropout(x + self._positions(source, x.dtype), training=training)
         for block in self.encoder:
             x = block(x, training=training)
-        y = self.dropout(self.embedding(target) + self._positions(target), training=training)
+        y = self.embedding(target)
+        y = self.dropout(y + self._positions(target, y.dtype), training=training)
         for block in self.decoder:
             y = block(y, x, training=training)
         return ops.cast(self.embedding(y, project=True), "float32")

@@ -149,11 +149,11 @@ def measure(args):
     model, hp, fit = build(args)
     b, s, t = args.batch_size, args.source_length, args.target_length
     compile_s, _ = fit(args.warmup_steps)
-    # Several timed windows. "fit" timing: the fastest whole `fit` call per
-    # step, as the peer scripts of ../shared/bench time it (on a small CPU,
-    # TensorFlow sometimes runs whole windows on one core, which is noise
-    # here). "steps" timing: the median of the steady-state steps of all
-    # windows, without each call's start-up and tear-down.
+    # Several timed windows (fit calls). "fit" timing: the fastest whole call
+    # per step, as the peer scripts of ../shared/bench time themselves.
+    # "steps" timing: the median of the steady-state steps of all windows,
+    # without each call's start and end, which on a small CPU sometimes
+    # take seconds (benchmarks/README.md).
     windows, steps = [], []
     for _ in range(args.windows):
         windows.append(fit(args.steps))

@@ -128,17 +128,17 @@ def build(args):
         def step_seconds(self):
             return [(t1 - t0) / (b1 - b0) for (b0, t0), (b1, t1) in zip(self.ends, self.ends[1:])]
 
-    clock = StepClock()
+    # Only for --timing steps: the clock syncs on every step.
+    clock = StepClock() if getattr(args, "timing", "fit") == "steps" else None
 
     def fit(steps):
         xs = (np.tile(source, (steps, 1)), np.tile(target[:, :-1], (steps, 1)))
         ys = np.tile(target[:, 1:], (steps, 1))
         start = time.perf_counter()
-        callbacks = [clock] if getattr(args, "timing", "fit") == "steps" else []  # the clock syncs on every step
-        history = model.fit(xs, ys, batch_size=b, epochs=1, verbose=0, shuffle=False, callbacks=callbacks)
+        history = model.fit(xs, ys, batch_size=b, epochs=1, verbose=0, shuffle=False, callbacks=[clock] if clock else [])
         return time.perf_counter() - start, history.history["loss"][-1]
 
-    fit.clock = clock
+    fit.clock = clock  # None, or the StepClock of the last call
     return model, hp, fit
 
 
@@ -157,11 +157,11 @@ def measure(args):
     windows, steps = [], []
     for _ in range(args.windows):
         windows.append(fit(args.steps))
-        if args.timing == "steps":
+        if fit.clock:
             steps += fit.clock.step_seconds()
     elapsed, last_loss = min(windows)
     fit_step_s = elapsed / args.steps
-    median_step_s = float(np.median(steps)) if steps else float("nan")
+    median_step_s = float(np.median(steps)) if steps else None
     step_s = median_step_s if args.timing == "steps" else fit_step_s
     flops = flops_per_step(hp, b, s, t, args.vocab_size)
     memory, memory_kind = peak_memory_mb(keras.backend.backend())
@@ -180,7 +180,7 @@ def measure(args):
         ms_per_step=step_s * 1e3,
         ms_per_step_fit=fit_step_s * 1e3,
         ms_per_step_all_windows=[w[0] / args.steps * 1e3 for w in windows],
-        ms_per_step_median=median_step_s * 1e3,
+        ms_per_step_median=median_step_s and median_step_s * 1e3,
         ms_all_steps=[seconds * 1e3 for seconds in steps],
         target_tokens_per_s=b * t / step_s,
         tflops_per_s=flops / step_s / 1e12,

@@ -43,19 +43,21 @@ def _expand_mask(mask):
     )
 
 
-def _tokens_matmul(x, kernel):
-    """`(batch, length, k) @ (k, n)` as one 2-D product over all tokens.
+def _tokens_matmul(x, kernel, features):
+    """`x` `(batch, length, ...)` times a `(k, n)` kernel, as one 2-D product.
 
-    Written as an einsum, or as a batched product, TensorFlow's gradient of
-    the output projection is one product per sentence and a sum over the
-    batch, and XLA computes the fused Q/K/V kernel's gradient transposed, so
-    that Adam then reads it across its rows. With the tokens flattened both
-    gradients are single `x^T @ dy` products in the kernel's own layout
-    (base, CPU: 1,299 -> 1,205 ms per step; benchmarks/README.md).
+    The tokens are flattened to `(batch * length, k)` and the result is
+    shaped `(batch, length) + features`. Written as an einsum, or as a
+    batched product, TensorFlow's gradient of the output projection is one
+    product per sentence and a sum over the batch, and XLA computes the
+    fused Q/K/V kernel's gradient transposed, so that Adam then reads it
+    across its rows. With the tokens flattened both gradients are single
+    `x^T @ dy` products in the kernel's own layout (base, CPU: 1,299 -> 1,205
+    ms per step; benchmarks/README.md).
     """
-    shape = tuple(ops.shape(x)[:-1])
-    out = ops.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])), kernel)  # (tokens, n)
-    return ops.reshape(out, shape + (ops.shape(kernel)[-1],))
+    batch_length = tuple(ops.shape(x)[:2])
+    out = ops.matmul(ops.reshape(x, (-1, ops.shape(kernel)[0])), kernel)  # (tokens, n)
+    return ops.reshape(out, batch_length + features)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -200,11 +202,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _project(self, x, kernel, bias):
         """x @ kernel (+ bias) for a `(d_model, slots, heads, d_k)` kernel."""
-        slots = kernel.shape[1]
+        features = tuple(kernel.shape[1:])  # (slots, heads, head_dim)
         kernel = ops.reshape(ops.cast(kernel, self.compute_dtype), (self.d_model, -1))
-        out = _tokens_matmul(x, kernel)  # (batch, length, slots * d_model)
-        # (batch, length, slots, heads, head_dim)
-        out = ops.reshape(out, tuple(ops.shape(x)[:2]) + (slots, self.num_heads, self.head_dim))
+        out = _tokens_matmul(x, kernel, features)  # (batch, length, slots, heads, head_dim)
         if self.use_bias:
             out = add_bias(out, ops.cast(bias, self.compute_dtype))
         return out
@@ -288,9 +288,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 mask = ops.broadcast_to(mask, (shape[0], shape[1], ops.shape(q)[1], ops.shape(k)[1]))
             output = ops.dot_product_attention(q, k, v, mask=mask, is_causal=causal)
         # (batch, T, heads, d_k) -> (batch, T, d_model)
-        output = ops.reshape(output, tuple(ops.shape(output)[:2]) + (self.d_model,))
         kernel = ops.reshape(ops.cast(self.output_kernel, self.compute_dtype), (self.d_model, self.d_model))
-        output = _tokens_matmul(output, kernel)
+        output = _tokens_matmul(output, kernel, (self.d_model,))
         if self.use_bias:
             output = add_bias(output, ops.cast(self.output_bias, self.compute_dtype))
 

@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks.report import write_json  # noqa: E402
+from keras_transformer.training.host_memory import RETAIN, retaining_environment  # noqa: E402
 
 
 def flops_per_step(hp, batch, source_length, target_length, vocab_size):
@@ -155,10 +156,13 @@ def measure(args):
     # without each call's start and end, which on a small CPU sometimes
     # take seconds (benchmarks/README.md).
     windows, steps = [], []
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(args.windows):
         windows.append(fit(args.steps))
         if fit.clock:
             steps += fit.clock.step_seconds()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    timed_steps = args.windows * args.steps
     elapsed, last_loss = min(windows)
     fit_step_s = elapsed / args.steps
     median_step_s = float(np.median(steps)) if steps else None
@@ -173,6 +177,8 @@ def measure(args):
         dtype=args.dtype,
         jit_compile=args.jit,
         timing=args.timing,
+        # What this worker's allocator was told (--host-memory), read from its own environment.
+        host_memory="retain" if all(os.environ.get(k) == v for k, v in RETAIN.items()) else "release",
         batch_size=b,
         source_length=s,
         target_length=t,
@@ -186,6 +192,9 @@ def measure(args):
         tflops_per_s=flops / step_s / 1e12,
         loss=float(last_loss),
         warmup_s=compile_s,
+        # Host page faults and kernel CPU time per timed step (see --host-memory).
+        page_faults_per_step=(after.ru_minflt - usage.ru_minflt) / timed_steps,
+        system_cpu_ms_per_step=(after.ru_stime - usage.ru_stime) / timed_steps * 1e3,
         peak_memory_mb=memory,
         peak_memory_kind=memory_kind,
     )
@@ -218,9 +227,19 @@ def matmul_peak_tflops(dtype):
     return 10 * 2 * 2048**3 / (time.perf_counter() - start) / 1e12
 
 
-def _run_worker(command):
+def worker_environment(host_memory):
+    """The workers' environment: glibc keeps freed memory (`retain`) or not.
+
+    The same for every model, so that the comparison is of the models; see
+    keras_transformer/training/host_memory.py for what it changes.
+    """
+    released = {k: v for k, v in os.environ.items() if k not in RETAIN}
+    return retaining_environment(released) if host_memory == "retain" else released
+
+
+def _run_worker(command, env=None):
     """One measurement in a fresh process: its RESULT dict, or an error."""
-    run = subprocess.run(command, capture_output=True, text=True)
+    run = subprocess.run(command, capture_output=True, text=True, env=env)
     lines = [l for l in run.stdout.splitlines() if l.startswith("RESULT ")]
     if run.returncode or not lines:
         sys.stderr.write(run.stderr[-3000:])
@@ -251,6 +270,9 @@ def main(argv=None):
                         help="fresh processes per (preset, model); the fastest is reported, all are kept in the JSON")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="peak for MFU (790 = bf16 H100/H200); default: measured CPU float32 matmul rate")
+    parser.add_argument("--host-memory", default="retain", choices=["retain", "release"],
+                        help="retain: every worker runs with glibc keeping freed memory, as our training scripts do "
+                             "(no page faults on each step's buffers); release: glibc's defaults")
     parser.add_argument("--output", default=None, help="JSON file to write")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", default="ours", help=argparse.SUPPRESS)
@@ -262,11 +284,12 @@ def main(argv=None):
         print("RESULT " + json.dumps(result), flush=True)
         return
 
+    env = worker_environment(args.host_memory)
     peak = args.peak_tflops
     peak_source = "stated"
     if not peak:
         run = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "--model", "peak", "--dtype", args.dtype],
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, env=env)
         peak = json.loads(run.stdout.split("RESULT ")[-1])["tflops_per_s"]
         peak_source = "measured: this backend's compiled 2048^3 matmul on this machine"
     results = []
@@ -277,7 +300,7 @@ def main(argv=None):
                          "timing", "dropout_rate"):
                 if getattr(args, flag) is not None:
                     command += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
-            runs = [_run_worker(command) for _ in range(args.repeats)]
+            runs = [_run_worker(command, env) for _ in range(args.repeats)]
             done = [r for r in runs if "error" not in r]
             if not done:
                 results.append(dict(model=model, preset=preset, error=runs[-1]["error"]))
@@ -291,6 +314,7 @@ def main(argv=None):
           f"{args.source_length}/{args.target_length} tokens, vocab {args.vocab_size}, {args.dtype}, jit {args.jit}, "
           f"{'median steady-state step' if args.timing == 'steps' else 'fastest fit() window'}"
           + (f", dropout {args.dropout_rate}" if args.dropout_rate is not None else "")
+          + f", host memory {args.host_memory}"
           + (f"; fastest of {args.repeats} processes each" if args.repeats > 1 else ""))
     print(f"{'preset':7s} {'model':12s} {'params':>8s} {'ms/step':>9s} {'tgt tok/s':>10s} {'MFU':>6s} {'peak MB':>8s} {'vs plain':>8s}")
     for r in results:

@@ -51,7 +51,16 @@ def build_parser():
 
 
 def main(argv=None):
-    """Runs the command line `argv` (default `sys.argv[1:]`); returns 0 on success."""
+    """Runs the command line `argv` (default `sys.argv[1:]`); returns 0 on success.
+
+    As the process's own command line (`argv` None), `train` first restarts
+    the process with glibc set to keep freed memory for the next steps
+    (`keras_transformer.training.host_memory`), unless `--release-host-memory`.
+    """
+    if argv is None and sys.argv[1:2] == ["train"] and "--release-host-memory" not in sys.argv:
+        from keras_transformer.training.host_memory import restart_retaining_freed_memory
+
+        restart_retaining_freed_memory()
     args = build_parser().parse_args(argv)
     return args.run(args) or 0
 
@@ -92,6 +101,9 @@ def _train_arguments(p):
     p.add_argument("--overwrite", action="store_true", help="replace another run in --output-dir")
     p.add_argument("--no-tensorboard", action="store_true")
     p.add_argument("--verbose", default="auto", help="Keras fit verbosity: auto, 0, 1 or 2")
+    p.add_argument("--release-host-memory", action="store_true",
+                   help="let glibc return freed host memory to the system after every step "
+                        "(default: keep it for reuse; keras_transformer.training.host_memory)")
 
 
 def _parse_overrides(pairs):

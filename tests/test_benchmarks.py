@@ -31,6 +31,8 @@ def test_train_throughput_writes_every_figure_for_both_models(tmp_path):
         assert "error" not in result
         assert (result["batch_size"], result["source_length"], result["target_length"]) == (2, 6, 5)
         assert result["dropout_rate"] == 0.2
+        # Both workers ran with the allocator setting of --host-memory (default retain).
+        assert result["host_memory"] == "retain" and result["page_faults_per_step"] >= 0
         assert len(result["ms_per_step_all_windows"]) == 2 and len(result["ms_per_step_all_runs"]) == 1
         # The reported step is the median steady-state step: 2 windows of 3
         # steps give 2 intervals each between step ends. The fit timing is

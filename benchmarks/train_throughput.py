@@ -10,6 +10,12 @@ ms/step, model FLOP utilisation against a stated peak, and peak memory.
         --presets tiny base --batch-size 32 --source-length 32 \
         --target-length 32 --output benchmarks/results/train_cpu.json
 
+With `--interleave` all models run in one process per preset, their timed
+windows alternating, and the window-by-window speed-up is reported too: on a
+shared CPU whose speed drifts between minutes, the ratio of separate
+processes is mostly the drift. `--host-memory` (default `retain`, as our
+training scripts run) sets glibc's allocator for every worker alike.
+
 Peers: `ours` (keras_transformer.Transformer) and `plain-keras`
 (benchmarks/peers/plain_keras.py, stock keras.layers.MultiHeadAttention).
 The GPU peers of ../shared/bench (PyTorch nn.Transformer, tuned Keras) are
@@ -144,58 +150,78 @@ def build(args):
 
 
 def measure(args):
-    """One measurement in this process; returns a dict."""
-    import keras
+    """Measurements in this process: a list of dicts, one per model.
 
-    model, hp, fit = build(args)
-    b, s, t = args.batch_size, args.source_length, args.target_length
-    compile_s, _ = fit(args.warmup_steps)
+    `args.model` names one model, or several separated by commas
+    (`--interleave`): all are built and warmed up, then their timed windows
+    alternate, so that a machine whose speed drifts slows them alike.
+    """
+    runs = []
+    for name in args.model.split(","):
+        model, hp, fit = build(argparse.Namespace(**{**vars(args), "model": name}))
+        compile_s, _ = fit(args.warmup_steps)
+        runs.append(dict(name=name, model=model, hp=hp, fit=fit, compile_s=compile_s,
+                         windows=[], steps=[], window_medians=[], faults=0, system_s=0.0))
     # Several timed windows (fit calls). "fit" timing: the fastest whole call
     # per step, as the peer scripts of ../shared/bench time themselves.
     # "steps" timing: the median of the steady-state steps of all windows,
     # without each call's start and end, which on a small CPU sometimes
     # take seconds (benchmarks/README.md).
-    windows, steps = [], []
-    usage = resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(args.windows):
-        windows.append(fit(args.steps))
-        if fit.clock:
-            steps += fit.clock.step_seconds()
-    after = resource.getrusage(resource.RUSAGE_SELF)
+        for run in runs:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            run["windows"].append(run["fit"](args.steps))
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            run["faults"] += after.ru_minflt - usage.ru_minflt
+            run["system_s"] += after.ru_stime - usage.ru_stime
+            if run["fit"].clock:
+                steps = run["fit"].clock.step_seconds()
+                run["steps"] += steps
+                run["window_medians"].append(float(np.median(steps)) * 1e3)
+    return [summarize(args, run) for run in runs]
+
+
+def summarize(args, run):
+    """The result dict of one model's timed windows."""
+    import keras
+
+    b, s, t = args.batch_size, args.source_length, args.target_length
     timed_steps = args.windows * args.steps
-    elapsed, last_loss = min(windows)
+    elapsed, last_loss = min(run["windows"])
     fit_step_s = elapsed / args.steps
-    median_step_s = float(np.median(steps)) if steps else None
+    median_step_s = float(np.median(run["steps"])) if run["steps"] else None
     step_s = median_step_s if args.timing == "steps" else fit_step_s
-    flops = flops_per_step(hp, b, s, t, args.vocab_size)
+    flops = flops_per_step(run["hp"], b, s, t, args.vocab_size)
     memory, memory_kind = peak_memory_mb(keras.backend.backend())
     return dict(
-        model=args.model,
+        model=run["name"],
         preset=args.preset,
-        dropout_rate=hp["dropout_rate"],
+        dropout_rate=run["hp"]["dropout_rate"],
         backend=keras.backend.backend(),
         dtype=args.dtype,
         jit_compile=args.jit,
         timing=args.timing,
+        interleaved_with=[name for name in args.model.split(",") if name != run["name"]],
         # What this worker's allocator was told (--host-memory), read from its own environment.
         host_memory="retain" if all(os.environ.get(k) == v for k, v in RETAIN.items()) else "release",
         batch_size=b,
         source_length=s,
         target_length=t,
-        params=model.count_params(),
+        params=run["model"].count_params(),
         ms_per_step=step_s * 1e3,
         ms_per_step_fit=fit_step_s * 1e3,
-        ms_per_step_all_windows=[w[0] / args.steps * 1e3 for w in windows],
+        ms_per_step_all_windows=[w[0] / args.steps * 1e3 for w in run["windows"]],
         ms_per_step_median=median_step_s and median_step_s * 1e3,
-        ms_all_steps=[seconds * 1e3 for seconds in steps],
+        ms_per_step_window_medians=run["window_medians"],
+        ms_all_steps=[seconds * 1e3 for seconds in run["steps"]],
         target_tokens_per_s=b * t / step_s,
         tflops_per_s=flops / step_s / 1e12,
         loss=float(last_loss),
-        warmup_s=compile_s,
+        warmup_s=run["compile_s"],
         # Host page faults and kernel CPU time per timed step (see --host-memory).
-        page_faults_per_step=(after.ru_minflt - usage.ru_minflt) / timed_steps,
-        system_cpu_ms_per_step=(after.ru_stime - usage.ru_stime) / timed_steps * 1e3,
-        peak_memory_mb=memory,
+        page_faults_per_step=run["faults"] / timed_steps,
+        system_cpu_ms_per_step=run["system_s"] / timed_steps * 1e3,
+        peak_memory_mb=memory,  # the process's: with --interleave, of all its models
         peak_memory_kind=memory_kind,
     )
 
@@ -244,7 +270,7 @@ def _run_worker(command, env=None):
     if run.returncode or not lines:
         sys.stderr.write(run.stderr[-3000:])
         return dict(error=f"exit code {run.returncode}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT "):])  # a list: one dict per model
 
 
 def main(argv=None):
@@ -273,6 +299,10 @@ def main(argv=None):
     parser.add_argument("--host-memory", default="retain", choices=["retain", "release"],
                         help="retain: every worker runs with glibc keeping freed memory, as our training scripts do "
                              "(no page faults on each step's buffers); release: glibc's defaults")
+    parser.add_argument("--interleave", action="store_true",
+                        help="all --models in one process per preset, their timed windows alternating: on a machine "
+                             "whose speed drifts (a shared CPU) they are measured under the same conditions; "
+                             "also reports the median of the window-by-window speed-ups")
     parser.add_argument("--output", default=None, help="JSON file to write")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", default="ours", help=argparse.SUPPRESS)
@@ -293,28 +323,41 @@ def main(argv=None):
         peak = json.loads(run.stdout.split("RESULT ")[-1])["tflops_per_s"]
         peak_source = "measured: this backend's compiled 2048^3 matmul on this machine"
     results = []
+    # One process per model, or with --interleave one process for all of them.
+    groups = [",".join(args.models)] if args.interleave else args.models
     for preset in args.presets:
-        for model in args.models:
-            command = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--preset", preset]
+        for group in groups:
+            names = group.split(",")
+            command = [sys.executable, os.path.abspath(__file__), "--worker", "--model", group, "--preset", preset]
             for flag in ("batch_size", "source_length", "target_length", "vocab_size", "steps", "warmup_steps", "windows", "dtype", "jit",
                          "timing", "dropout_rate"):
                 if getattr(args, flag) is not None:
                     command += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
             runs = [_run_worker(command, env) for _ in range(args.repeats)]
-            done = [r for r in runs if "error" not in r]
+            done = [r for r in runs if isinstance(r, list)]
             if not done:
-                results.append(dict(model=model, preset=preset, error=runs[-1]["error"]))
+                results += [dict(model=name, preset=preset, error=runs[-1]["error"]) for name in names]
                 continue
-            result = min(done, key=lambda r: r["ms_per_step"])
-            result["ms_per_step_all_runs"] = [r["ms_per_step"] for r in done]
-            result["mfu"] = result["tflops_per_s"] / peak
-            results.append(result)
+            for i, name in enumerate(names):
+                result = min((run[i] for run in done), key=lambda r: r["ms_per_step"])
+                result["ms_per_step_all_runs"] = [run[i]["ms_per_step"] for run in done]
+                result["mfu"] = result["tflops_per_s"] / peak
+                results.append(result)
+            if args.interleave and "ours" in names and "plain-keras" in names:
+                # Window by window, the plain model's median step over ours: both ran at the same time of the run.
+                ours, plain = names.index("ours"), names.index("plain-keras")
+                ratios = [p / o for run in done
+                          for o, p in zip(run[ours]["ms_per_step_window_medians"], run[plain]["ms_per_step_window_medians"])]
+                if ratios:
+                    results[-len(names) + ours]["speedup_vs_plain_keras_by_window"] = ratios
+                    results[-len(names) + ours]["speedup_vs_plain_keras_window_median"] = float(np.median(ratios))
 
     print(f"\npeak {peak:.3f} TFLOP/s ({peak_source}); batch {args.batch_size} x "
           f"{args.source_length}/{args.target_length} tokens, vocab {args.vocab_size}, {args.dtype}, jit {args.jit}, "
           f"{'median steady-state step' if args.timing == 'steps' else 'fastest fit() window'}"
           + (f", dropout {args.dropout_rate}" if args.dropout_rate is not None else "")
           + f", host memory {args.host_memory}"
+          + (", models interleaved in one process" if args.interleave else "")
           + (f"; fastest of {args.repeats} processes each" if args.repeats > 1 else ""))
     print(f"{'preset':7s} {'model':12s} {'params':>8s} {'ms/step':>9s} {'tgt tok/s':>10s} {'MFU':>6s} {'peak MB':>8s} {'vs plain':>8s}")
     for r in results:
@@ -326,6 +369,9 @@ def main(argv=None):
         r["speedup_vs_plain_keras"] = ratio
         print(f"{r['preset']:7s} {r['model']:12s} {r['params'] / 1e6:7.1f}M {r['ms_per_step']:9.1f} "
               f"{r['target_tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}% {r['peak_memory_mb']:8.0f} {ratio:7.2f}x")
+        if "speedup_vs_plain_keras_window_median" in r:
+            print(f"{'':7s} {'':12s} window by window vs plain: median {r['speedup_vs_plain_keras_window_median']:.2f}x "
+                  f"of {len(r['speedup_vs_plain_keras_by_window'])} windows")
     if args.output:
         write_json(args.output, dict(peak_tflops=peak, peak_source=peak_source, args=vars(args), results=results))
         print(f"wrote {args.output}")

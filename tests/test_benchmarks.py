@@ -33,6 +33,7 @@ def test_train_throughput_writes_every_figure_for_both_models(tmp_path):
         assert result["dropout_rate"] == 0.2
         # Both workers ran with the allocator setting of --host-memory (default retain).
         assert result["host_memory"] == "retain" and result["page_faults_per_step"] >= 0
+        assert result["interleaved_with"] == []  # each model in its own process
         assert len(result["ms_per_step_all_windows"]) == 2 and len(result["ms_per_step_all_runs"]) == 1
         # The reported step is the median steady-state step: 2 windows of 3
         # steps give 2 intervals each between step ends. The fit timing is
@@ -48,6 +49,31 @@ def test_train_throughput_writes_every_figure_for_both_models(tmp_path):
     # The two models are the same size: the comparison is like for like.
     assert results["ours"]["params"] == results["plain-keras"]["params"]
     assert results["ours"]["speedup_vs_plain_keras"] > 0
+
+
+def test_train_throughput_interleaves_both_models_in_one_process(tmp_path):
+    output = tmp_path / "train.json"
+    command = [
+        sys.executable, os.path.join(ROOT, "benchmarks", "train_throughput.py"), "--interleave",
+        "--presets", "tiny", "--batch-size", "2", "--source-length", "6", "--target-length", "5",
+        "--vocab-size", "64", "--steps", "3", "--warmup-steps", "1", "--windows", "3", "--repeats", "1",
+        "--jit", "auto", "--peak-tflops", "1.5", "--host-memory", "release", "--output", str(output),
+    ]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "window by window vs plain" in run.stdout
+    results = {r["model"]: r for r in json.loads(output.read_text())["results"]}
+    ours, plain = results["ours"], results["plain-keras"]
+    assert ours["interleaved_with"] == ["plain-keras"] and plain["interleaved_with"] == ["ours"]
+    for result in (ours, plain):
+        assert result["host_memory"] == "release"
+        assert len(result["ms_per_step_window_medians"]) == 3 and len(result["ms_all_steps"]) == 6
+        # Each window's median is of that window's own two steps.
+        for w, median in enumerate(result["ms_per_step_window_medians"]):
+            assert abs(median - statistics.median(result["ms_all_steps"][2 * w:2 * w + 2])) < 1e-9 * median
+    ratios = [p / o for o, p in zip(ours["ms_per_step_window_medians"], plain["ms_per_step_window_medians"])]
+    assert ours["speedup_vs_plain_keras_by_window"] == ratios
+    assert ours["speedup_vs_plain_keras_window_median"] == statistics.median(ratios)
 
 
 def test_profile_summary_sums_gpu_kernels_per_step_and_ignores_host_events():

@@ -58,13 +58,14 @@ def retaining_environment(environ=None):
 def restart_retaining_freed_memory():
     """Re-executes this Python command with `RETAIN` in its environment.
 
-    Does nothing, and returns, where the C library is not glibc or where
+    Does nothing, and returns, where the C library is not glibc, where
+    Python cannot name its own executable (an embedded interpreter), or where
     every variable of `RETAIN` is already set (as it is after the restart,
     or when you chose your own values). Otherwise it does not return: the
     process is replaced by the same command (`sys.orig_argv`), so call it
     before doing any work.
     """
-    if not is_glibc() or all(name in os.environ for name in RETAIN):
+    if not is_glibc() or not sys.executable or all(name in os.environ for name in RETAIN):
         return
     sys.stdout.flush()
     sys.stderr.flush()

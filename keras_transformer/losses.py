@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.output_layer import projected_cross_entropy, projection_of
 from keras_transformer.validation import check_rate
 
 
@@ -20,6 +21,13 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     computed as `lse - (1 - eps) * logits[label] - eps * mean(logits)`,
     with the gradient `softmax - target` given by hand as one fused pass
     over the logits. No probability tensor is stored.
+
+    Given the logits of `Transformer` (which carry the hidden states and
+    embeddings they were projected from; `output_layer.project`), on
+    TensorFlow and JAX and without `sample_weight`, the loss is computed
+    with `output_layer.projected_cross_entropy` instead: the same value,
+    with the gradient handed to the hidden states and the embeddings
+    directly, so that no logits-sized gradient is written.
 
     Args:
         label_smoothing: float in [0, 1). The paper's eps_ls. Defaults to
@@ -40,6 +48,18 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         check_rate("label_smoothing", label_smoothing)
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        # Before Keras converts `y_pred`: a converted tensor is a new one,
+        # without the record of its projection.
+        projection = projection_of(y_pred)
+        # PyTorch: Keras' custom gradients there turn any error into NaN
+        # gradients, and the loss below is differentiated automatically.
+        if projection is None or sample_weight is not None or keras.backend.backend() == "torch":
+            return super().__call__(y_true, y_pred, sample_weight)
+        with keras.name_scope(self.name):
+            loss = projected_cross_entropy(y_true, y_pred, *projection, self.label_smoothing, self.pad_id)
+            return replica_share(loss)
 
     def call(self, y_true, y_pred):
         loss = token_mean(

@@ -5,6 +5,7 @@ import dataclasses
 import keras
 from keras import ops
 
+from keras_transformer import output_layer
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder_layer import EncoderLayer
@@ -303,9 +304,14 @@ class Transformer(keras.Model):
         return results[0] if len(results) == 1 else results
 
     def project(self, x):
-        """Pre-softmax projection with the (shared) embedding matrix."""
-        embeddings = ops.cast(self._output_embedding.embeddings, self.compute_dtype)
-        return ops.matmul(x, ops.transpose(embeddings))  # (batch, length, vocab)
+        """Pre-softmax projection with the (shared) embedding matrix.
+
+        The logits carry `x` and the embeddings, so that
+        `LabelSmoothedCrossEntropy` can compute its gradient without a
+        logits-sized tensor (`keras_transformer.output_layer`).
+        """
+        embeddings = ops.cast(ops.convert_to_tensor(self._output_embedding.embeddings), self.compute_dtype)
+        return output_layer.project(x, embeddings)  # (batch, length, vocab)
 
     def call(self, inputs, training=None):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:

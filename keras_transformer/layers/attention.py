@@ -222,10 +222,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def project_key_value(self, memory):
         """Keys and values of `memory`: `(batch, 2, length, heads, d_k)`."""
-        return self._key_value(memory, *self._split()[1])
-
-    def _key_value(self, memory, kernel, bias):
-        kv = self._project(memory, kernel, bias)  # (batch, S, 2, heads, d_k)
+        kv = self._project(memory, *self._split()[1])  # (batch, S, 2, heads, d_k)
         return ops.transpose(kv, (0, 2, 1, 3, 4))
 
     def call(
@@ -256,8 +253,13 @@ class MultiHeadAttention(keras.layers.Layer):
             query_weights, key_value_weights = self._split()
             q = self._project(query, *query_weights)[:, :, 0]
             if key_value is None:
-                key_value = self._key_value(memory, *key_value_weights)
-            k, v = ops.unstack(key_value, 2, axis=1)  # (batch, S, heads, d_k) each
+                # Straight from the projection, not through the cache's
+                # layout: XLA's CPU backend copies a transposed slice at a
+                # third of the speed (0.66 against 0.22 ms at base).
+                kv = self._project(memory, *key_value_weights)  # (batch, S, 2, heads, d_k)
+                k, v = ops.unstack(kv, 2, axis=2)
+            else:
+                k, v = ops.unstack(key_value, 2, axis=1)  # (batch, S, heads, d_k) each
         mask = _expand_mask(attention_mask)
 
         if cache is not None:

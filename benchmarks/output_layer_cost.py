@@ -2,11 +2,12 @@
 
 Forward and backward of `loss(labels, x @ W^T)` for `tokens` hidden states of
 width `d_model` and a `vocab_size` vocabulary, compiled (XLA, TensorFlow or
-JAX), three ways: our label-smoothed loss (its hand-written gradient,
-`softmax - target`), the plain Keras peer's log-softmax loss with a gathered
-label, and the matrix products alone (the logits simply summed). The
-difference between the first and the last is what the loss's passes over the
-logits cost.
+JAX), four ways: our label-smoothed loss fused with the projection
+(`output_layer.projected_cross_entropy`, what `Transformer` logits get), the
+same loss from the logits alone (its hand-written gradient, `softmax -
+target`), the plain Keras peer's log-softmax loss with a gathered label, and
+the matrix products alone (the logits simply summed). The difference between
+a loss and the last is what its passes over the logits cost.
 
     KERAS_BACKEND=tensorflow python benchmarks/output_layer_cost.py --d-model 128
 """
@@ -24,31 +25,38 @@ from benchmarks.report import write_json  # noqa: E402
 
 
 def losses(label_smoothing):
+    """`{name: value(x, w, labels)}`: the scalar loss of the logits `x @ w^T`."""
     from keras import ops
 
     from keras_transformer.losses import smoothed_cross_entropy, token_mean
+    from keras_transformer.output_layer import project, projected_cross_entropy
 
-    def ours(labels, logits):
+    def fused(x, w, labels):
+        return projected_cross_entropy(labels, project(x, w), x, w, label_smoothing)
+
+    def ours(x, w, labels):
+        logits = ops.matmul(x, ops.transpose(w))  # (tokens, vocab)
         return token_mean(smoothed_cross_entropy(labels, logits, label_smoothing), labels > 0)
 
-    def plain(labels, logits):
-        log_p = ops.log_softmax(logits, axis=-1)
+    def plain(x, w, labels):
+        log_p = ops.log_softmax(ops.matmul(x, ops.transpose(w)), axis=-1)
         nll = -ops.squeeze(ops.take_along_axis(log_p, labels[:, None], axis=-1), -1)
         return ops.mean((1 - label_smoothing) * nll - label_smoothing * ops.mean(log_p, axis=-1))
 
-    def matmul_only(labels, logits):
-        return ops.sum(logits)
+    def matmul_only(x, w, labels):
+        return ops.sum(ops.matmul(x, ops.transpose(w)))
 
-    return {"ours": ours, "plain Keras peer": plain, "matrix products only": matmul_only}
+    return {
+        "ours, fused": fused,
+        "ours, from logits": ours,
+        "plain Keras peer": plain,
+        "matrix products only": matmul_only,
+    }
 
 
-def gradient_function(loss):
-    """Compiled (x, w, labels) -> (dx, dw) of loss(labels, x @ w^T)."""
+def gradient_function(value):
+    """Compiled (x, w, labels) -> (dx, dw) of the scalar value(x, w, labels)."""
     import keras
-    from keras import ops
-
-    def value(x, w, labels):
-        return loss(labels, ops.matmul(x, ops.transpose(w)))  # (tokens, vocab) logits
 
     if keras.backend.backend() == "jax":
         import jax
@@ -84,22 +92,23 @@ def main(argv=None):
     x = ops.convert_to_tensor(rng.normal(0, 0.1, (args.tokens, args.d_model)).astype("float32"))
     w = ops.convert_to_tensor(rng.normal(0, 0.1, (args.vocab_size, args.d_model)).astype("float32"))
     labels = ops.convert_to_tensor(rng.integers(1, args.vocab_size, (args.tokens,)).astype("int32"))
-    rows = []
-    for name, loss in losses(0.1).items():
-        grads = gradient_function(loss)
+    # Rounds interleaved across the variants: a machine whose speed drifts slows them alike.
+    compiled = {name: gradient_function(value) for name, value in losses(0.1).items()}
+    for grads in compiled.values():
         [ops.convert_to_numpy(g) for g in grads(x, w, labels)]
-        times = []
-        for _ in range(args.repeats):
+    times = {name: [] for name in compiled}
+    for _ in range(args.repeats):
+        for name, grads in compiled.items():
             start = time.perf_counter()
             for _ in range(5):
                 out = grads(x, w, labels)
             [ops.convert_to_numpy(g) for g in out]
-            times.append((time.perf_counter() - start) / 5 * 1e3)
-        rows.append(dict(variant=name, ms=min(times), ms_all=times))
+            times[name].append((time.perf_counter() - start) / 5 * 1e3)
+    rows = [dict(variant=name, ms=min(t), ms_median=float(np.median(t)), ms_all=t) for name, t in times.items()]
     print(f"\n{keras.backend.backend()}: {args.tokens} tokens x d_model {args.d_model} x vocab {args.vocab_size}, "
-          f"forward + backward, fastest of {args.repeats}")
+          f"forward + backward, fastest (median) of {args.repeats} interleaved rounds")
     for row in rows:
-        print(f"{row['variant']:22s} {row['ms']:8.1f} ms")
+        print(f"{row['variant']:22s} {row['ms']:8.1f} ms ({row['ms_median']:.1f})")
     if args.output:
         write_json(args.output, dict(backend=keras.backend.backend(), args=vars(args), results=rows))
         print(f"wrote {args.output}")

@@ -22,8 +22,8 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     with the gradient `softmax - target` given by hand as one fused pass
     over the logits. No probability tensor is stored.
 
-    Given the logits of `Transformer` (which carry the hidden states and
-    embeddings they were projected from; `output_layer.project`), on
+    Given the training logits of `Transformer` (which carry the hidden
+    states and embeddings they were projected from; `output_layer.project`), on
     TensorFlow and JAX and without `sample_weight`, the loss is computed
     with `output_layer.projected_cross_entropy` instead: the same value,
     with the gradient handed to the hidden states and the embeddings

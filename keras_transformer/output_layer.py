@@ -25,7 +25,7 @@ cuts the `tiny` preset's training step by about 10 ms of 130
 (benchmarks/README.md).
 
 `project()` returns the logits with a record of the two tensors they were
-computed from; `LabelSmoothedCrossEntropy` computes its loss with
+computed from (`Transformer` asks for it in training only); `LabelSmoothedCrossEntropy` computes its loss with
 `projected_cross_entropy` when the logits it gets carry that record, and
 from the logits alone otherwise (the same values either way). Logits changed
 in any way (scaled, sliced, cast) are new tensors without the record.
@@ -49,15 +49,20 @@ _ATTRIBUTE = "_keras_transformer_projection"
 _BY_ID = {}
 
 
-def project(hidden, embeddings):
+def project(hidden, embeddings, record=True):
     """`hidden @ embeddings^T`, `(..., vocab)`, carrying its projection.
 
     Args:
         hidden: float tensor `(batch, length, d_model)`: the decoder output.
         embeddings: float tensor `(vocab, d_model)` in the compute dtype
             (a tensor, not a variable).
+        record: bool. Whether the logits keep references to `hidden` and
+            `embeddings` for the loss. Only training needs them; logits kept
+            by a caller would otherwise keep those two tensors alive too.
     """
     logits = ops.matmul(hidden, ops.transpose(embeddings))  # (batch, length, vocab)
+    if not record:
+        return logits
     projection = (hidden, embeddings)
     try:
         setattr(logits, _ATTRIBUTE, projection)

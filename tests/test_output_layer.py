@@ -89,9 +89,12 @@ def test_fused_loss_under_mixed_precision_keeps_dtypes_and_bfloat16_accuracy():
         assert np.abs(got - want).max() < 0.03 * np.abs(want).max()
 
 
-def test_only_unchanged_transformer_logits_carry_their_projection():
-    model = Transformer(vocab_size=50, num_layers=1, d_model=8, num_heads=2, d_ff=16)
-    logits = model((np.array([[5, 6, 7, 0]]), np.array([[2, 8, 9]])))
+def test_only_unchanged_training_logits_carry_their_projection():
+    model = Transformer(vocab_size=50, num_layers=1, d_model=8, num_heads=2, d_ff=16, dropout_rate=0.0)
+    inputs = (np.array([[5, 6, 7, 0]]), np.array([[2, 8, 9]]))
+    # Outside training nothing is recorded: logits a caller keeps keep nothing else alive.
+    assert projection_of(model(inputs)) is None and projection_of(model(inputs, training=False)) is None
+    logits = model(inputs, training=True)
     hidden, embeddings = projection_of(logits)
     assert tuple(hidden.shape) == (1, 3, 8) and tuple(embeddings.shape) == (50, 8)
     np.testing.assert_allclose(
@@ -116,9 +119,9 @@ def fused_calls(monkeypatch):
 
 
 def test_loss_takes_the_fused_path_for_model_logits_only(fused_calls):
-    model = Transformer(vocab_size=50, num_layers=1, d_model=8, num_heads=2, d_ff=16)
+    model = Transformer(vocab_size=50, num_layers=1, d_model=8, num_heads=2, d_ff=16, dropout_rate=0.0)
     labels = np.array([[8, 9, 3]])
-    logits = model((np.array([[5, 6, 7, 0]]), np.array([[2, 8, 9]])))
+    logits = model((np.array([[5, 6, 7, 0]]), np.array([[2, 8, 9]])), training=True)
     loss = LabelSmoothedCrossEntropy()
     fused = float(ops.convert_to_numpy(loss(labels, logits)))
     assert len(fused_calls) == (1 if keras.backend.backend() in FUSED_BACKENDS else 0)

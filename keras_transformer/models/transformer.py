@@ -294,7 +294,7 @@ class Transformer(keras.Model):
                 all_weights.append(outputs[-1])
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        logits = self.project(x)
+        logits = self.project(x, training=training)
 
         results = (logits,)
         if cache is not None:
@@ -303,15 +303,15 @@ class Transformer(keras.Model):
             results += (all_weights,)
         return results[0] if len(results) == 1 else results
 
-    def project(self, x):
+    def project(self, x, training=None):
         """Pre-softmax projection with the (shared) embedding matrix.
 
-        The logits carry `x` and the embeddings, so that
+        In training the logits carry `x` and the embeddings, so that
         `LabelSmoothedCrossEntropy` can compute its gradient without a
         logits-sized tensor (`keras_transformer.output_layer`).
         """
         embeddings = ops.cast(ops.convert_to_tensor(self._output_embedding.embeddings), self.compute_dtype)
-        return output_layer.project(x, embeddings)  # (batch, length, vocab)
+        return output_layer.project(x, embeddings, record=bool(training))  # (batch, length, vocab)
 
     def call(self, inputs, training=None):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:

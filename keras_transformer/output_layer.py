@@ -21,14 +21,17 @@ factor is per token, so it moves to the small side of the products:
 No `(tokens, vocab)` gradient is written; the products read the `E'` that
 the forward pass stored. The smoothing term needs `mean(logits)`, which is
 `hidden @ mean(W)`: no pass over the logits either. On 2 CPU cores this
-cuts the `tiny` preset's training step by about 10 ms of 130
-(benchmarks/README.md).
+cuts the `tiny` preset's training step by about 9 ms of 130. At `base`
+(d_model 512) it saves nothing measurable: `mean(W)` and the last term of
+`d embeddings` are passes over the `(vocab, d_model)` table, which cost
+there about what the fused loss saves (benchmarks/README.md).
 
 `project()` returns the logits with a record of the two tensors they were
-computed from (`Transformer` asks for it in training only); `LabelSmoothedCrossEntropy` computes its loss with
-`projected_cross_entropy` when the logits it gets carry that record, and
-from the logits alone otherwise (the same values either way). Logits changed
-in any way (scaled, sliced, cast) are new tensors without the record.
+computed from (`Transformer` asks for it in training only).
+`LabelSmoothedCrossEntropy` computes its loss with `projected_cross_entropy`
+when the logits it gets carry that record, and from the logits alone
+otherwise (the same values either way). Logits changed in any way (scaled,
+sliced, cast) are new tensors without the record.
 
 Example:
 
@@ -111,9 +114,13 @@ def projected_cross_entropy(labels, logits, hidden, embeddings, label_smoothing,
         exps = ops.exp(x - peak[:, None])
         sums = ops.sum(exps, axis=-1)  # (tokens,)
         label_logit = ops.take_along_axis(x, labels[:, None], axis=-1)[:, 0]
-        # E': the label's element of each row less (1 - eps) S; what the gradient reads.
+        # E', in the compute dtype (bf16 under mixed precision: no float32
+        # copy of the logits is kept): each row's label element less (1 - eps) S.
         label_exp = ops.exp(label_logit - peak)
-        kept = ops.cast(ops.scatter_update(exps, at_label, label_exp - (1.0 - eps) * sums), embeddings.dtype)
+        kept = ops.scatter_update(
+            ops.cast(exps, embeddings.dtype), at_label,
+            ops.cast(label_exp - (1.0 - eps) * sums, embeddings.dtype),
+        )
         mean_embedding = ops.mean(ops.cast(embeddings, "float32"), axis=0)  # (d_model,)
         per_token = (
             peak + ops.log(sums) - (1.0 - eps) * label_logit

@@ -56,13 +56,23 @@ def main(argv=None):
     As the process's own command line (`argv` None), `train` first restarts
     the process with glibc set to keep freed memory for the next steps
     (`keras_transformer.training.host_memory`), unless `--release-host-memory`.
+
+    As the process's command line, a bad argument or a missing, existing or
+    unreadable file (`ValueError`, `OSError`) ends the process with a
+    one-line message on stderr and status 1, not a traceback. Called with
+    `argv`, as from Python, the exception is raised as it is.
     """
     if argv is None and sys.argv[1:2] == ["train"] and "--release-host-memory" not in sys.argv:
         from keras_transformer.training.host_memory import restart_retaining_freed_memory
 
         restart_retaining_freed_memory()
     args = build_parser().parse_args(argv)
-    return args.run(args) or 0
+    if argv is not None:
+        return args.run(args) or 0
+    try:
+        return args.run(args) or 0
+    except (ValueError, OSError) as error:
+        raise SystemExit(f"keras-transformer {args.command}: error: {error}") from error
 
 
 # ---------------------------------------------------------------- train

@@ -254,6 +254,13 @@ def train(
         options.tokens_per_step, options.tokens_per_batch
     )
     identity = _run_identity(config, options, precision, accumulation)
+    keras.utils.set_random_seed(options.seed)
+    with distributed.scope():
+        # Built first, so that an invalid config fails before the output
+        # directory is claimed for it.
+        model = build_model(config, precision, options, accumulation, jit_compile)
+        if distributed.kind == "multi-worker":
+            vector_logs_for_multi_worker(model)
     status = claim_output_dir(output_dir, identity, options.overwrite, write=distributed.is_chief)
     log(
         f"Training {status} run in {output_dir}: {distributed.describe()}, {precision}, "
@@ -265,11 +272,6 @@ def train(
             else ""
         )
     )
-    keras.utils.set_random_seed(options.seed)
-    with distributed.scope():
-        model = build_model(config, precision, options, accumulation, jit_compile)
-        if distributed.kind == "multi-worker":
-            vector_logs_for_multi_worker(model)
 
     restore = CheckpointAndRestore(
         os.path.join(output_dir, CHECKPOINTS),

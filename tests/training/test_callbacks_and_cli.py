@@ -121,3 +121,19 @@ def test_cli_trains_a_tiny_model_and_resumes(tmp_path, capsys):
     assert "Resumed from" in capsys.readouterr().out
     with pytest.raises(RunMismatchError):
         main(argv(3, "--seed", "3"))
+
+
+def test_cli_errors_are_one_line_and_an_invalid_config_claims_no_directory(tmp_path, monkeypatch, capsys):
+    # As the process's command line: a message and status, no traceback.
+    missing = str(tmp_path / "missing")
+    monkeypatch.setattr("sys.argv", ["keras-transformer", "translate", missing, "Hello."])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == f"keras-transformer translate: error: No model folder at {missing!r}"
+    # From Python the exception itself; and a config that fails validation
+    # leaves no run behind that a corrected command would then refuse.
+    argv = ["train", "--corpus", "synthetic-copy", "--preset", "tiny", "--output-dir", str(tmp_path / "run"),
+            "--train-steps", "1", "--verbose", "0"]
+    with pytest.raises(ValueError, match="d_model"):
+        main(argv + ["--set", "d_model=0"])
+    assert not os.path.exists(tmp_path / "run")

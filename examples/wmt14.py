@@ -136,9 +136,18 @@ def main(argv=None):
 
     from keras_transformer import Transformer, datasets
     from keras_transformer.data import SubwordTokenizer
-    from keras_transformer.training import TimeLimit, average_checkpoints, latest_checkpoint, train
+    from keras_transformer.training import TimeLimit, TrainingOptions, average_checkpoints, latest_checkpoint, train
 
     started = time.time()
+    try:  # checked before any data is read or a vocabulary learned
+        options = TrainingOptions(
+            train_steps=args.train_steps, checkpoint_every=args.checkpoint_every, keep_checkpoints=max(args.average, 1),
+            warmup_steps=args.warmup_steps or min(4000, max(1, args.train_steps // 3)),
+            tokens_per_batch=args.tokens_per_batch, tokens_per_step=args.tokens_per_step or args.tokens_per_batch,
+            seed=args.seed, validate_every=2,
+        )
+    except ValueError as error:
+        raise SystemExit(f"wmt14.py: error: {error}") from error
     tensorflow = _has_tensorflow()
     numpy_input = args.input == "numpy" or (args.input == "auto" and not tensorflow)
     if not tensorflow and (args.input == "tf.data" or args.data == "tfds"):
@@ -161,18 +170,13 @@ def main(argv=None):
 
     train_data = batches(args, train_pairs, tokenizer, True, numpy_input)
     valid_data = batches(args, valid_pairs, tokenizer, False, numpy_input)
-    warmup = args.warmup_steps or min(4000, max(1, args.train_steps // 3))
     overrides = {"max_length": max(args.max_length, 256)}
     if args.dropout_rate is not None:
         overrides["dropout_rate"] = args.dropout_rate
     time_limit = [TimeLimit(args.max_train_seconds)] if args.max_train_seconds else []
     model = train(
         args.preset, train_data, args.output_dir, validation_data=valid_data,
-        vocab_size=tokenizer.vocab_size, model_overrides=overrides,
-        train_steps=args.train_steps, checkpoint_every=args.checkpoint_every, keep_checkpoints=max(args.average, 1),
-        warmup_steps=warmup, tokens_per_batch=args.tokens_per_batch,
-        tokens_per_step=args.tokens_per_step or args.tokens_per_batch, seed=args.seed, validate_every=2,
-        callbacks=time_limit,
+        vocab_size=tokenizer.vocab_size, model_overrides=overrides, options=options, callbacks=time_limit,
     )
     checkpoints = os.path.join(args.output_dir, "checkpoints")
     steps = latest_checkpoint(checkpoints).step

@@ -31,6 +31,15 @@ def test_offline_wmt14_gives_the_way_out(tmp_path):
         module["main"](["--data", "tfds", "--data-dir", str(tmp_path / "tfds"), "--manual-dir", str(tmp_path / "m"), "--output-dir", str(tmp_path)])
 
 
+def test_invalid_step_counts_stop_the_job_before_any_work(tmp_path):
+    # 1,000 steps in checkpoint intervals of 300 would train 1,200.
+    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "wmt14.py")
+    module = runpy.run_path(script)
+    with pytest.raises(SystemExit, match="multiple of `checkpoint_every`"):
+        module["main"](["--train-steps", "1000", "--checkpoint-every", "300", "--output-dir", str(tmp_path / "run")])
+    assert not os.path.exists(tmp_path / "run")
+
+
 def test_full_tatoeba_file_with_numpy_input_stops_after_averaging(tmp_path, capsys):
     # The GPU-machine path (no TensorFlow needed): NumPy batches, train, average, model.keras.
     import gzip

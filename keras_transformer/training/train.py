@@ -53,6 +53,7 @@ from keras_transformer.training.optimizer import (
 )
 from keras_transformer.training.precision import resolve_jit_compile, resolve_precision
 from keras_transformer.training.strategy import Distributed, select_strategy
+from keras_transformer.validation import check_positive, check_rate
 
 
 @dataclasses.dataclass
@@ -82,6 +83,25 @@ class TrainingOptions:
     tensorboard: bool = True
     verbose: Union[int, str] = "auto"
     overwrite: bool = False
+
+    def __post_init__(self):
+        for name in ("train_steps", "checkpoint_every", "keep_checkpoints", "warmup_steps",
+                     "tokens_per_step", "validate_every"):
+            check_positive(name, getattr(self, name))
+        for name in ("tokens_per_batch", "gradient_accumulation_steps", "batch_size", "validation_steps"):
+            if getattr(self, name) is not None:
+                check_positive(name, getattr(self, name))
+        check_rate("label_smoothing", self.label_smoothing)
+        if not self.learning_rate_scale > 0:
+            raise ValueError(
+                f"Argument `learning_rate_scale` must be positive. Received: learning_rate_scale={self.learning_rate_scale!r}"
+            )
+        if self.train_steps % self.checkpoint_every:
+            # `fit` runs whole epochs of `checkpoint_every` steps.
+            raise ValueError(
+                "Argument `train_steps` must be a multiple of `checkpoint_every`. "
+                f"Received: train_steps={self.train_steps}, checkpoint_every={self.checkpoint_every}"
+            )
 
 
 def model_config(model, vocab_size=None, **overrides):
@@ -295,7 +315,7 @@ def train(
         all_callbacks += _tensorboard(os.path.join(output_dir, "logs"), log)
     model.fit(
         dataset,
-        epochs=math.ceil(options.train_steps / options.checkpoint_every),
+        epochs=options.train_steps // options.checkpoint_every,
         steps_per_epoch=options.checkpoint_every * accumulation,
         initial_epoch=restore.initial_epoch,
         validation_data=validation_data,

@@ -133,7 +133,7 @@ def test_cli_errors_are_one_line_and_an_invalid_config_claims_no_directory(tmp_p
     # From Python the exception itself; and a config that fails validation
     # leaves no run behind that a corrected command would then refuse.
     argv = ["train", "--corpus", "synthetic-copy", "--preset", "tiny", "--output-dir", str(tmp_path / "run"),
-            "--train-steps", "1", "--verbose", "0"]
+            "--train-steps", "1", "--checkpoint-every", "1", "--verbose", "0"]
     with pytest.raises(ValueError, match="d_model"):
         main(argv + ["--set", "d_model=0"])
     assert not os.path.exists(tmp_path / "run")

@@ -142,3 +142,21 @@ def test_time_limit_stops_at_the_first_checkpoint_after_it(tmp_path):
     for bad in (0, -1.0, "60", True):
         with pytest.raises(ValueError, match="seconds"):
             TimeLimit(bad)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(train_steps=0), "train_steps=0"),
+        (dict(train_steps=1000, checkpoint_every=300), "multiple of `checkpoint_every`"),
+        (dict(checkpoint_every=-1), "checkpoint_every=-1"),
+        (dict(tokens_per_batch=0), "tokens_per_batch=0"),
+        (dict(batch_size=2.5), "batch_size=2.5"),
+        (dict(label_smoothing=1.0), "label_smoothing=1.0"),
+        (dict(learning_rate_scale=0.0), "learning_rate_scale=0.0"),
+    ],
+)
+def test_invalid_training_options_are_refused_by_name(options, message):
+    # 1,000 steps in epochs of 300 would silently train 1,200.
+    with pytest.raises(ValueError, match=message):
+        TrainingOptions(**{"train_steps": 1000, "checkpoint_every": 100, **options})

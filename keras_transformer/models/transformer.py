@@ -321,6 +321,13 @@ class Transformer(keras.Model):
             )
         source_ids, target_ids = inputs
         source_ids = _check_ids("source_ids", source_ids)
+        target_ids = _check_ids("target_ids", target_ids)
+        batch = (source_ids.shape[0], target_ids.shape[0])
+        if None not in batch and batch[0] != batch[1]:
+            raise ValueError(
+                "`source_ids` and `target_ids` must have the same batch size. "
+                f"Received: source_ids.shape={tuple(source_ids.shape)}, target_ids.shape={tuple(target_ids.shape)}"
+            )
         memory = self.encode(source_ids, training=training)
         return self.decode(target_ids, memory, padding_mask(source_ids), training=training)
 

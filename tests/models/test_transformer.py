@@ -158,6 +158,8 @@ def test_wrong_inputs_give_clear_errors():
         model(ids(2, 5))
     with pytest.raises(ValueError, match="max_length"):
         model((ids(1, 33), ids(1, 4)))
+    with pytest.raises(ValueError, match=r"same batch size.*\(3, 5\).*\(2, 4\)"):
+        model((ids(3, 5), ids(2, 4)))
 
 
 def test_mixed_precision_is_finite_and_close_to_float32():

@@ -148,6 +148,27 @@ def _as_dataset(data, batch_size, seed, shuffle):
     return batches.apply(tf.data.experimental.assert_cardinality(-(-count // batch_size)))
 
 
+def _with_length(dataset, validation_steps):
+    """A validation `dataset` whose number of batches `fit` knows.
+
+    Over a dataset of unknown length (bucketed batches), Keras ends every
+    validation pass with the warning "Your input ran out of data;
+    interrupting training", so the batches are counted once here.
+    """
+    import tensorflow as tf
+
+    length = int(dataset.cardinality())
+    if validation_steps is not None or length >= 0:
+        return dataset
+    if length == tf.data.INFINITE_CARDINALITY:
+        raise ValueError(
+            "Argument `validation_data` is an endless dataset: pass `validation_steps`. "
+            "Received: validation_steps=None"
+        )
+    count = int(dataset.reduce(0, lambda n, _: n + 1))
+    return dataset.apply(tf.data.experimental.assert_cardinality(count))
+
+
 class _Batches(keras.utils.PyDataset):
     """A fixed list of NumPy batches as a `PyDataset` (validation input)."""
 
@@ -310,6 +331,7 @@ def train(
         validation_data = _Batches(list(validation_data(0)))
     elif validation_data is not None:
         validation_data = _as_dataset(validation_data, options.batch_size, options.seed, shuffle=False)
+        validation_data = _with_length(validation_data, options.validation_steps)
     all_callbacks = [restore, NonFiniteLossGuard(accumulation, log=log), *callbacks]
     if options.tensorboard and distributed.is_chief:
         all_callbacks += _tensorboard(os.path.join(output_dir, "logs"), log)

@@ -144,6 +144,22 @@ def test_time_limit_stops_at_the_first_checkpoint_after_it(tmp_path):
             TimeLimit(bad)
 
 
+@tensorflow_only
+def test_validation_over_bucketed_batches_of_unknown_count(tmp_path, recwarn):
+    import tensorflow as tf
+
+    (source, target_in), labels = copy_task(16)
+    batches = tf.data.Dataset.from_tensor_slices(((source, target_in), labels)).batch(8)
+    valid = batches.filter(lambda inputs, labels: True)  # as bucketing does: the count is unknown
+    assert int(valid.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    model = train(CONFIG, batches, tmp_path / "a", validation_data=valid, train_steps=2, checkpoint_every=1, **QUIET)
+    assert len(model.history.history["val_loss"]) == 2
+    # Keras warned at the end of every validation pass of such a dataset.
+    assert not [w for w in recwarn if "ran out of data" in str(w.message)]
+    with pytest.raises(ValueError, match="validation_steps"):
+        train(CONFIG, batches, tmp_path / "b", validation_data=valid.repeat(), train_steps=1, checkpoint_every=1, **QUIET)
+
+
 @pytest.mark.parametrize(
     "options, message",
     [

@@ -33,7 +33,6 @@ Example:
 """
 
 import dataclasses
-import math
 import os
 from typing import Any, Optional, Union
 

@@ -67,11 +67,11 @@ def main(argv=None):
 
         restart_retaining_freed_memory()
     args = build_parser().parse_args(argv)
-    if argv is not None:
-        return args.run(args) or 0
     try:
         return args.run(args) or 0
     except (ValueError, OSError) as error:
+        if argv is not None:
+            raise
         raise SystemExit(f"keras-transformer {args.command}: error: {error}") from error
 
 

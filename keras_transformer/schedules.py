@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.validation import check_positive
+from keras_transformer.validation import check_positive, check_positive_number
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -11,8 +11,12 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
 
     Rises linearly for `warmup_steps` steps, then decays with the inverse
-    square root of the step. Step 0 (the optimizer's first iteration) is
-    treated as step 1, so the rate is finite and non-zero from the start.
+    square root of the step. Keras calls a schedule with
+    `optimizer.iterations`, the number of updates already applied (0 for
+    the first), while the paper's `step_num` counts from 1: the schedule is
+    called with `iterations` and evaluates the formula at `iterations + 1`,
+    so update n gets the paper's rate for step n and update `warmup_steps`
+    gets the peak.
 
     Args:
         d_model: int. Model width.
@@ -28,14 +32,14 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(self, d_model, warmup_steps=4000, scale=1.0):
         check_positive("d_model", d_model)
         check_positive("warmup_steps", warmup_steps)
-        if not scale > 0:
-            raise ValueError(f"Argument `scale` must be > 0. Received: scale={scale!r}")
+        check_positive_number("scale", scale)
         self.d_model = d_model
         self.warmup_steps = warmup_steps
         self.scale = scale
 
     def __call__(self, step):
-        step = ops.maximum(ops.cast(step, "float32"), 1.0)
+        # step: optimizer.iterations (0-based); the paper's step_num is 1-based.
+        step = ops.maximum(ops.cast(step, "float32") + 1.0, 1.0)
         warmup = float(self.warmup_steps)
         rate = ops.minimum(ops.rsqrt(step), step * warmup**-1.5)
         return self.scale * self.d_model**-0.5 * rate

@@ -19,6 +19,37 @@ def check_positive(name, value):
         )
 
 
+def check_bool(name, value):
+    """Raises `ValueError` unless `value` is a bool (a string such as `"no"`
+    would silently count as `True`)."""
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"Argument `{name}` must be True or False. Received: {name}={value!r}"
+        )
+
+
+def check_positive_number(name, value):
+    """Raises `ValueError` unless `value` is a finite number > 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not 0 < value < float("inf")
+    ):
+        raise ValueError(
+            f"Argument `{name}` must be a finite number > 0. "
+            f"Received: {name}={value!r}"
+        )
+
+
+def check_pad_id(name, value):
+    """Raises `ValueError` unless `value` is an integer >= 0 (a token id)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(
+            f"Argument `{name}` must be a token id, an integer >= 0. "
+            f"Received: {name}={value!r}"
+        )
+
+
 def check_rate(name, value):
     """Raises `ValueError` unless `value` is a number in [0, 1)."""
     if (

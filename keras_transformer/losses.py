@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.output_layer import projected_cross_entropy, projection_of
-from keras_transformer.validation import check_rate
+from keras_transformer.validation import check_pad_id, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -29,6 +29,11 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     with the gradient handed to the hidden states and the embeddings
     directly, so that no logits-sized gradient is written.
 
+    With `sample_weight` (per sentence `(batch,)` or per token `(batch,
+    length)`), each token's loss is multiplied by its weight before the sum,
+    and the sum is still divided by the number of non-padding tokens, as
+    Keras' `"sum_over_batch_size"` reduction divides by the element count.
+
     Args:
         label_smoothing: float in [0, 1). The paper's eps_ls. Defaults to
             `0.1`.
@@ -46,6 +51,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         kwargs.pop("reduction", None)
         super().__init__(name=name, reduction="sum_over_batch_size", **kwargs)
         check_rate("label_smoothing", label_smoothing)
+        check_pad_id("pad_id", pad_id)
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id
 
@@ -53,10 +59,17 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         # Before Keras converts `y_pred`: a converted tensor is a new one,
         # without the record of its projection.
         projection = projection_of(y_pred)
+        if sample_weight is not None:
+            with keras.name_scope(self.name):
+                y_true = ops.convert_to_tensor(y_true)
+                values = smoothed_cross_entropy(y_true, y_pred, self.label_smoothing)
+                weights = token_weights(sample_weight, values)
+                mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+                return replica_share(ops.sum(values * mask * weights) / ops.maximum(ops.sum(mask), 1.0))
         # PyTorch: Keras' custom gradients there turn any error into NaN
         # gradients, and the loss below is differentiated automatically.
-        if projection is None or sample_weight is not None or keras.backend.backend() == "torch":
-            return super().__call__(y_true, y_pred, sample_weight)
+        if projection is None or keras.backend.backend() == "torch":
+            return super().__call__(y_true, y_pred)
         with keras.name_scope(self.name):
             loss = projected_cross_entropy(y_true, y_pred, *projection, self.label_smoothing, self.pad_id)
             return replica_share(loss)
@@ -139,6 +152,22 @@ def replica_share(loss):
         if replicas > 1:
             loss = loss / replicas
     return loss
+
+
+def token_weights(sample_weight, values):
+    """`sample_weight` `(batch,)` or `(batch, length)` as float32 weights
+    shaped like the per-token `values` `(batch, length)`."""
+    weights = ops.cast(ops.convert_to_tensor(sample_weight), "float32")
+    if len(weights.shape) == 1:  # one weight per sentence
+        weights = weights[:, None]
+    elif len(weights.shape) == 3 and weights.shape[-1] == 1:
+        weights = weights[..., 0]
+    if len(weights.shape) != 2:
+        raise ValueError(
+            "`sample_weight` must have shape (batch,) or (batch, length). "
+            f"Received: sample_weight.shape={tuple(weights.shape)}"
+        )
+    return ops.broadcast_to(weights, ops.shape(values))
 
 
 def token_mean(values, mask):

@@ -3,6 +3,9 @@
 import keras
 from keras import ops
 
+from keras_transformer.losses import token_weights
+from keras_transformer.validation import check_pad_id
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MaskedAccuracy(keras.metrics.Metric):
@@ -10,6 +13,8 @@ class MaskedAccuracy(keras.metrics.Metric):
 
     Args:
         pad_id: int. Label id that is ignored. Defaults to `0`.
+            `sample_weight` (per sentence or per token) weights each
+            token's hit and count.
         name: str. Defaults to `"masked_accuracy"`.
 
     Example:
@@ -21,6 +26,7 @@ class MaskedAccuracy(keras.metrics.Metric):
 
     def __init__(self, pad_id=0, name="masked_accuracy", **kwargs):
         super().__init__(name=name, **kwargs)
+        check_pad_id("pad_id", pad_id)
         self.pad_id = pad_id
         self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
         self.total = self.add_variable(shape=(), initializer="zeros", name="total")
@@ -28,10 +34,12 @@ class MaskedAccuracy(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
         predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
-        mask = ops.not_equal(y_true, self.pad_id)
-        hits = ops.logical_and(ops.equal(predicted, y_true), mask)
-        self.correct.assign_add(ops.sum(ops.cast(hits, self.dtype)))
-        self.total.assign_add(ops.sum(ops.cast(mask, self.dtype)))
+        mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        if sample_weight is not None:
+            mask = mask * token_weights(sample_weight, mask)
+        hits = ops.cast(ops.equal(predicted, y_true), "float32") * mask
+        self.correct.assign_add(ops.cast(ops.sum(hits), self.dtype))
+        self.total.assign_add(ops.cast(ops.sum(mask), self.dtype))
 
     def result(self):
         return self.correct / ops.maximum(self.total, 1.0)

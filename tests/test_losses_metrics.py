@@ -56,6 +56,43 @@ def test_masked_accuracy_ignores_padding():
     assert MaskedAccuracy.from_config(metric.get_config()).pad_id == 0
 
 
+def test_sample_weight_weights_each_token():
+    labels = np.array([[4, 5, 6, 0], [7, 2, 0, 0]])
+    logits = np.random.normal(size=(2, 4, 9)).astype("float32")
+    v = 9
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    target = np.full(logits.shape, 0.1 / v) + 0.9 * np.eye(v)[labels]
+    per_token = -(target * logp).sum(-1)  # (2, 4)
+    real = labels != 0
+    loss = LabelSmoothedCrossEntropy()
+    # Per token: only (0, 0) and (1, 0) count, each with weight 1, divided
+    # by the 5 real tokens, as Keras' sum_over_batch_size divides by the count.
+    token_weight = np.zeros((2, 4), "float32")
+    token_weight[0, 0] = token_weight[1, 0] = 1
+    value = float(ops.convert_to_numpy(loss(labels, logits, sample_weight=token_weight)))
+    assert value == pytest.approx((per_token[0, 0] + per_token[1, 0]) / real.sum(), rel=1e-5)
+    # Per sentence: the second sentence's tokens count three times.
+    value = float(ops.convert_to_numpy(loss(labels, logits, sample_weight=np.array([1.0, 3.0]))))
+    expected = (per_token[0][real[0]].sum() + 3 * per_token[1][real[1]].sum()) / real.sum()
+    assert value == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(ValueError, match="sample_weight"):
+        loss(labels, logits, sample_weight=np.ones((2, 4, 9)))
+
+
+def test_masked_accuracy_weights_tokens_and_checks_pad_id():
+    labels = np.array([[4, 5, 6, 0], [7, 8, 0, 0]])
+    predicted = np.array([[4, 1, 6, 9], [1, 1, 9, 9]])
+    logits = np.eye(10)[predicted].astype("float32")
+    metric = MaskedAccuracy()
+    metric.update_state(labels, logits, sample_weight=np.array([3.0, 1.0]))
+    assert float(metric.result()) == pytest.approx(6 / 11)  # hits 2 x 3; tokens 3 x 3 + 2
+    for bad in ("x", -1, True):
+        with pytest.raises(ValueError, match="pad_id"):
+            MaskedAccuracy(pad_id=bad)
+        with pytest.raises(ValueError, match="pad_id"):
+            LabelSmoothedCrossEntropy(pad_id=bad)
+
+
 def logits_gradient(loss, labels, logits, dtype="float32"):
     """d loss / d logits on the active backend, for logits of `dtype`: (gradient as float32, its dtype)."""
     labels = ops.convert_to_tensor(labels)

@@ -7,7 +7,12 @@ from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.layer_norm import LayerNormalization
 from keras_transformer.layers.residual import residual
-from keras_transformer.validation import check_positive, check_rate
+from keras_transformer.validation import (
+    check_bool,
+    check_positive,
+    check_positive_number,
+    check_rate,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -57,6 +62,8 @@ class EncoderLayer(keras.layers.Layer):
         check_positive("d_ff", d_ff)
         check_rate("dropout_rate", dropout_rate)
         check_rate("attention_dropout_rate", attention_dropout_rate)
+        check_bool("norm_first", norm_first)
+        check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
         self.d_model = d_model
         self.num_heads = num_heads
         self.d_ff = d_ff

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer.validation import check_positive
+from keras_transformer.validation import check_bool, check_positive
 
 
 def sinusoids(start_index, length, d_model):
@@ -49,8 +49,9 @@ class PositionalEncoding(keras.layers.Layer):
     def __init__(self, max_length=1024, learned=False, **kwargs):
         super().__init__(**kwargs)
         check_positive("max_length", max_length)
-        self.max_length = max_length
-        self.learned = bool(learned)
+        check_bool("learned", learned)
+        self.max_length = int(max_length)
+        self.learned = learned
 
     def build(self, input_shape):
         d_model = input_shape[-1]

@@ -1,6 +1,7 @@
 """The Transformer: an encoder-decoder model for sequence transduction."""
 
 import dataclasses
+import numbers
 
 import keras
 from keras import ops
@@ -12,7 +13,12 @@ from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.layer_norm import LayerNormalization
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.models.config import TransformerConfig, preset_config
-from keras_transformer.validation import check_positive, check_rate
+from keras_transformer.validation import (
+    check_bool,
+    check_positive,
+    check_positive_number,
+    check_rate,
+)
 
 PAD_ID = 0  # token id 0 is padding, masked everywhere
 
@@ -107,6 +113,16 @@ class Transformer(keras.Model):
         check_rate("attention_dropout_rate", attention_dropout_rate)
         if target_vocab_size is not None:
             check_positive("target_vocab_size", target_vocab_size)
+            target_vocab_size = int(target_vocab_size)
+        check_bool("learned_positions", learned_positions)
+        check_bool("norm_first", norm_first)
+        check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
+        # NumPy integers pass the checks; Keras' own layers take Python ints.
+        vocab_size, num_layers, d_model, num_heads, d_ff, max_length = map(
+            int, (vocab_size, num_layers, d_model, num_heads, d_ff, max_length)
+        )
+        if d_model % 2:  # positional encodings come in (sin, cos) pairs
+            raise ValueError(f"Argument `d_model` must be even. Received: d_model={d_model}")
         if d_model % num_heads:
             raise ValueError(
                 "Argument `d_model` must be divisible by `num_heads`. "
@@ -222,9 +238,17 @@ class Transformer(keras.Model):
         filled in step by step, and `"cross_attention"`, the keys and values
         of `memory` `(batch, 2, source_length, num_heads, d_k)`, computed once.
         """
+        limit = self.transformer_config.max_length
+        if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or not 1 <= max_length <= limit:
+            # Past `max_length` there are no positions: a position given as
+            # a tensor in compiled decoding could not be checked later.
+            raise ValueError(
+                f"Argument `max_length` must be an integer in [1, {limit}] (the "
+                f"model's max_length). Received: max_length={max_length!r}"
+            )
         batch = ops.shape(memory)[0]
         heads = self.transformer_config.num_heads
-        shape = (batch, 2, max_length, heads, self.transformer_config.d_model // heads)
+        shape = (batch, 2, int(max_length), heads, self.transformer_config.d_model // heads)
         return {
             "self_attention": [
                 ops.zeros(shape, dtype=self.compute_dtype) for _ in self.decoder_layers

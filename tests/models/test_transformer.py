@@ -141,11 +141,29 @@ def test_presets_and_config_object():
         (dict(vocab_size=-3), "vocab_size"),
         (dict(d_ff=2.5), "d_ff"),
         (dict(max_length=0), "max_length"),
+        (dict(d_model=15, num_heads=3), "even"),
+        (dict(norm_first="no"), "norm_first"),
+        (dict(learned_positions="no"), "learned_positions"),
+        (dict(layer_norm_epsilon=-10.0), "layer_norm_epsilon"),
+        (dict(layer_norm_epsilon="x"), "layer_norm_epsilon"),
     ],
 )
 def test_invalid_configuration_names_the_argument(override, name):
     with pytest.raises(ValueError, match=name):
         Transformer(**{**TINY, **override})
+
+
+def test_numpy_integer_sizes_are_accepted_as_ints():
+    model = Transformer(**{k: np.int64(v) for k, v in TINY.items()})
+    assert model((ids(1, 5), ids(1, 4))).shape == (1, 4, 50)
+    assert all(type(model.get_config()[k]) is int for k in TINY)
+
+
+def test_cache_longer_than_max_length_is_refused():
+    model = Transformer(**TINY)
+    memory = model.encode(ids(1, 5))
+    with pytest.raises(ValueError, match=r"max_length.*\[1, 32\].*33"):
+        model.init_cache(memory, 33)
 
 
 def test_wrong_inputs_give_clear_errors():

@@ -282,7 +282,11 @@ def beam_search(
 
     (state,) = ops.while_loop(cond, body, (state,))
     tokens = state.finished_seqs[:, :num_return, 1:]  # (batch, n, length)
-    scores = state.finished_scores[:, :num_return]
+    # A sentence whose length limit is 0 (an all-padding source with
+    # max_extra_length=0) finishes no hypothesis: its output is empty, with
+    # score 0 as in greedy decoding, not the NEG_INF placeholder.
+    nothing = ops.logical_not(ops.any(state.finished_flags, axis=1))  # (batch,)
+    scores = ops.where(nothing[:, None], 0.0, state.finished_scores[:, :num_return])
     if num_return == 1:
         return tokens[:, 0], scores[:, 0]
     return tokens, scores

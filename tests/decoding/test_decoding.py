@@ -195,6 +195,19 @@ def test_length_penalty_decides_between_short_and_long_hypotheses():
     np.testing.assert_allclose(np_(length_penalty(np.array([2, 5]), 0.6)), [(7 / 6) ** 0.6, (10 / 6) ** 0.6], rtol=1e-6)
 
 
+def test_no_hypothesis_scores_zero_as_in_greedy():
+    model = Transformer(vocab_size=30, num_layers=1, d_model=16, num_heads=2, d_ff=24, max_length=40)
+    source = np.array([[0, 0, 0, 0], [5, 6, 3, 0]], "int32")  # the first row allows 0 tokens
+    _, greedy_scores = greedy_decode(model, source, max_extra_length=0)
+    tokens, scores = beam_search(model, source, beam_size=3, max_extra_length=0)
+    _, n_best_scores = beam_search(model, source, beam_size=3, num_return=3, max_extra_length=0)
+    assert float(ops.convert_to_numpy(greedy_scores)[0]) == 0.0
+    assert float(ops.convert_to_numpy(scores)[0]) == 0.0
+    assert ops.convert_to_numpy(n_best_scores)[0].tolist() == [0.0, 0.0, 0.0]
+    assert not ops.convert_to_numpy(tokens)[0].any()
+    assert float(ops.convert_to_numpy(scores)[1]) < 0  # a real hypothesis keeps its score
+
+
 def test_n_best_is_sorted_and_distinct():
     model = tiny_model(seed=3)
     tokens, scores = beam_search(model, sources(), beam_size=4, num_return=4, max_length=6, eos_id=5)

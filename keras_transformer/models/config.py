@@ -53,4 +53,11 @@ def preset_config(name, **overrides):
             f"Unknown preset. Expected one of {sorted(PRESETS)}. "
             f"Received: name={name!r}"
         )
+    fields = {f.name for f in dataclasses.fields(TransformerConfig)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(
+            f"Unknown Transformer argument(s) {unknown}. Expected some of "
+            f"{sorted(fields)}."
+        )
     return TransformerConfig(**{**PRESETS[name], **overrides})

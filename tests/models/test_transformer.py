@@ -130,6 +130,8 @@ def test_presets_and_config_object():
     assert Transformer(**dataclasses.asdict(model.transformer_config)).get_config()["d_model"] == 1024
     with pytest.raises(ValueError, match="preset"):
         Transformer.from_preset("huge", vocab_size=100)
+    with pytest.raises(ValueError, match=r"Unknown Transformer argument.*'foo'"):
+        Transformer.from_preset("tiny", vocab_size=100, foo=1)
 
 
 @pytest.mark.parametrize(

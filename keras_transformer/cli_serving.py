@@ -11,6 +11,7 @@ evaluate, serve.
     keras-transformer serve saved_models/tatoeba_en_fr --port 8501
 """
 
+import argparse
 import json
 import os
 import sys
@@ -40,6 +41,17 @@ def _load_keras_model(path, weights=None):
     if not os.path.isfile(path):
         raise SystemExit(f"No model file at {path!r} (expected a .keras file or a run folder)")
     return keras.saving.load_model(path, compile=False)
+
+
+def _positive_int(text):
+    """An argparse `type`: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1. Received: {text}")
+    return value
 
 
 def _load_tokenizer(path):
@@ -103,7 +115,7 @@ def _translate_arguments(p):
     p.add_argument("--input", help="a text file, one sentence per line")
     p.add_argument("--output", help="write translations here, one per line (default: standard output)")
     p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=_positive_int, default=32)
     p.add_argument("--beam-size", type=int, default=4, help="with a .keras model")
     p.add_argument("--alpha", type=float, default=0.6, help="with a .keras model")
     p.add_argument("--plot-attention", metavar="FILE.png",
@@ -181,8 +193,8 @@ def _evaluate_arguments(p):
     p.add_argument("--split", default="test", choices=["train", "validation", "test"])
     p.add_argument("--tsv", help="score a TSV file (source, reference) instead of --corpus")
     p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N sources")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--limit", type=_positive_int, default=None, help="only the first N sources")
+    p.add_argument("--batch-size", type=_positive_int, default=64)
     p.add_argument("--beam-size", type=int, default=4, help="with a .keras model")
     p.add_argument("--alpha", type=float, default=0.6, help="with a .keras model")
 
@@ -233,7 +245,8 @@ def _serve_arguments(p):
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--name", default=None, help="model name in the URLs; default: the folder's name")
-    p.add_argument("--max-instances", type=int, default=64, help="inputs per request")
+    p.add_argument("--max-instances", type=int, default=None,
+                   help="inputs per request (default: 64, at most --max-batch-size)")
     p.add_argument("--max-characters", type=int, default=2000, help="characters per input")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20)
     p.add_argument("--request-timeout", type=float, default=30.0, help="seconds")
@@ -244,8 +257,9 @@ def _serve_arguments(p):
 def run_serve(args):
     from keras_transformer.serving import ServingLimits, serve
 
+    max_instances = min(64, args.max_batch_size) if args.max_instances is None else args.max_instances
     limits = ServingLimits(
-        max_instances=args.max_instances, max_characters=args.max_characters,
+        max_instances=max_instances, max_characters=args.max_characters,
         max_body_bytes=args.max_body_bytes, request_timeout_s=args.request_timeout,
         max_batch_size=args.max_batch_size,
     )

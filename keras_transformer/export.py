@@ -87,7 +87,9 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
     def translate(inputs):
         tokens = tokenizer.tokenize(inputs)  # ragged (batch, None) int32
         tokens = tf.cast(tokens[:, : max_input_length - 1], tf.int32)
-        empty = tokens.row_lengths() == 0  # (batch,)
+        # Empty as Python's `str.isspace` has it (RE2's \s lacks \v, \x1c-\x1f, \x85).
+        blank = tf.strings.regex_full_match(inputs, r"[\s\v\x{1c}-\x{1f}\x{85}\pZ]*")
+        empty = (tokens.row_lengths() == 0) | blank  # (batch,)
         eos = tf.fill([tokens.nrows(), 1], tf.constant(EOS_ID, tf.int32))
         tokens = tf.concat([tokens, eos], axis=1)  # every source ends with EOS
         longest = tf.maximum(tf.reduce_max(tokens.row_lengths()), 1)  # 1 for an empty batch
@@ -157,20 +159,26 @@ def export(
     for name, value, low in (("beam_size", beam_size, 1), ("n_best", n_best, 1), ("max_extra_length", max_extra_length, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"Argument `{name}` must be an integer >= {low}. Received: {name}={value!r}")
-    if not buckets or any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in buckets):
-        raise ValueError(f"Argument `buckets` must be integers >= 2. Received: buckets={buckets!r}")
+    if not isinstance(buckets, (list, tuple)) or not buckets or any(
+        isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in buckets
+    ):
+        raise ValueError(f"Argument `buckets` must be a list or tuple of integers >= 2. Received: buckets={buckets!r}")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+        raise ValueError(f"Argument `version` must be None or an integer >= 1. Received: version={version!r}")
     if n_best > beam_size:
         raise ValueError(f"Argument `n_best` must be at most `beam_size`={beam_size}. Received: n_best={n_best}")
     if not model.built:
         raise ValueError("The model must be built (trained or called once) before export.")
     cap = model_max_length(model)
-    max_input_length = max_input_length or max(cap - max_extra_length, 2)
-    if not 2 <= max_input_length <= cap:
+    if max_input_length is None:
+        max_input_length = max(cap - max_extra_length, 2)
+    if isinstance(max_input_length, bool) or not isinstance(max_input_length, int) or not 2 <= max_input_length <= cap:
         raise ValueError(
-            f"Argument `max_input_length` must be in [2, {cap}] (the model's "
-            f"max_length). Received: max_input_length={max_input_length}"
+            f"Argument `max_input_length` must be None or an integer in [2, {cap}] (the model's "
+            f"max_length). Received: max_input_length={max_input_length!r}"
         )
-    version = version or next_version(export_dir)
+    if version is None:
+        version = next_version(export_dir)
     target = os.path.join(export_dir, str(version))
     if os.path.exists(target):
         raise FileExistsError(f"{target!r} already exists; pass another `version`")

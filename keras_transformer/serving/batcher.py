@@ -3,6 +3,17 @@
 import asyncio
 
 
+def check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"Argument `{name}` must be an integer >= 1. Received: {name}={value!r}")
+
+
+def check_seconds(name, value, allow_zero=False):
+    bound = ">= 0" if allow_zero else "> 0"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 if allow_zero else value > 0):
+        raise ValueError(f"Argument `{name}` must be a number of seconds {bound}. Received: {name}={value!r}")
+
+
 class Batcher:
     """Runs `predict` on batches built from concurrent requests.
 
@@ -11,7 +22,9 @@ class Batcher:
     batch holds at most `max_batch_size` inputs (a request is never split).
     `predict(list_of_inputs) -> list_of_outputs` runs in a worker thread, so
     the event loop keeps accepting requests meanwhile; throughput then grows
-    with load, since a batch costs little more than a single input.
+    with load, since a batch costs little more than a single input. If it
+    fails on a batch of several requests, each request is run alone, so only
+    the requests that fail by themselves get the error.
 
     Example:
 
@@ -21,10 +34,8 @@ class Batcher:
     """
 
     def __init__(self, predict, max_batch_size=32, batch_timeout_s=0.005):
-        if max_batch_size < 1:
-            raise ValueError(
-                f"Argument `max_batch_size` must be >= 1. Received: {max_batch_size}"
-            )
+        check_positive_int("max_batch_size", max_batch_size)
+        check_seconds("batch_timeout_s", batch_timeout_s, allow_zero=True)
         self.predict = predict
         self.max_batch_size = max_batch_size
         self.batch_timeout_s = batch_timeout_s
@@ -73,23 +84,30 @@ class Batcher:
         return batch
 
     async def _run(self):
-        loop = asyncio.get_running_loop()
         while True:
             batch = await self._next_batch()
             batch = [(inputs, f) for inputs, f in batch if not f.done()]  # drop timed-out
-            if not batch:
-                continue
-            flat = [x for inputs, _ in batch for x in inputs]
-            self.batch_sizes.append(len(flat))
-            try:
-                outputs = await loop.run_in_executor(None, self.predict, flat)
-            except Exception as error:  # noqa: BLE001 - handed to the callers
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(error)
-                continue
-            start = 0
-            for inputs, future in batch:
-                if not future.done():
-                    future.set_result(outputs[start : start + len(inputs)])
-                start += len(inputs)
+            if batch:
+                await self._predict(batch)
+
+    async def _predict(self, batch):
+        flat = [x for inputs, _ in batch for x in inputs]
+        self.batch_sizes.append(len(flat))
+        try:
+            outputs = await asyncio.get_running_loop().run_in_executor(None, self.predict, flat)
+            if len(outputs) != len(flat):
+                raise ValueError(f"`predict` returned {len(outputs)} outputs for {len(flat)} inputs")
+        except Exception as error:  # noqa: BLE001 - handed to the callers
+            if len(batch) > 1:  # find the culprits: each request alone
+                for item in batch:
+                    if not item[1].done():
+                        await self._predict([item])
+                return
+            if not batch[0][1].done():
+                batch[0][1].set_exception(error)
+            return
+        start = 0
+        for inputs, future in batch:
+            if not future.done():
+                future.set_result(outputs[start : start + len(inputs)])
+            start += len(inputs)

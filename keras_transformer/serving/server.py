@@ -22,7 +22,7 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from keras_transformer.serving.batcher import Batcher
+from keras_transformer.serving.batcher import Batcher, check_positive_int, check_seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +35,17 @@ class ServingLimits:
     request_timeout_s: float = 30.0  # answered with 504 past this
     max_batch_size: int = 64  # inputs per model call, across requests
     batch_timeout_s: float = 0.005  # how long a batch waits for company
+
+    def __post_init__(self):
+        for name in ("max_batch_size", "max_instances", "max_characters", "max_body_bytes"):
+            check_positive_int(name, getattr(self, name))
+        check_seconds("request_timeout_s", self.request_timeout_s)
+        check_seconds("batch_timeout_s", self.batch_timeout_s, allow_zero=True)
+        if self.max_instances > self.max_batch_size:  # a request is never split
+            raise ValueError(
+                f"Argument `max_instances` must be at most `max_batch_size`={self.max_batch_size} "
+                f"(a request runs in one model call). Received: max_instances={self.max_instances}"
+            )
 
 
 class RequestError(ValueError):
@@ -61,6 +72,8 @@ def parse_request(body, limits):
         raise RequestError(f"request body is not valid UTF-8: {error}") from None
     except json.JSONDecodeError as error:
         raise RequestError(f"malformed JSON in request body: {error}") from None
+    except RecursionError:
+        raise RequestError("malformed JSON in request body: nested too deeply") from None
     if not isinstance(payload, dict) or not ({"instances", "inputs"} & payload.keys()):
         raise RequestError('request must be a JSON object with "instances" or "inputs"')
     columnar = "instances" not in payload
@@ -82,6 +95,10 @@ def parse_request(body, limits):
             row = row.get("inputs")
         if not isinstance(row, str):
             raise RequestError(f'{key}[{i}] must be a string; received {type(row).__name__}')
+        try:
+            row.encode("utf-8")
+        except UnicodeEncodeError as error:  # a lone surrogate, e.g. "\ud800"
+            raise RequestError(f"{key}[{i}] cannot be encoded as UTF-8 ({error.reason} at character {error.start})") from None
         if not row.strip():
             raise RequestError(f"{key}[{i}] is an empty string; there is nothing to translate")
         if len(row) > limits.max_characters:
@@ -208,9 +225,15 @@ def load_saved_model_predictor(path):
     import tensorflow_text  # noqa: F401 - registers the tokenizer ops
 
     version, version_dir = latest_version(path)
-    signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+    try:
+        signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+    except Exception as error:  # IndexError, tf.errors.OpError, ... on a damaged file
+        raise OSError(f"Cannot load the SavedModel at {version_dir!r}: {error}") from error
 
     def predict(texts):
+        # Blank inputs as "": models exported before 2026-11-25 (version 1
+        # of saved_models/tatoeba_en_fr) translate "\t" as if it were text.
+        texts = [text if text.strip() else "" for text in texts]
         outputs = signature(inputs=tf.constant(texts))
         columns = {key: _to_python(value.numpy()) for key, value in outputs.items()}
         return [{key: column[i] for key, column in columns.items()} for i in range(len(texts))]
@@ -218,10 +241,20 @@ def load_saved_model_predictor(path):
     return predict, int(version) if str(version).isdigit() else 1
 
 
+def model_name(model_dir):
+    """The name in the URLs: `<name>` of `saved_models/<name>[/<version>]`."""
+    folder = os.path.abspath(model_dir)
+    if os.path.basename(folder).isdigit() and os.path.exists(os.path.join(folder, "saved_model.pb")):
+        folder = os.path.dirname(folder)
+    return os.path.basename(folder)
+
+
 def serve(model_dir, host="127.0.0.1", port=8501, name=None, limits=ServingLimits()):
     """Loads `model_dir` and serves it until interrupted."""
     import uvicorn
 
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"Argument `port` must be an integer in [0, 65535]. Received: port={port!r}")
     predict, version = load_saved_model_predictor(model_dir)
-    name = name or os.path.basename(os.path.normpath(model_dir))
+    name = name or model_name(model_dir)
     uvicorn.run(create_app(predict, name, version, limits), host=host, port=port)

@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -111,6 +112,36 @@ def test_empty_and_over_long_inputs_never_fail_the_batch(exported):
     assert empty["translations"].shape == (0,)
 
 
+def test_whitespace_only_inputs_give_an_empty_translation_as_in_python(exported):
+    import tensorflow as tf
+
+    _, _, path = exported
+    translate = tf.saved_model.load(path).signatures["serving_default"]
+    blanks = ["\t", "\n", "\r\n", "\x0c", "\u3000", " \x0b\x1c\x85\u2028 "]
+    assert all(not s.strip() for s in blanks)  # what the Python Translator treats as empty
+    out = translate(inputs=tf.constant(blanks + ["Hello there."]))
+    assert [t.decode() for t in out["translations"].numpy()] == [""] * len(blanks) + ["Hello there."]
+    assert out["scores"].numpy()[:-1].tolist() == [0.0] * len(blanks)
+
+
+def test_a_damaged_saved_model_is_an_os_error_naming_it(exported, tmp_path):
+    import shutil
+
+    from keras_transformer.cli import main
+    from keras_transformer.serving import load_saved_model_predictor
+
+    _, _, path = exported
+    damaged = str(tmp_path / "damaged" / "1")
+    shutil.copytree(path, damaged)
+    data = os.path.join(damaged, "variables", "variables.data-00000-of-00001")
+    with open(data, "r+b") as f:
+        f.truncate(os.path.getsize(data) // 2)
+    with pytest.raises(OSError, match=re.escape(f"Cannot load the SavedModel at {damaged!r}")):
+        load_saved_model_predictor(damaged)
+    with pytest.raises(OSError, match="Cannot load"):
+        main(["translate", os.path.dirname(damaged), "Hi."])
+
+
 def test_saved_model_cli_lists_the_signature(exported):
     _, _, path = exported
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
@@ -146,6 +177,10 @@ def test_bad_export_arguments(exported, tmp_path):
         export(model, b"", str(tmp_path), beam_size=0)
     with pytest.raises(ValueError, match="buckets"):
         export(model, b"", str(tmp_path), buckets=(0, 16))
+    for name, value in (("version", -1), ("version", 0), ("version", "abc"), ("max_input_length", 0), ("buckets", 8)):
+        with pytest.raises(ValueError, match=f"`{name}`.*Received: {name}={value!r}"):
+            export(model, b"", str(tmp_path), **{name: value})
+    assert os.listdir(tmp_path) == []
     with pytest.raises(FileNotFoundError, match="no_such.model"):
         export(model, str(tmp_path / "no_such.model"), str(tmp_path))
     with pytest.raises(FileExistsError):

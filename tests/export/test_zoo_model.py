@@ -44,3 +44,14 @@ def test_the_zoo_model_translates_held_out_sentences_well():
     assert bleu.score > 45, bleu
     out = translate(inputs=tf.constant(["I love you.", ""]))["translations"].numpy()
     assert out[1] == b"" and out[0].decode("utf-8").startswith(("Je t'aime", "Je vous aime"))
+
+
+def test_blank_inputs_translate_to_nothing_through_our_predictor():
+    # Version 1 was exported before the graph treated "\t" as blank; the
+    # predictor behind `translate` and `serve` blanks such inputs itself.
+    from keras_transformer.serving.server import load_saved_model_predictor
+
+    predict, version = load_saved_model_predictor(os.path.dirname(MODEL))
+    rows = predict(["\t", "I love you.", "\r\n \x0c"])
+    assert version == 1 and [row["translations"] for row in rows][0::2] == ["", ""]
+    assert [row["scores"] for row in rows][0::2] == [0.0, 0.0] and rows[1]["translations"]

@@ -12,7 +12,8 @@ import time
 import httpx
 import pytest
 
-from keras_transformer.serving import ServingLimits, create_app
+from keras_transformer.serving import ServingLimits, create_app, serve
+from keras_transformer.serving.server import model_name
 
 
 def reverse_model(calls=None, delay=0.0):
@@ -57,6 +58,8 @@ def test_status(server):
         (b'{"instances": [1, 2]}', 400, "instances[0] must be a string"),
         (b'{"instances": []}', 400, "empty list"),
         (b'{"instances": ["ok", ""]}', 400, "instances[1] is an empty string"),
+        (b'{"instances": ["ok", "\\ud800 hello"]}', 400, "instances[1] cannot be encoded as UTF-8"),
+        (b"[" * 5000 + b"]" * 5000, 400, "nested too deeply"),
         (b'{"instances": ["a", "b", "c", "d", "e"]}', 400, "limit is 4"),
         (json.dumps({"instances": ["x" * 101]}).encode(), 400, "101 characters"),
         (json.dumps({"instances": ["x" * (1 << 20)]}).encode(), 413, "bytes"),
@@ -72,7 +75,7 @@ def test_bad_requests_get_a_4xx_naming_the_problem_and_the_server_goes_on(server
 
 def test_concurrent_clients_all_answered_correctly_and_batched(run_server):
     calls = []
-    server = run_server(create_app(reverse_model(calls, delay=0.02), "echo", limits=ServingLimits(max_batch_size=16)))
+    server = run_server(create_app(reverse_model(calls, delay=0.02), "echo", limits=ServingLimits(max_instances=16, max_batch_size=16)))
     errors = []
 
     def client(worker):
@@ -111,3 +114,29 @@ def test_model_failure_is_reported_and_server_recovers(run_server):
     r = httpx.post(f"{server.url}/v1/models/flaky:predict", json={"instances": ["a"]})
     assert r.status_code == 500 and "boom" in r.json()["error"]
     assert httpx.post(f"{server.url}/v1/models/flaky:predict", json={"instances": ["a"]}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("max_instances", 0), ("max_characters", 0), ("max_body_bytes", -1), ("max_batch_size", 1.5),
+        ("request_timeout_s", -1), ("request_timeout_s", 0), ("batch_timeout_s", -0.1), ("max_instances", 65),
+    ],
+)
+def test_limits_are_checked_by_name(field, value):
+    with pytest.raises(ValueError, match=f"`{field}`.*Received: {field}={value}"):
+        ServingLimits(**{field: value})
+
+
+def test_serve_checks_the_port_before_loading():
+    for port in (70000, -1):
+        with pytest.raises(ValueError, match=f"`port`.*Received: port={port}"):
+            serve("no/such/model", port=port)
+
+
+def test_a_version_folder_is_served_under_its_model_name(tmp_path):
+    version = tmp_path / "tatoeba_en_fr" / "1"
+    version.mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"")
+    assert model_name(str(version)) == "tatoeba_en_fr"
+    assert model_name(str(version.parent) + "/") == "tatoeba_en_fr"

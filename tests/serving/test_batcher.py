@@ -1,0 +1,49 @@
+"""The Batcher alone: batching, failures, argument checks."""
+
+import asyncio
+
+import pytest
+
+from keras_transformer.serving import Batcher
+
+
+async def submit_together(batcher, requests):
+    await batcher.start()
+    try:
+        return await asyncio.gather(*(batcher.submit(r) for r in requests), return_exceptions=True)
+    finally:
+        await batcher.stop()
+
+
+def test_a_failing_request_does_not_fail_the_others_in_its_batch():
+    def predict(texts):
+        if "bad" in texts:
+            raise RuntimeError("cannot translate 'bad'")
+        return [t.upper() for t in texts]
+
+    batcher = Batcher(predict, max_batch_size=8, batch_timeout_s=0.5)
+    good, bad, other = asyncio.run(submit_together(batcher, [["a", "b"], ["bad"], ["c"]]))
+    assert good == ["A", "B"] and other == ["C"]
+    assert isinstance(bad, RuntimeError) and "bad" in str(bad)
+    assert batcher.batch_sizes == [4, 2, 1, 1]  # together first, then each alone
+
+
+def test_predict_returning_too_few_outputs_is_an_error():
+    batcher = Batcher(lambda texts: texts[:-1], max_batch_size=4)
+    (result,) = asyncio.run(submit_together(batcher, [["a", "b"]]))
+    assert isinstance(result, ValueError) and "returned 1 outputs for 2 inputs" in str(result)
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"max_batch_size": 0}, "`max_batch_size` must be an integer >= 1. Received: max_batch_size=0"),
+        ({"max_batch_size": 1.5}, "Received: max_batch_size=1.5"),
+        ({"batch_timeout_s": -1}, "`batch_timeout_s` must be a number of seconds >= 0. Received: batch_timeout_s=-1"),
+        ({"batch_timeout_s": "x"}, "Received: batch_timeout_s='x'"),
+    ],
+)
+def test_bad_arguments(kwargs, words):
+    with pytest.raises(ValueError) as error:
+        Batcher(lambda texts: texts, **kwargs)
+    assert words in str(error.value)

@@ -1,0 +1,41 @@
+"""Argument checks of the `translate`, `evaluate` and `serve` commands, before any model loads."""
+
+import pytest
+
+from keras_transformer.cli import main
+
+
+@pytest.mark.parametrize(
+    "argv, flag, value",
+    [
+        (["translate", "model", "--batch-size", "-1"], "--batch-size", "-1"),
+        (["translate", "model", "--batch-size", "0"], "--batch-size", "0"),
+        (["evaluate", "model", "--batch-size", "-1"], "--batch-size", "-1"),
+        (["evaluate", "model", "--limit", "-5"], "--limit", "-5"),
+    ],
+)
+def test_counts_must_be_positive(argv, flag, value, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2
+    assert f"argument {flag}: must be an integer >= 1. Received: {value}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--max-instances", "0"], "Received: max_instances=0"),
+        (["--max-characters", "0"], "Received: max_characters=0"),
+        (["--request-timeout", "-1"], "Received: request_timeout_s=-1"),
+        (["--max-batch-size", "4", "--max-instances", "10"], "Received: max_instances=10"),
+        (["--port", "70000"], "Received: port=70000"),
+    ],
+)
+def test_serve_limits_and_port_are_checked_before_loading(flags, words):
+    with pytest.raises(ValueError, match=words):
+        main(["serve", "no/such/model"] + flags)
+
+
+def test_serve_max_instances_defaults_to_at_most_the_batch_size():
+    with pytest.raises(FileNotFoundError, match="no/such/model"):  # past the limits, at loading
+        main(["serve", "no/such/model", "--max-batch-size", "4"])

@@ -96,8 +96,13 @@ def load_pairs(args):
     if args.data == "files":
         if not args.train_files or not args.test_files:
             raise SystemExit("--data files needs --train-files and --test-files")
-        train = [p for f in args.train_files for p in read_tsv(f)]
-        test = [p for f in args.test_files for p in read_tsv(f)]
+        try:
+            train = [p for f in args.train_files for p in read_tsv(f)]
+            test = [p for f in args.test_files for p in read_tsv(f)]
+        except OSError as error:
+            raise SystemExit(f"wmt14.py: error: {error}") from error
+        if len(test) < 2:  # halved into validation and test
+            raise SystemExit(f"--test-files must hold at least 2 pairs. Received: {len(test)} pair(s)")
         return train, test[: len(test) // 2], test[len(test) // 2 :], "files"
     target = [l for l in args.pair.split("-") if l != args.source][0]
     options = dict(pair=args.pair, source=args.source, data_dir=args.data_dir, manual_dir=args.manual_dir)
@@ -176,7 +181,7 @@ def main(argv=None):
     time_limit = [TimeLimit(args.max_train_seconds)] if args.max_train_seconds else []
     model = train(
         args.preset, train_data, args.output_dir, validation_data=valid_data,
-        vocab_size=tokenizer.vocab_size, model_overrides=overrides, options=options, callbacks=time_limit,
+        vocab_size=tokenizer.vocab_size, data={"corpus": name, "vocab_size": args.vocab_size}, model_overrides=overrides, options=options, callbacks=time_limit,
     )
     checkpoints = os.path.join(args.output_dir, "checkpoints")
     steps = latest_checkpoint(checkpoints).step

@@ -43,11 +43,26 @@ def build_parser():
         description='The Transformer of "Attention Is All You Need" in Keras 3.',
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.commands = {}
     for name, (help_text, add_arguments, run) in COMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         add_arguments(sub)
-        sub.set_defaults(run=run)
+        sub.set_defaults(run=run, command=name)
+        parser.commands[name] = sub
     return parser
+
+
+def parse_arguments(argv=None):
+    """The parsed command line; a command's words may come after its options.
+
+    `translate MODEL --batch-size 8 "Hi."` is refused by a plain
+    `parse_args` (a `nargs="*"` positional is consumed, empty, before the
+    options), so the command's own parser reads its part intermixed.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    name = parser.parse_known_args(argv)[0].command
+    return parser.commands[name].parse_intermixed_args(argv[argv.index(name) + 1 :])
 
 
 def main(argv=None):
@@ -66,7 +81,7 @@ def main(argv=None):
         from keras_transformer.training.host_memory import restart_retaining_freed_memory
 
         restart_retaining_freed_memory()
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(argv)
     try:
         return args.run(args) or 0
     except (ValueError, OSError) as error:
@@ -110,7 +125,7 @@ def _train_arguments(p):
     p.add_argument("--validate-every", type=int, default=1, help="checkpoints between validations")
     p.add_argument("--overwrite", action="store_true", help="replace another run in --output-dir")
     p.add_argument("--no-tensorboard", action="store_true")
-    p.add_argument("--verbose", default="auto", help="Keras fit verbosity: auto, 0, 1 or 2")
+    p.add_argument("--verbose", default="auto", choices=["auto", "0", "1", "2"], help="Keras fit verbosity")
     p.add_argument("--release-host-memory", action="store_true",
                    help="let glibc return freed host memory to the system after every step "
                         "(default: keep it for reuse; keras_transformer.training.host_memory)")
@@ -118,12 +133,20 @@ def _train_arguments(p):
 
 def _parse_overrides(pairs):
     import ast
+    import dataclasses
 
+    from keras_transformer.models.config import TransformerConfig
+
+    fields = sorted(f.name for f in dataclasses.fields(TransformerConfig) if f.name != "vocab_size")
     overrides = {}
     for pair in pairs:
         field, sep, value = pair.partition("=")
         if not sep:
-            raise SystemExit(f"--set expects FIELD=VALUE. Received: {pair!r}")
+            raise ValueError(f"--set expects FIELD=VALUE. Received: {pair!r}")
+        if field == "vocab_size":
+            raise ValueError("--set cannot set vocab_size: use --vocab-size.")
+        if field not in fields:
+            raise ValueError(f"--set: unknown model field {field!r}. Expected one of {fields}.")
         try:
             overrides[field] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
@@ -131,38 +154,52 @@ def _parse_overrides(pairs):
     return overrides
 
 
-def corpus_datasets(args):
-    """`(train, validation, vocab_size, options)` for `args.corpus`.
+def _vocab_size(args):
+    """The vocabulary size asked for: `--vocab-size`, or 20 (synthetic) or 8000."""
+    synthetic = args.corpus in SYNTHETIC_CORPORA
+    if args.vocab_size is None:
+        return 20 if synthetic else 8000
+    minimum = 4 if synthetic else 8  # synthetic tokens are ids 3 .. vocab_size - 1
+    if args.vocab_size < minimum:
+        raise ValueError(
+            f"Argument `vocab_size` must be >= {minimum} for corpus {args.corpus!r}. "
+            f"Received: vocab_size={args.vocab_size}"
+        )
+    return args.vocab_size
 
-    Synthetic corpora are NumPy arrays (batched by `--batch-size`). Real
-    corpora go through the data pipeline (`keras_transformer.datasets.load`
-    and `keras_transformer.data`), batched by `--tokens-per-batch` tokens
-    globally; see `read_corpus`.
+
+def corpus_datasets(args, vocab_size, reuse_tokenizer=False):
+    """`(train, validation, tokenizer)` for `args.corpus`.
+
+    Synthetic corpora are NumPy arrays (batched by `--batch-size`), without
+    a tokenizer. Real corpora go through the data pipeline
+    (`keras_transformer.datasets.load` and `keras_transformer.data`),
+    batched by `--tokens-per-batch` tokens globally; see `read_corpus`.
+    With `reuse_tokenizer`, the run's `tokenizer.model`, if any, is loaded.
     """
     if args.corpus in SYNTHETIC_CORPORA:
         from keras_transformer.training.synthetic import copy_task
 
-        vocab_size = args.vocab_size or 20
         reverse = args.corpus == "synthetic-reverse"
         train = copy_task(256, vocab_size=vocab_size, seed=args.seed, reverse=reverse)
         valid = copy_task(64, vocab_size=vocab_size, seed=args.seed + 1, reverse=reverse)
-        return train, valid, vocab_size, {"batch_size": args.batch_size}
-    train, valid, vocab_size = read_corpus(
-        args.corpus, args.tokens_per_batch, args.seed, args.output_dir, vocab_size=args.vocab_size or 8000
+        return train, valid, None
+    path = os.path.join(args.output_dir, "tokenizer.model")
+    return read_corpus(
+        args.corpus, args.tokens_per_batch, args.seed, vocab_size=vocab_size,
+        tokenizer_path=path if reuse_tokenizer and os.path.exists(path) else None,
     )
-    return train, valid, vocab_size, {"tokens_per_batch": args.tokens_per_batch}
 
 
-def read_corpus(name, tokens_per_batch, seed, output_dir, vocab_size=8000, max_length=128):
-    """`(train_ds, valid_ds, vocab_size)` of a shipped corpus, via the data pipeline.
+def read_corpus(name, tokens_per_batch, seed, vocab_size=8000, max_length=128, tokenizer_path=None):
+    """`(train_ds, valid_ds, tokenizer)` of a shipped corpus, via the data pipeline.
 
-    The shared subword vocabulary is learned from the training split and
-    saved as `output_dir/tokenizer.model` (reused when resuming). Training
-    batches are shuffled with `seed` (the same order on every run, which
-    resume relies on) and repeat; `tokens_per_batch` is global.
+    The shared subword vocabulary is loaded from `tokenizer_path` (a
+    resumed run's), or else learned from the training split with
+    `vocab_size` pieces. Training batches are shuffled with `seed` (the
+    same order on every run, which resume relies on) and repeat;
+    `tokens_per_batch` is global.
     """
-    import os
-
     from keras_transformer import datasets
     from keras_transformer.data import SubwordTokenizer, make_dataset
 
@@ -171,31 +208,33 @@ def read_corpus(name, tokens_per_batch, seed, output_dir, vocab_size=8000, max_l
         valid_pairs = datasets.load(name, "validation")
     except ValueError as error:
         raise SystemExit(f"{error} (or one of {SYNTHETIC_CORPORA})")
-    path = os.path.join(output_dir, "tokenizer.model")
-    if os.path.exists(path):
-        tokenizer = SubwordTokenizer.load(path)
+    if tokenizer_path:
+        tokenizer = SubwordTokenizer.load(tokenizer_path)
     else:
         tokenizer = SubwordTokenizer.train([s for pair in train_pairs for s in pair], vocab_size, seed=seed)
-        tokenizer.save(output_dir)
     train, _ = make_dataset(train_pairs, tokenizer, tokens_per_batch, max_length, seed=seed)
     valid, _ = make_dataset(valid_pairs, tokenizer, tokens_per_batch, max_length, shuffle=False)
-    return train, valid, tokenizer.vocab_size
+    return train, valid, tokenizer
 
 
 @command("train", "Train a Transformer with model.fit; rerun to resume an interrupted run.", _train_arguments)
 def run_train(args):
-    from keras_transformer.training import train
+    import dataclasses
 
-    train_data, valid_data, vocab_size, data_options = corpus_datasets(args)
-    jit = {"auto": "auto", "on": True, "off": False}[args.jit_compile]
-    verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
-    model = train(
-        args.preset,
-        train_data,
-        args.output_dir,
-        validation_data=valid_data,
-        vocab_size=vocab_size,
-        model_overrides=_parse_overrides(args.overrides),
+    import keras
+
+    from keras_transformer import Transformer
+    from keras_transformer.training import TrainingOptions, model_config, select_strategy, train
+    from keras_transformer.training.manifest import check_output_dir
+
+    synthetic = args.corpus in SYNTHETIC_CORPORA
+    vocab_size = _vocab_size(args)
+    overrides = _parse_overrides(args.overrides)
+    data = {"corpus": args.corpus, "vocab_size": vocab_size}  # part of the run's identity
+    # The options, the model config and the directory are checked before
+    # any data is read, a vocabulary learned or a file written.
+    options = TrainingOptions(
+        strategy=select_strategy(args.strategy),  # first: before any TF op
         train_steps=args.train_steps,
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,
@@ -205,14 +244,30 @@ def run_train(args):
         tokens_per_step=args.tokens_per_step,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         precision=args.precision,
-        strategy=args.strategy,
-        jit_compile=jit,
+        jit_compile={"auto": "auto", "on": True, "off": False}[args.jit_compile],
         seed=args.seed,
         validate_every=args.validate_every,
         overwrite=args.overwrite,
         tensorboard=not args.no_tensorboard,
-        verbose=verbose,
-        **data_options,
+        verbose=args.verbose if args.verbose == "auto" else int(args.verbose),
+        **({"batch_size": args.batch_size} if synthetic else {"tokens_per_batch": args.tokens_per_batch}),
+    )
+    Transformer(**dataclasses.asdict(model_config(args.preset, vocab_size, **overrides)))  # unbuilt: checks only
+    same_data = check_output_dir(args.output_dir, {"data": data, "seed": args.seed}, args.overwrite, partial=True)
+    train_data, valid_data, tokenizer = corpus_datasets(args, vocab_size, reuse_tokenizer=same_data == "resume")
+    callbacks = []
+    if tokenizer is not None:  # written once `train` has claimed the directory
+        callbacks.append(keras.callbacks.LambdaCallback(on_train_begin=lambda logs: tokenizer.save(args.output_dir)))
+    model = train(
+        args.preset,
+        train_data,
+        args.output_dir,
+        validation_data=valid_data,
+        vocab_size=tokenizer.vocab_size if tokenizer else vocab_size,
+        data=data,
+        model_overrides=overrides,
+        options=options,
+        callbacks=callbacks,
     )
     save_inference_model(model, os.path.join(args.output_dir, "model.keras"))
     return 0

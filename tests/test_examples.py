@@ -70,3 +70,16 @@ def test_full_tatoeba_file_with_numpy_input_stops_after_averaging(tmp_path, caps
     assert summary["averaged"] == ["ckpt-0000000002.weights.h5", "ckpt-0000000004.weights.h5"]
     assert summary["config"]["dtype"]["config"]["name"] == "float32"
     assert os.path.isfile(run / "model.keras") and not os.path.exists(run / "saved_models")
+
+
+def test_local_files_that_are_missing_or_too_few_are_named(tmp_path):
+    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "wmt14.py")
+    module = runpy.run_path(script)
+    single = tmp_path / "single.tsv"
+    single.write_text("Hello.\tBonjour.\n")
+    base = ["--data", "files", "--output-dir", str(tmp_path / "run")]
+    with pytest.raises(SystemExit, match="missing.tsv"):
+        module["main"](base + ["--train-files", str(tmp_path / "missing.tsv"), "--test-files", str(single)])
+    with pytest.raises(SystemExit, match="--test-files must hold at least 2 pairs. Received: 1"):
+        module["main"](base + ["--train-files", str(single), "--test-files", str(single)])
+    assert not os.path.exists(tmp_path / "run")

@@ -77,6 +77,8 @@ def _open_lines(path, report, strict):
     try:
         with opener(path, "rb") as f:
             for number, line in enumerate(f, 1):
+                if number == 1:
+                    line = line.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
                 yield number, line.rstrip(b"\r\n")
     except (OSError, EOFError, zlib.error) as error:  # truncated or corrupt gzip
         _problem(report, strict, path, number + 1, "unreadable file", f" ({type(error).__name__}: {error})")
@@ -109,12 +111,18 @@ def read_tsv(path, report=None, strict=False, reverse=False, columns=(0, 1)):
         strict: raise `ValueError("file:line: kind")` on the first bad line
             instead of skipping it.
         reverse: swap the two columns (read `target<TAB>source`).
-        columns: the two column indices to read; extra columns (e.g. an
-            attribution) are ignored.
+        columns: the two different column indices (>= 0) to read; extra
+            columns (e.g. an attribution) are ignored.
 
     Raises:
         FileNotFoundError: naming `path` when it does not exist.
     """
+    if (
+        len(columns) != 2
+        or any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in columns)
+        or columns[0] == columns[1]
+    ):
+        raise ValueError(f"Argument `columns` must be two different indices >= 0. Received: columns={columns!r}")
     report = report if report is not None else ReadReport()
     needed = max(columns) + 1
     for number, raw in _open_lines(path, report, strict):

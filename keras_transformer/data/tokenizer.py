@@ -15,6 +15,8 @@ Example:
 
 import io
 import os
+import re
+import tempfile
 
 PAD_ID = 0  # padding, masked by the model
 UNK_ID = 1  # a character that the vocabulary lacks
@@ -145,7 +147,16 @@ class SubwordTokenizer:
             options["sentence_iterator"] = sentences
         else:
             options["input"] = ",".join(paths)
-        spm.SentencePieceTrainer.train(**options)
+        try:
+            spm.SentencePieceTrainer.train(**options)
+        except RuntimeError as error:  # e.g. "Vocabulary size is smaller than required_chars. 50 vs 108."
+            needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(error))
+            if not needed:
+                raise
+            raise ValueError(
+                f"Argument `vocab_size` must be >= {needed.group(1)} for this corpus. "
+                f"Received: vocab_size={vocab_size}"
+            ) from None
         return cls(model.getvalue())
 
     # ------------------------------------------------------------ files
@@ -158,15 +169,35 @@ class SubwordTokenizer:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"No tokenizer model file. Received: path={path!r}")
         with open(path, "rb") as f:
-            return cls(f.read())
+            proto = f.read()
+        try:
+            return cls(proto)
+        except ValueError as error:
+            raise ValueError(f"Tokenizer file {path!r}: {error}") from None
 
     def save(self, directory):
-        """Writes `directory/tokenizer.model` (the model bytes); returns its path."""
+        """Writes `directory/tokenizer.model` (the model bytes) atomically; returns its path.
+
+        The bytes go to a temporary file that replaces the model file once
+        complete, so a full disk or a crash never leaves a truncated one.
+        """
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, MODEL_FILENAME)
-        with open(path, "wb") as f:
-            f.write(self.model_proto)
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".model")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(self.model_proto)
+                f.flush()
+                os.fsync(f.fileno())
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temporary, 0o666 & ~umask)  # as `open` would make it (`mkstemp` makes 0o600)
+            os.replace(temporary, path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+            raise
         return path
 
     # ------------------------------------------------------------ Python

@@ -51,9 +51,17 @@ def _paths(directory, step):
     return stem + ".weights.h5", stem + ".json"
 
 
+def _default_mode():
+    """The mode of a new file under the current umask (`mkstemp` makes 0o600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def _fsync_replace(temporary, final):
     with open(temporary, "rb+") as f:
         os.fsync(f.fileno())
+    os.chmod(temporary, _default_mode())
     os.replace(temporary, final)
     try:  # make the rename itself durable
         fd = os.open(os.path.dirname(final) or ".", os.O_RDONLY)

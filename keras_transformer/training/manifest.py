@@ -1,7 +1,8 @@
 """The run manifest: which training run an output directory belongs to.
 
 `run.json` in the output directory records what makes a run the same run
-(model config, optimizer recipe, batching, checkpoint interval, seed).
+(model config, optimizer recipe, batching, checkpoint interval, seed, and
+the data, e.g. the corpus and the vocabulary size asked for).
 Starting `train` on a directory that holds another run's manifest, or
 checkpoints without a manifest, is an error unless `overwrite=True`, which
 deletes that run's checkpoints first. The same run resumes.
@@ -17,6 +18,7 @@ Example:
 import json
 import os
 import shutil
+import tempfile
 
 from keras_transformer.training.checkpoints import atomic_write_text
 
@@ -33,11 +35,74 @@ def _normalise(identity):
 
 
 def read_manifest(output_dir):
+    """The manifest in `output_dir`, or `None`; `ValueError` naming the file if it is not one."""
     path = os.path.join(output_dir, MANIFEST)
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        try:
+            manifest = json.load(f)
+        except ValueError as error:
+            raise ValueError(f"{path} is not a run manifest: {error}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("identity", {}), dict):
+        raise ValueError(f"{path} is not a run manifest: expected a JSON object with an `identity` object.")
+    return manifest
+
+
+def _differences(old, new, prefix=""):
+    """Dotted names of the keys whose values differ, e.g. `["data.corpus", "seed"]`."""
+    keys = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            keys.append(prefix + key)
+    return keys
+
+
+def _check_writable(directory):
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as error:
+        raise OSError(f"Output directory {directory!r} is not writable: {error}") from None
+
+
+def check_output_dir(output_dir, identity, overwrite=False, partial=False):
+    """`"new"` or `"resume"` for a run of `identity` in `output_dir`, writing nothing.
+
+    Raises `RunMismatchError` for another run's directory (unless
+    `overwrite`). With `partial`, only the keys of `identity` are compared:
+    a check made before the rest of the run is known.
+    """
+    output_dir = os.fspath(output_dir)
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise NotADirectoryError(f"Output directory {output_dir!r} is not a directory.")
+    identity = _normalise(identity)
+    try:
+        existing = read_manifest(output_dir)
+        reason = None
+    except ValueError as error:
+        existing, reason = {}, str(error)
+    stored = (existing or {}).get("identity", {})
+    if partial:
+        stored = {k: stored.get(k) for k in identity}
+    checkpoint_dir = os.path.join(output_dir, CHECKPOINTS)
+    has_checkpoints = os.path.isdir(checkpoint_dir) and bool(os.listdir(checkpoint_dir))
+    if existing and stored == identity:
+        return "resume"
+    if (existing is not None or has_checkpoints) and not overwrite:
+        if reason is None and existing is None:
+            reason = "it holds checkpoints but no run manifest"
+        elif reason is None:
+            reason = f"it belongs to another run (different {', '.join(_differences(stored, identity))})"
+        raise RunMismatchError(
+            f"Output directory {output_dir!r} cannot be used: {reason}. Use a new directory, "
+            "resume with the same settings, or pass overwrite=True (--overwrite) to delete "
+            "that run's checkpoints."
+        )
+    return "new"
 
 
 def claim_output_dir(output_dir, identity, overwrite=False, write=True):
@@ -49,32 +114,18 @@ def claim_output_dir(output_dir, identity, overwrite=False, write=True):
         overwrite: bool. Replace another run's manifest and checkpoints.
         write: bool. Write the manifest (only the chief worker writes).
     """
-    identity = _normalise(identity)
-    existing = read_manifest(output_dir)
+    status = check_output_dir(output_dir, identity, overwrite)
     checkpoint_dir = os.path.join(output_dir, CHECKPOINTS)
-    has_checkpoints = os.path.isdir(checkpoint_dir) and bool(os.listdir(checkpoint_dir))
-    if existing is not None and existing.get("identity") == identity:
-        return "resume"
-    if (existing is not None or has_checkpoints) and not overwrite:
-        if existing is None:
-            reason = "it holds checkpoints but no run manifest"
-        else:
-            keys = sorted(
-                k for k in set(existing.get("identity", {})) | set(identity)
-                if existing.get("identity", {}).get(k) != identity.get(k)
-            )
-            reason = f"it belongs to another run (different {', '.join(keys)})"
-        raise RunMismatchError(
-            f"Output directory {output_dir!r} cannot be used: {reason}. Use a new directory, "
-            "resume with the same settings, or pass overwrite=True (--overwrite) to delete "
-            "that run's checkpoints."
-        )
-    if write:
-        if has_checkpoints:
+    if write and status == "resume":  # fail now, not after a checkpoint interval of training
+        for directory in (output_dir, checkpoint_dir):
+            if os.path.isdir(directory):
+                _check_writable(directory)
+    elif write:
+        if os.path.isdir(checkpoint_dir):
             shutil.rmtree(checkpoint_dir)
         os.makedirs(output_dir, exist_ok=True)
         atomic_write_text(
             os.path.join(output_dir, MANIFEST),
-            json.dumps({"identity": identity}, indent=1, sort_keys=True),
+            json.dumps({"identity": _normalise(identity)}, indent=1, sort_keys=True),
         )
-    return "new"
+    return status

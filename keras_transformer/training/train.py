@@ -130,6 +130,11 @@ def _as_dataset(data, batch_size, seed, shuffle):
         raise ValueError("NumPy data needs `batch_size` (sentences per batch).")
     (source, target_in), labels = (tuple(tf.constant(a) for a in data[0]), tf.constant(data[1]))
     count = int(labels.shape[0])
+    if shuffle and batch_size > count:  # whole batches only: none would ever come
+        raise ValueError(
+            f"Argument `batch_size` must be at most the number of examples ({count}). "
+            f"Received: batch_size={batch_size}"
+        )
 
     def one_pass(index):
         order = tf.range(count)
@@ -202,8 +207,8 @@ def _stream(passes, skip):
     return stream
 
 
-def _run_identity(config, options, precision, accumulation):
-    return {
+def _run_identity(config, options, precision, accumulation, data):
+    identity = {
         "model": dataclasses.asdict(config),
         "precision": precision,
         "optimizer": {
@@ -218,6 +223,9 @@ def _run_identity(config, options, precision, accumulation):
         "batch_size": options.batch_size,
         "seed": options.seed,
     }
+    if data is not None:
+        identity["data"] = data
+    return identity
 
 
 def build_model(config, precision, options, accumulation, jit_compile):
@@ -253,6 +261,7 @@ def train(
     validation_data=None,
     *,
     vocab_size=None,
+    data=None,
     model_overrides=None,
     options=None,
     callbacks=(),
@@ -275,6 +284,9 @@ def train(
         validation_data: optional, like `train_data` (a function is
             called once, with 0).
         vocab_size: int. Required with a preset name.
+        data: optional JSON-able description of the data (e.g. the corpus
+            and the vocabulary size asked for), recorded in `run.json`:
+            a directory of a run on other data is another run's.
         model_overrides: dict of `TransformerConfig` fields.
         options: `TrainingOptions`; keyword arguments override its fields.
         callbacks: extra Keras callbacks (e.g. `BleuCallback`).
@@ -293,7 +305,7 @@ def train(
     accumulation = options.gradient_accumulation_steps or accumulation_steps(
         options.tokens_per_step, options.tokens_per_batch
     )
-    identity = _run_identity(config, options, precision, accumulation)
+    identity = _run_identity(config, options, precision, accumulation, data)
     keras.utils.set_random_seed(options.seed)
     with distributed.scope():
         # Built first, so that an invalid config fails before the output
@@ -301,6 +313,8 @@ def train(
         model = build_model(config, precision, options, accumulation, jit_compile)
         if distributed.kind == "multi-worker":
             vector_logs_for_multi_worker(model)
+    if not callable(train_data):  # checks `batch_size` before the directory is claimed
+        train_data = _as_dataset(train_data, options.batch_size, options.seed, shuffle=True)
     status = claim_output_dir(output_dir, identity, options.overwrite, write=distributed.is_chief)
     log(
         f"Training {status} run in {output_dir}: {distributed.describe()}, {precision}, "
@@ -324,8 +338,7 @@ def train(
     if callable(train_data):
         dataset = _stream(train_data, restore.consumed_batches)
     else:
-        dataset = _as_dataset(train_data, options.batch_size, options.seed, shuffle=True)
-        dataset = dataset.repeat().skip(restore.consumed_batches)
+        dataset = train_data.repeat().skip(restore.consumed_batches)
     if callable(validation_data):
         validation_data = _Batches(list(validation_data(0)))
     elif validation_data is not None:

@@ -106,3 +106,14 @@ def test_wmt14_arguments_are_checked_at_once():
         load_wmt14("de-en", source="fr")
     with pytest.raises(ValueError, match=r"split.*'dev'"):
         load_wmt14("de-en", split="dev")
+
+
+def test_tsv_columns_are_checked_and_a_byte_order_mark_is_dropped(tmp_path):
+    path = tmp_path / "bom.tsv"
+    path.write_bytes(b"\xef\xbb\xbfhello\tbonjour\nnotab\n")
+    report = ReadReport()
+    assert list(read_tsv(path, report)) == [("hello", "bonjour")]
+    assert report.skipped == {"line without a tab": 1}
+    for columns in ((0, -1), (1, 1), (0,), (0, 1.0)):
+        with pytest.raises(ValueError, match="columns"):
+            list(read_tsv(path, columns=columns))

@@ -93,3 +93,29 @@ print("ok")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-3000:]
+
+
+def test_too_small_a_vocabulary_names_the_minimum():
+    with pytest.raises(ValueError, match=r"`vocab_size` must be >= \d+ for this corpus. Received: vocab_size=20"):
+        SubwordTokenizer.train(TEXTS * 5, vocab_size=20)
+
+
+def test_save_is_atomic_with_the_umask_mode_and_a_damaged_file_is_named(tokenizer, tmp_path, monkeypatch):
+    path = tokenizer.save(tmp_path)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+    before = open(path, "rb").read()
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        tokenizer.save(tmp_path)
+    monkeypatch.undo()
+    assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["tokenizer.model"]
+    with open(path, "wb") as f:
+        f.write(before[:100])
+    with pytest.raises(ValueError, match=f"Tokenizer file {str(path)!r}"):
+        SubwordTokenizer.load(tmp_path)

@@ -39,3 +39,12 @@ def test_serve_limits_and_port_are_checked_before_loading(flags, words):
 def test_serve_max_instances_defaults_to_at_most_the_batch_size():
     with pytest.raises(FileNotFoundError, match="no/such/model"):  # past the limits, at loading
         main(["serve", "no/such/model", "--max-batch-size", "4"])
+
+
+def test_sentences_may_follow_the_options():
+    from keras_transformer.cli import parse_arguments
+
+    args = parse_arguments(["translate", "model", "--batch-size", "8", "Hi.", "Bye."])
+    assert (args.command, args.model, args.text, args.batch_size) == ("translate", "model", ["Hi.", "Bye."], 8)
+    args = parse_arguments(["translate", "model", "Hi.", "--batch-size", "8"])
+    assert (args.text, args.batch_size) == (["Hi."], 8)

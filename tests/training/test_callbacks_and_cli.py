@@ -2,6 +2,7 @@
 
 import json
 import os
+import tempfile
 
 import keras
 import pytest
@@ -18,6 +19,7 @@ from keras_transformer.training import (
     claim_output_dir,
     list_checkpoints,
 )
+from keras_transformer.training.manifest import check_output_dir
 from tests.training.tasks import TINY
 
 
@@ -83,6 +85,45 @@ def test_run_manifest(tmp_path):
         claim_output_dir(stray, run)
 
 
+def test_run_manifest_names_the_differing_key_a_damaged_manifest_and_a_file(tmp_path):
+    run = {"model": {"d_model": 16}, "data": {"corpus": "a", "vocab_size": 20}, "seed": 0}
+    claim_output_dir(tmp_path, run)
+    assert os.stat(tmp_path / "run.json").st_mode & 0o777 == 0o666 & ~_umask()
+    with pytest.raises(RunMismatchError, match=r"different data.corpus\)"):
+        claim_output_dir(tmp_path, {**run, "data": {"corpus": "b", "vocab_size": 20}})
+    # Only the keys known so far, before the model is: resume, or another run.
+    assert check_output_dir(tmp_path, {"data": run["data"]}, partial=True) == "resume"
+    with pytest.raises(RunMismatchError, match="data.vocab_size"):
+        check_output_dir(tmp_path, {"data": {"corpus": "a", "vocab_size": 30}}, partial=True)
+    for text in ("", "[1, 2]"):
+        (tmp_path / "run.json").write_text(text)
+        with pytest.raises(RunMismatchError, match="run.json is not a run manifest"):
+            claim_output_dir(tmp_path, run)
+    assert claim_output_dir(tmp_path, run, overwrite=True) == "new"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotADirectoryError, match="is not a directory"):
+        claim_output_dir(tmp_path / "file", run)
+
+
+def test_resuming_in_a_directory_that_cannot_be_written_fails_before_training(tmp_path, monkeypatch):
+    run = {"seed": 0}
+    claim_output_dir(tmp_path, run)
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
+    with pytest.raises(OSError, match="is not writable: .*Read-only"):
+        claim_output_dir(tmp_path, run)
+    assert claim_output_dir(tmp_path, run, write=False) == "resume"  # a worker that writes nothing
+
+
+def _umask():
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 def test_cli_help(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
@@ -137,3 +178,76 @@ def test_cli_errors_are_one_line_and_an_invalid_config_claims_no_directory(tmp_p
     with pytest.raises(ValueError, match="d_model"):
         main(argv + ["--set", "d_model=0"])
     assert not os.path.exists(tmp_path / "run")
+
+
+def _tiny_argv(output_dir, corpus, *extra):
+    return [
+        "train", "--corpus", corpus, "--preset", "tiny", "--output-dir", str(output_dir),
+        "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
+        "--train-steps", "1", "--checkpoint-every", "1", "--batch-size", "16", "--verbose", "0", "--no-tensorboard",
+        *extra,
+    ]
+
+
+@pytest.mark.parametrize(
+    "extra, error, message",
+    [
+        (["--set", "foo=1"], ValueError, "unknown model field 'foo'"),
+        (["--set", "vocab_size=50"], ValueError, "use --vocab-size"),
+        (["--set", "d_model"], ValueError, "FIELD=VALUE"),
+        (["--vocab-size", "0"], ValueError, "`vocab_size` must be >= 4 .* Received: vocab_size=0"),
+        (["--batch-size", "257"], ValueError, r"at most the number of examples \(256\). Received: batch_size=257"),
+    ],
+)
+def test_cli_bad_arguments_are_named_and_leave_no_run(tmp_path, extra, error, message):
+    with pytest.raises(error, match=message):
+        main(_tiny_argv(tmp_path / "run", "synthetic-copy", *extra))
+    assert not os.path.exists(tmp_path / "run")
+
+
+def test_cli_output_dir_that_is_a_file_or_holds_a_damaged_manifest(tmp_path, monkeypatch, capsys):
+    (tmp_path / "file").write_text("")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("")
+    for output_dir, message in ((tmp_path / "file", "is not a directory"), (tmp_path / "run", "run.json is not a run manifest")):
+        monkeypatch.setattr("sys.argv", ["keras-transformer", *_tiny_argv(output_dir, "synthetic-copy"), "--release-host-memory"])
+        with pytest.raises(SystemExit) as exit_:
+            main()
+        assert str(exit_.value.code).startswith("keras-transformer train: error: ") and message in str(exit_.value.code)
+    with pytest.raises(SystemExit):
+        main(_tiny_argv(tmp_path / "other", "synthetic-copy", "--verbose", "abc"))
+    assert "argument --verbose: invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
+def test_cli_run_on_another_corpus_is_another_run(tmp_path):
+    assert main(_tiny_argv(tmp_path, "synthetic-copy")) == 0
+    with pytest.raises(RunMismatchError, match=r"different data.corpus\)"):
+        main(_tiny_argv(tmp_path, "synthetic-reverse", "--train-steps", "2"))
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
+def test_cli_vocabulary_size_is_part_of_the_run_and_the_tokenizer_is_written_once_checked(tmp_path, monkeypatch):
+    from keras_transformer import datasets
+    from keras_transformer.data import SubwordTokenizer
+
+    pairs = datasets.load("tatoeba_en_fr", "validation")[:300]
+    monkeypatch.setattr(datasets, "load", lambda name, split: pairs)
+    run = tmp_path / "run"
+
+    def argv(vocab_size, *extra):
+        return _tiny_argv(run, "tatoeba_en_fr", "--vocab-size", str(vocab_size), "--tokens-per-batch", "512",
+                          "--tokens-per-step", "512", *extra)
+
+    for bad in (["--train-steps", "3", "--checkpoint-every", "2"], ["--set", "d_model=15"]):
+        with pytest.raises(ValueError):
+            main(argv(150, *bad))
+    assert not os.path.exists(run)
+    assert main(argv(150)) == 0
+    assert SubwordTokenizer.load(run).vocab_size == 150
+    with pytest.raises(RunMismatchError, match=r"different data.vocab_size\)"):
+        main(argv(200))
+    assert main(argv(150, "--train-steps", "2")) == 0  # resumes with the stored tokenizer
+    assert main(argv(200, "--overwrite")) == 0
+    assert SubwordTokenizer.load(run).vocab_size == 200
+    assert json.load(open(run / "run.json"))["identity"]["data"] == {"corpus": "tatoeba_en_fr", "vocab_size": 200}

@@ -126,3 +126,15 @@ def test_average_equals_numpy_mean_of_the_last_n(tmp_path):
         average_checkpoints(tmp_path, tmp_path / "average.h5")
     with pytest.raises(FileNotFoundError, match="No intact checkpoint"):
         average_checkpoints(tmp_path / "empty", tmp_path / "x.weights.h5")
+
+
+def test_written_files_get_the_mode_of_the_umask(tmp_path):
+    # `mkstemp` makes 0o600 files; checkpoints and averages are meant to be shared like any file.
+    umask = os.umask(0o027)
+    try:
+        weights = save_checkpoint(new_model(), tmp_path, step=1, epoch=1)
+        average_checkpoints(tmp_path, tmp_path / "average.weights.h5", last=1)
+    finally:
+        os.umask(umask)
+    for name in (weights, tmp_path / "ckpt-0000000001.json", tmp_path / "average.weights.h5"):
+        assert os.stat(name).st_mode & 0o777 == 0o640

@@ -176,3 +176,10 @@ def test_invalid_training_options_are_refused_by_name(options, message):
     # 1,000 steps in epochs of 300 would silently train 1,200.
     with pytest.raises(ValueError, match=message):
         TrainingOptions(**{"train_steps": 1000, "checkpoint_every": 100, **options})
+
+
+def test_a_batch_larger_than_the_numpy_data_is_an_error_before_the_directory_is_claimed(tmp_path):
+    # Whole batches only: none would ever come, and training would wait forever.
+    with pytest.raises(ValueError, match=r"batch_size.*\(16\). Received: batch_size=17"):
+        train(CONFIG, copy_task(16), tmp_path / "run", train_steps=1, checkpoint_every=1, batch_size=17, **QUIET)
+    assert not os.path.exists(tmp_path / "run")

@@ -31,8 +31,14 @@ def test_accumulated_micro_batches_equal_one_big_step(tmp_path):
     np.testing.assert_allclose(
         float(small.optimizer.learning_rate), float(big.optimizer.learning_rate), rtol=1e-6
     )
+    # Adam's first moments are linear in the gradients: equal up to rounding.
+    for a, b in zip(small.optimizer._momentums, big.optimizer._momentums):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b), rtol=1e-4, atol=1e-7)
+    # The weights too, but Adam moves a weight whose gradient is about 0 by
+    # +-lr whatever its rounding, so they are compared to within that step.
+    step = float(big.optimizer.learning_rate)
     for a, b in zip(weights_of(small), weights_of(big)):
-        np.testing.assert_allclose(a, b, atol=2e-6)
+        np.testing.assert_allclose(a, b, atol=3 * step)
 
 
 def test_mixed_precision_policies():

@@ -281,11 +281,12 @@ def beam_search(
         )
 
     (state,) = ops.while_loop(cond, body, (state,))
-    tokens = state.finished_seqs[:, :num_return, 1:]  # (batch, n, length)
     # A sentence whose length limit is 0 (an all-padding source with
     # max_extra_length=0) finishes no hypothesis: its output is empty, with
-    # score 0 as in greedy decoding, not the NEG_INF placeholder.
+    # score 0 as in greedy decoding, not the NEG_INF placeholder (nor the
+    # tokens of whichever placeholder top_k kept).
     nothing = ops.logical_not(ops.any(state.finished_flags, axis=1))  # (batch,)
+    tokens = ops.where(nothing[:, None, None], 0, state.finished_seqs[:, :num_return, 1:])  # (batch, n, length)
     scores = ops.where(nothing[:, None], 0.0, state.finished_scores[:, :num_return])
     if num_return == 1:
         return tokens[:, 0], scores[:, 0]

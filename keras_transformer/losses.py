@@ -61,11 +61,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         projection = projection_of(y_pred)
         if sample_weight is not None:
             with keras.name_scope(self.name):
-                y_true = ops.convert_to_tensor(y_true)
                 values = smoothed_cross_entropy(y_true, y_pred, self.label_smoothing)
-                weights = token_weights(sample_weight, values)
-                mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-                return replica_share(ops.sum(values * mask * weights) / ops.maximum(ops.sum(mask), 1.0))
+                values = values * token_weights(sample_weight, values)
+                return replica_share(token_mean(values, ops.not_equal(y_true, self.pad_id)))
         # PyTorch: Keras' custom gradients there turn any error into NaN
         # gradients, and the loss below is differentiated automatically.
         if projection is None or keras.backend.backend() == "torch":

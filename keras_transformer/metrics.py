@@ -11,10 +11,11 @@ from keras_transformer.validation import check_pad_id
 class MaskedAccuracy(keras.metrics.Metric):
     """Share of non-padding tokens whose arg-max prediction is the label.
 
+    `sample_weight` (per sentence `(batch,)` or per token `(batch,
+    length)`) weights each token's hit and count.
+
     Args:
         pad_id: int. Label id that is ignored. Defaults to `0`.
-            `sample_weight` (per sentence or per token) weights each
-            token's hit and count.
         name: str. Defaults to `"masked_accuracy"`.
 
     Example:

@@ -16,7 +16,8 @@ Example:
 import io
 import os
 import re
-import tempfile
+
+from keras_transformer.atomic_files import atomic_write
 
 PAD_ID = 0  # padding, masked by the model
 UNK_ID = 1  # a character that the vocabulary lacks
@@ -178,26 +179,13 @@ class SubwordTokenizer:
     def save(self, directory):
         """Writes `directory/tokenizer.model` (the model bytes) atomically; returns its path.
 
-        The bytes go to a temporary file that replaces the model file once
-        complete, so a full disk or a crash never leaves a truncated one.
+        A full disk or a crash never leaves a truncated model file
+        (`keras_transformer.atomic_files`).
         """
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, MODEL_FILENAME)
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".model")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(self.model_proto)
-                f.flush()
-                os.fsync(f.fileno())
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(temporary, 0o666 & ~umask)  # as `open` would make it (`mkstemp` makes 0o600)
-            os.replace(temporary, path)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.remove(temporary)
-            raise
+        atomic_write(path, self.model_proto)
         return path
 
     # ------------------------------------------------------------ Python

@@ -17,7 +17,8 @@ import tempfile
 
 import numpy as np
 
-from keras_transformer.training.checkpoints import _fsync_replace, latest_checkpoint, list_checkpoints, verify_checkpoint
+from keras_transformer.atomic_files import fsync_replace
+from keras_transformer.training.checkpoints import latest_checkpoint, list_checkpoints, verify_checkpoint
 
 _SKIPPED_GROUPS = ("optimizer",)
 
@@ -63,7 +64,7 @@ def average_checkpoints(checkpoints, output_path, last=5):
     try:
         with h5py.File(temporary, "w") as out:
             _copy_mean(files, out)
-        _fsync_replace(temporary, output_path)
+        fsync_replace(temporary, output_path)
     finally:
         for f in files:
             f.close()

@@ -30,6 +30,8 @@ import warnings
 
 import numpy as np
 
+from keras_transformer.atomic_files import atomic_write, fsync_replace
+
 _NAME = re.compile(r"^ckpt-(\d{10})\.json$")
 
 
@@ -49,42 +51,6 @@ class Checkpoint:
 def _paths(directory, step):
     stem = os.path.join(directory, f"ckpt-{step:010d}")
     return stem + ".weights.h5", stem + ".json"
-
-
-def _default_mode():
-    """The mode of a new file under the current umask (`mkstemp` makes 0o600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _fsync_replace(temporary, final):
-    with open(temporary, "rb+") as f:
-        os.fsync(f.fileno())
-    os.chmod(temporary, _default_mode())
-    os.replace(temporary, final)
-    try:  # make the rename itself durable
-        fd = os.open(os.path.dirname(final) or ".", os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-
-
-def atomic_write_text(path, text):
-    """Writes `text` to `path` through a temporary file and `os.replace`."""
-    directory = os.path.dirname(path) or "."
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".txt")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        _fsync_replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
 
 
 def file_sha256(path):
@@ -112,7 +78,7 @@ def save_checkpoint(model, directory, step, epoch, extra=None):
     os.close(fd)
     try:
         model.save_weights(temporary, overwrite=True)
-        _fsync_replace(temporary, weights_path)
+        fsync_replace(temporary, weights_path)
     except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)
@@ -128,7 +94,7 @@ def save_checkpoint(model, directory, step, epoch, extra=None):
         "time": time.time(),
         **(extra or {}),
     }
-    atomic_write_text(metadata_path, json.dumps(metadata, indent=1))
+    atomic_write(metadata_path, json.dumps(metadata, indent=1))
     return weights_path
 
 

@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 
-from keras_transformer.training.checkpoints import atomic_write_text
+from keras_transformer.atomic_files import atomic_write
 
 MANIFEST = "run.json"
 CHECKPOINTS = "checkpoints"
@@ -124,7 +124,7 @@ def claim_output_dir(output_dir, identity, overwrite=False, write=True):
         if os.path.isdir(checkpoint_dir):
             shutil.rmtree(checkpoint_dir)
         os.makedirs(output_dir, exist_ok=True)
-        atomic_write_text(
+        atomic_write(
             os.path.join(output_dir, MANIFEST),
             json.dumps({"identity": _normalise(identity)}, indent=1, sort_keys=True),
         )

@@ -52,7 +52,7 @@ from keras_transformer.training.optimizer import (
 )
 from keras_transformer.training.precision import resolve_jit_compile, resolve_precision
 from keras_transformer.training.strategy import Distributed, select_strategy
-from keras_transformer.validation import check_positive, check_rate
+from keras_transformer.validation import check_positive, check_positive_number, check_rate
 
 
 @dataclasses.dataclass
@@ -91,10 +91,7 @@ class TrainingOptions:
             if getattr(self, name) is not None:
                 check_positive(name, getattr(self, name))
         check_rate("label_smoothing", self.label_smoothing)
-        if not self.learning_rate_scale > 0:
-            raise ValueError(
-                f"Argument `learning_rate_scale` must be positive. Received: learning_rate_scale={self.learning_rate_scale!r}"
-            )
+        check_positive_number("learning_rate_scale", self.learning_rate_scale)
         if self.train_steps % self.checkpoint_every:
             # `fit` runs whole epochs of `checkpoint_every` steps.
             raise ValueError(

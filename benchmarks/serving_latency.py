@@ -96,11 +96,12 @@ def main(argv=None):
 
     from tests.serving.conftest import RunningServer  # the same harness as the tests
     from keras_transformer.serving import ServingLimits, create_app, load_saved_model_predictor
+    from keras_transformer.serving.server import model_name
 
     model_dir = args.model_dir or demo_model(tempfile.mkdtemp())
     predict, version = load_saved_model_predictor(model_dir)
     predict(SENTENCES)  # load and warm up every graph branch used below
-    name = os.path.basename(os.path.normpath(model_dir))
+    name = model_name(model_dir)
     limits = ServingLimits(max_batch_size=args.max_batch_size)
     server = RunningServer(create_app(predict, name, version, limits))
     url = f"{server.url}/v1/models/{name}:predict"

@@ -257,9 +257,8 @@ def _serve_arguments(p):
 def run_serve(args):
     from keras_transformer.serving import ServingLimits, serve
 
-    max_instances = min(64, args.max_batch_size) if args.max_instances is None else args.max_instances
     limits = ServingLimits(
-        max_instances=max_instances, max_characters=args.max_characters,
+        max_instances=args.max_instances, max_characters=args.max_characters,
         max_body_bytes=args.max_body_bytes, request_timeout_s=args.request_timeout,
         max_batch_size=args.max_batch_size,
     )

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.output_layer import projected_cross_entropy, projection_of
-from keras_transformer.validation import check_pad_id, check_rate
+from keras_transformer.validation import check_non_negative_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -51,7 +51,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         kwargs.pop("reduction", None)
         super().__init__(name=name, reduction="sum_over_batch_size", **kwargs)
         check_rate("label_smoothing", label_smoothing)
-        check_pad_id("pad_id", pad_id)
+        check_non_negative_int("pad_id", pad_id)
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id
 

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.losses import token_weights
-from keras_transformer.validation import check_pad_id
+from keras_transformer.validation import check_non_negative_int
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -27,7 +27,7 @@ class MaskedAccuracy(keras.metrics.Metric):
 
     def __init__(self, pad_id=0, name="masked_accuracy", **kwargs):
         super().__init__(name=name, **kwargs)
-        check_pad_id("pad_id", pad_id)
+        check_non_negative_int("pad_id", pad_id)
         self.pad_id = pad_id
         self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
         self.total = self.add_variable(shape=(), initializer="zeros", name="total")

@@ -1,4 +1,4 @@
-"""Argument checks shared by the layers, the model and the schedule.
+"""Argument checks shared by the layers, the model, the schedule, decoding and serving.
 
 Every error names the argument and the value received, as Keras does.
 """
@@ -41,11 +41,24 @@ def check_positive_number(name, value):
         )
 
 
-def check_pad_id(name, value):
-    """Raises `ValueError` unless `value` is an integer >= 0 (a token id)."""
+def check_non_negative_number(name, value):
+    """Raises `ValueError` unless `value` is a finite number >= 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not 0 <= value < float("inf")
+    ):
+        raise ValueError(
+            f"Argument `{name}` must be a finite number >= 0. "
+            f"Received: {name}={value!r}"
+        )
+
+
+def check_non_negative_int(name, value):
+    """Raises `ValueError` unless `value` is an integer >= 0 (e.g. a token id)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ValueError(
-            f"Argument `{name}` must be a token id, an integer >= 0. "
+            f"Argument `{name}` must be a non-negative integer. "
             f"Received: {name}={value!r}"
         )
 

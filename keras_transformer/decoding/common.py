@@ -6,6 +6,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.validation import check_non_negative_int
+
 # A stand-in for minus infinity that stays finite in float16 (max 65504),
 # even when two of them are added. Scores are float32 throughout, but a
 # finite value keeps `0 * NEG_INF` and `NEG_INF - NEG_INF` free of NaNs.
@@ -31,13 +33,6 @@ def ensure_built(model):
         return
     one = ops.ones((1, 1), dtype="int32")
     model((one, one))
-
-
-def check_non_negative_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(
-            f"Argument `{name}` must be a non-negative integer. Received: {name}={value!r}"
-        )
 
 
 def check_optional_token(name, value):

@@ -11,13 +11,12 @@ from keras_transformer.decoding.common import (
     BOS_ID,
     EOS_ID,
     PAD_ID,
-    check_non_negative_int,
     model_max_length,
     strip,
 )
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.greedy import greedy_decode
-from keras_transformer.validation import check_positive
+from keras_transformer.validation import check_non_negative_int, check_positive
 
 
 def _is_token(value):

@@ -58,6 +58,6 @@ def preset_config(name, **overrides):
     if unknown:
         raise ValueError(
             f"Unknown Transformer argument(s) {unknown}. Expected some of "
-            f"{sorted(fields)}."
+            f"{sorted(fields)}. Received: {', '.join(f'{k}={overrides[k]!r}' for k in unknown)}"
         )
     return TransformerConfig(**{**PRESETS[name], **overrides})

@@ -2,16 +2,7 @@
 
 import asyncio
 
-
-def check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"Argument `{name}` must be an integer >= 1. Received: {name}={value!r}")
-
-
-def check_seconds(name, value, allow_zero=False):
-    bound = ">= 0" if allow_zero else "> 0"
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 if allow_zero else value > 0):
-        raise ValueError(f"Argument `{name}` must be a number of seconds {bound}. Received: {name}={value!r}")
+from keras_transformer.validation import check_non_negative_number, check_positive
 
 
 class Batcher:
@@ -34,8 +25,8 @@ class Batcher:
     """
 
     def __init__(self, predict, max_batch_size=32, batch_timeout_s=0.005):
-        check_positive_int("max_batch_size", max_batch_size)
-        check_seconds("batch_timeout_s", batch_timeout_s, allow_zero=True)
+        check_positive("max_batch_size", max_batch_size)
+        check_non_negative_number("batch_timeout_s", batch_timeout_s)
         self.predict = predict
         self.max_batch_size = max_batch_size
         self.batch_timeout_s = batch_timeout_s

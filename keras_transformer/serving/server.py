@@ -17,19 +17,25 @@ import contextlib
 import dataclasses
 import json
 import os
+from typing import Optional
 
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from keras_transformer.serving.batcher import Batcher, check_positive_int, check_seconds
+from keras_transformer.serving.batcher import Batcher
+from keras_transformer.validation import check_non_negative_number, check_positive, check_positive_number
 
 
 @dataclasses.dataclass(frozen=True)
 class ServingLimits:
-    """What one request may ask for; larger requests get a 4xx error."""
+    """What one request may ask for; larger requests get a 4xx error.
 
-    max_instances: int = 64  # inputs per request
+    A request runs in one model call, so `max_instances` is at most
+    `max_batch_size`; by default it is 64 or `max_batch_size` if smaller.
+    """
+
+    max_instances: Optional[int] = None  # inputs per request
     max_characters: int = 2000  # characters per input
     max_body_bytes: int = 1 << 20  # bytes per request body
     request_timeout_s: float = 30.0  # answered with 504 past this
@@ -37,10 +43,13 @@ class ServingLimits:
     batch_timeout_s: float = 0.005  # how long a batch waits for company
 
     def __post_init__(self):
-        for name in ("max_batch_size", "max_instances", "max_characters", "max_body_bytes"):
-            check_positive_int(name, getattr(self, name))
-        check_seconds("request_timeout_s", self.request_timeout_s)
-        check_seconds("batch_timeout_s", self.batch_timeout_s, allow_zero=True)
+        check_positive("max_batch_size", self.max_batch_size)
+        if self.max_instances is None:
+            object.__setattr__(self, "max_instances", min(64, self.max_batch_size))
+        for name in ("max_instances", "max_characters", "max_body_bytes"):
+            check_positive(name, getattr(self, name))
+        check_positive_number("request_timeout_s", self.request_timeout_s)
+        check_non_negative_number("batch_timeout_s", self.batch_timeout_s)
         if self.max_instances > self.max_batch_size:  # a request is never split
             raise ValueError(
                 f"Argument `max_instances` must be at most `max_batch_size`={self.max_batch_size} "

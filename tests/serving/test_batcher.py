@@ -37,9 +37,9 @@ def test_predict_returning_too_few_outputs_is_an_error():
 @pytest.mark.parametrize(
     "kwargs, words",
     [
-        ({"max_batch_size": 0}, "`max_batch_size` must be an integer >= 1. Received: max_batch_size=0"),
+        ({"max_batch_size": 0}, "`max_batch_size` must be a positive integer. Received: max_batch_size=0"),
         ({"max_batch_size": 1.5}, "Received: max_batch_size=1.5"),
-        ({"batch_timeout_s": -1}, "`batch_timeout_s` must be a number of seconds >= 0. Received: batch_timeout_s=-1"),
+        ({"batch_timeout_s": -1}, "`batch_timeout_s` must be a finite number >= 0. Received: batch_timeout_s=-1"),
         ({"batch_timeout_s": "x"}, "Received: batch_timeout_s='x'"),
     ],
 )

@@ -128,6 +128,12 @@ def test_limits_are_checked_by_name(field, value):
         ServingLimits(**{field: value})
 
 
+def test_max_instances_defaults_to_at_most_the_batch_size():
+    assert ServingLimits().max_instances == 64
+    assert ServingLimits(max_batch_size=8).max_instances == 8
+    assert ServingLimits(max_batch_size=128).max_instances == 64
+
+
 def test_serve_checks_the_port_before_loading():
     for port in (70000, -1):
         with pytest.raises(ValueError, match=f"`port`.*Received: port={port}"):

@@ -138,7 +138,8 @@ def beam_search(
         the best hypothesis without BOS, EOS included, 0 after EOS; and
         float32 `(batch,)`, its log-probability divided by the length
         penalty. With `num_return > 1`: `(batch, num_return, length)` and
-        `(batch, num_return)`, best first.
+        `(batch, num_return)`, best first; a sentence with fewer finished
+        hypotheses fills the rest with placeholders scored `NEG_INF`.
 
     Example:
 
@@ -282,12 +283,15 @@ def beam_search(
 
     (state,) = ops.while_loop(cond, body, (state,))
     # A sentence whose length limit is 0 (an all-padding source with
-    # max_extra_length=0) finishes no hypothesis: its output is empty, with
-    # score 0 as in greedy decoding, not the NEG_INF placeholder (nor the
-    # tokens of whichever placeholder top_k kept).
+    # max_extra_length=0) finishes no hypothesis: its best output is empty,
+    # with score 0 as in greedy decoding, not the NEG_INF placeholder (nor
+    # the tokens of whichever placeholder top_k kept); the rest of its
+    # n-best stay NEG_INF placeholders, as for any sentence that finishes
+    # fewer than `num_return` hypotheses.
     nothing = ops.logical_not(ops.any(state.finished_flags, axis=1))  # (batch,)
     tokens = ops.where(nothing[:, None, None], 0, state.finished_seqs[:, :num_return, 1:])  # (batch, n, length)
-    scores = ops.where(nothing[:, None], 0.0, state.finished_scores[:, :num_return])
+    first = ops.arange(num_return)[None, :] == 0  # (1, n)
+    scores = ops.where(nothing[:, None] & first, 0.0, state.finished_scores[:, :num_return])
     if num_return == 1:
         return tokens[:, 0], scores[:, 0]
     return tokens, scores

@@ -203,7 +203,7 @@ def test_no_hypothesis_scores_zero_as_in_greedy():
     _, n_best_scores = beam_search(model, source, beam_size=3, num_return=3, max_extra_length=0)
     assert float(ops.convert_to_numpy(greedy_scores)[0]) == 0.0
     assert float(ops.convert_to_numpy(scores)[0]) == 0.0
-    assert ops.convert_to_numpy(n_best_scores)[0].tolist() == [0.0, 0.0, 0.0]
+    assert ops.convert_to_numpy(n_best_scores)[0].tolist() == [0.0, NEG_INF, NEG_INF]  # one empty hypothesis
     assert not ops.convert_to_numpy(tokens)[0].any()
     assert float(ops.convert_to_numpy(scores)[1]) < 0  # a real hypothesis keeps its score
 

@@ -1,31 +1,39 @@
 """Files that appear whole or not at all.
 
 A file is written under a temporary name in its final directory, flushed to
-disk, given the mode a plain `open` would give it, and moved into place with
-`os.replace`: a crash or a full disk never leaves a truncated file behind.
-No TensorFlow here, so the tokenizer and the training code share it.
+disk and moved into place with `os.replace`: a crash or a full disk never
+leaves a truncated file behind. The temporary file is created with the mode
+a plain `open` gives (0o666 less the umask). No TensorFlow here, so the
+tokenizer and the training code share it.
 
 Example:
 
 >>> atomic_write("run/run.json", '{"identity": {}}')
+>>> with replacing("run/model.weights.h5") as temporary:
+...     model.save_weights(temporary)
 """
 
+import contextlib
 import os
-import tempfile
+import secrets
 
 
-def default_file_mode():
-    """The mode of a new file under the current umask (`mkstemp` makes 0o600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+def _new_file(directory, suffix):
+    """Creates an empty file with a fresh name in `directory`; returns its path."""
+    while True:
+        path = os.path.join(directory, f".tmp-{secrets.token_hex(8)}{suffix}")
+        try:
+            # 0o666: the kernel applies the umask (mkstemp would make 0o600).
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            return path
+        except FileExistsError:
+            continue
 
 
-def fsync_replace(temporary, final):
+def _fsync_replace(temporary, final):
     """Flushes `temporary` to disk and moves it to `final`."""
     with open(temporary, "rb+") as f:
         os.fsync(f.fileno())
-    os.chmod(temporary, default_file_mode())
     os.replace(temporary, final)
     try:  # make the rename itself durable
         fd = os.open(os.path.dirname(final) or ".", os.O_RDONLY)
@@ -37,15 +45,24 @@ def fsync_replace(temporary, final):
         pass
 
 
-def atomic_write(path, data):
-    """Writes `data` (str, as UTF-8, or bytes) to `path` atomically."""
-    directory = os.path.dirname(path) or "."
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+@contextlib.contextmanager
+def replacing(path, suffix=""):
+    """A temporary file beside `path`, moved onto `path` if the block succeeds.
+
+    Yields the temporary file's path (an empty file, ending in `suffix`,
+    e.g. `.weights.h5` for writers that check the name). If the block
+    raises, the temporary file is removed and `path` is left as it was.
+    """
+    temporary = _new_file(os.path.dirname(os.path.abspath(path)), suffix)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        fsync_replace(temporary, path)
-    except BaseException:
+        yield temporary
+        _fsync_replace(temporary, path)
+    finally:
         if os.path.exists(temporary):
             os.remove(temporary)
-        raise
+
+
+def atomic_write(path, data):
+    """Writes `data` (str, as UTF-8, or bytes) to `path` atomically."""
+    with replacing(path) as temporary, open(temporary, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)

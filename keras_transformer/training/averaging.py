@@ -13,11 +13,10 @@ Example:
 """
 
 import os
-import tempfile
 
 import numpy as np
 
-from keras_transformer.atomic_files import fsync_replace
+from keras_transformer.atomic_files import replacing
 from keras_transformer.training.checkpoints import latest_checkpoint, list_checkpoints, verify_checkpoint
 
 _SKIPPED_GROUPS = ("optimizer",)
@@ -57,19 +56,13 @@ def average_checkpoints(checkpoints, output_path, last=5):
     if not str(output_path).endswith(".weights.h5"):
         raise ValueError(f"The output must end in .weights.h5. Received: output_path={output_path!r}")
     files = [h5py.File(p, "r") for p in paths]
-    directory = os.path.dirname(os.path.abspath(output_path))
-    os.makedirs(directory, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".weights.h5")
-    os.close(fd)
+    os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
     try:
-        with h5py.File(temporary, "w") as out:
+        with replacing(output_path, suffix=".weights.h5") as temporary, h5py.File(temporary, "w") as out:
             _copy_mean(files, out)
-        fsync_replace(temporary, output_path)
     finally:
         for f in files:
             f.close()
-        if os.path.exists(temporary):
-            os.remove(temporary)
     return paths
 
 

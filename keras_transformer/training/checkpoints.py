@@ -24,13 +24,12 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 import warnings
 
 import numpy as np
 
-from keras_transformer.atomic_files import atomic_write, fsync_replace
+from keras_transformer.atomic_files import atomic_write, replacing
 
 _NAME = re.compile(r"^ckpt-(\d{10})\.json$")
 
@@ -74,15 +73,8 @@ def save_checkpoint(model, directory, step, epoch, extra=None):
     """
     os.makedirs(directory, exist_ok=True)
     weights_path, metadata_path = _paths(directory, step)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".weights.h5")
-    os.close(fd)
-    try:
+    with replacing(weights_path, suffix=".weights.h5") as temporary:
         model.save_weights(temporary, overwrite=True)
-        fsync_replace(temporary, weights_path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
     metadata = {
         "step": int(step),
         "epoch": int(epoch),

@@ -28,6 +28,7 @@ averaging with `model.keras`; evaluate and export it where TensorFlow is
 """
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -113,6 +114,30 @@ def load_pairs(args):
     return (*splits, f"wmt14_{args.source}_{target}")
 
 
+def data_identity(args, name):
+    """What makes a run's data the same data, recorded in its run.json.
+
+    Local files count by their contents (SHA-256), not their names.
+    """
+    data = {"source": args.data, "corpus": name, "vocab_size": args.vocab_size}
+    files = None
+    if args.data == "tatoeba-full":
+        files = {"corpus": [args.corpus_file]}
+    elif args.data == "files":
+        files = {"train": args.train_files, "test": args.test_files}
+    if files:
+        data["sha256"] = {split: [_sha256(path) for path in paths] for split, paths in files.items()}
+    return data
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _has_tensorflow():
     try:
         import tensorflow  # noqa: F401
@@ -141,7 +166,10 @@ def main(argv=None):
 
     from keras_transformer import Transformer, datasets
     from keras_transformer.data import SubwordTokenizer
-    from keras_transformer.training import TimeLimit, TrainingOptions, average_checkpoints, latest_checkpoint, train
+    from keras_transformer.training import (
+        RunMismatchError, TimeLimit, TrainingOptions, average_checkpoints, latest_checkpoint, train,
+    )
+    from keras_transformer.training.manifest import check_output_dir
 
     started = time.time()
     try:  # checked before any data is read or a vocabulary learned
@@ -164,13 +192,18 @@ def main(argv=None):
     train_pairs, valid_pairs, test_pairs, name = load_pairs(args)
     print(f"[data] {name}: {len(train_pairs)} training, {len(valid_pairs)} validation, {len(test_pairs)} test pairs")
 
-    os.makedirs(args.output_dir, exist_ok=True)
+    data = data_identity(args, name)
+    try:  # another run's directory is refused before a vocabulary is learned or a file written
+        status = check_output_dir(args.output_dir, {"data": data, "seed": args.seed}, partial=True)
+    except (RunMismatchError, OSError) as error:
+        raise SystemExit(f"wmt14.py: error: {error}") from error
     tokenizer_path = os.path.join(args.output_dir, "tokenizer.model")
-    if os.path.exists(tokenizer_path):  # resuming
+    if status == "resume" and os.path.exists(tokenizer_path):
         tokenizer = SubwordTokenizer.load(tokenizer_path)
     else:
         tokenizer = SubwordTokenizer.train([s for pair in train_pairs for s in pair], args.vocab_size, seed=args.seed)
-        tokenizer.save(args.output_dir)
+        if status == "resume":  # its tokenizer was removed: learned again alike
+            tokenizer.save(args.output_dir)
     print(f"[vocabulary] {tokenizer.vocab_size} shared BPE pieces -> {tokenizer_path}")
 
     train_data = batches(args, train_pairs, tokenizer, True, numpy_input)
@@ -181,7 +214,8 @@ def main(argv=None):
     time_limit = [TimeLimit(args.max_train_seconds)] if args.max_train_seconds else []
     model = train(
         args.preset, train_data, args.output_dir, validation_data=valid_data,
-        vocab_size=tokenizer.vocab_size, data={"corpus": name, "vocab_size": args.vocab_size}, model_overrides=overrides, options=options, callbacks=time_limit,
+        vocab_size=tokenizer.vocab_size, data=data, model_overrides=overrides, options=options,
+        callbacks=time_limit, write_run_files=tokenizer.save,  # a new run's tokenizer, before its run.json
     )
     checkpoints = os.path.join(args.output_dir, "checkpoints")
     steps = latest_checkpoint(checkpoints).step

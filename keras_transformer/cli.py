@@ -168,6 +168,11 @@ def _vocab_size(args):
     return args.vocab_size
 
 
+def tokenizer_path(output_dir):
+    """Where a run in `output_dir` keeps its subword vocabulary."""
+    return os.path.join(output_dir, "tokenizer.model")
+
+
 def corpus_datasets(args, vocab_size, reuse_tokenizer=False):
     """`(train, validation, tokenizer)` for `args.corpus`.
 
@@ -184,7 +189,7 @@ def corpus_datasets(args, vocab_size, reuse_tokenizer=False):
         train = copy_task(256, vocab_size=vocab_size, seed=args.seed, reverse=reverse)
         valid = copy_task(64, vocab_size=vocab_size, seed=args.seed + 1, reverse=reverse)
         return train, valid, None
-    path = os.path.join(args.output_dir, "tokenizer.model")
+    path = tokenizer_path(args.output_dir)
     return read_corpus(
         args.corpus, args.tokens_per_batch, args.seed, vocab_size=vocab_size,
         tokenizer_path=path if reuse_tokenizer and os.path.exists(path) else None,
@@ -221,8 +226,6 @@ def read_corpus(name, tokens_per_batch, seed, vocab_size=8000, max_length=128, t
 def run_train(args):
     import dataclasses
 
-    import keras
-
     from keras_transformer import Transformer
     from keras_transformer.training import TrainingOptions, model_config, select_strategy, train
     from keras_transformer.training.manifest import check_output_dir
@@ -255,9 +258,8 @@ def run_train(args):
     Transformer(**dataclasses.asdict(model_config(args.preset, vocab_size, **overrides)))  # unbuilt: checks only
     same_data = check_output_dir(args.output_dir, {"data": data, "seed": args.seed}, args.overwrite, partial=True)
     train_data, valid_data, tokenizer = corpus_datasets(args, vocab_size, reuse_tokenizer=same_data == "resume")
-    callbacks = []
-    if tokenizer is not None:  # written once `train` has claimed the directory
-        callbacks.append(keras.callbacks.LambdaCallback(on_train_begin=lambda logs: tokenizer.save(args.output_dir)))
+    if tokenizer is not None and same_data == "resume" and not os.path.exists(tokenizer_path(args.output_dir)):
+        tokenizer.save(args.output_dir)  # a resumed run whose tokenizer was removed: learned again alike
     model = train(
         args.preset,
         train_data,
@@ -267,7 +269,7 @@ def run_train(args):
         data=data,
         model_overrides=overrides,
         options=options,
-        callbacks=callbacks,
+        write_run_files=tokenizer.save if tokenizer else None,  # before run.json: see claim_output_dir
     )
     save_inference_model(model, os.path.join(args.output_dir, "model.keras"))
     return 0

@@ -83,3 +83,21 @@ def test_local_files_that_are_missing_or_too_few_are_named(tmp_path):
     with pytest.raises(SystemExit, match="--test-files must hold at least 2 pairs. Received: 1"):
         module["main"](base + ["--train-files", str(single), "--test-files", str(single)])
     assert not os.path.exists(tmp_path / "run")
+
+
+def test_local_files_are_the_same_data_by_their_contents(tmp_path):
+    import argparse
+
+    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "wmt14.py")
+    identity = runpy.run_path(script)["data_identity"]
+    train, test = tmp_path / "train.tsv", tmp_path / "test.tsv"
+    train.write_text("Hello.\tBonjour.\n")
+    test.write_text("Yes.\tOui.\nNo.\tNon.\n")
+    args = argparse.Namespace(data="files", train_files=[str(train)], test_files=[str(test)], vocab_size=100)
+    first = identity(args, "files")
+    assert identity(args, "files") == first
+    train.write_text("Hello.\tSalut.\n")  # same name, other data: another run
+    assert identity(args, "files") != first
+    shipped = identity(argparse.Namespace(data="shipped", vocab_size=100), "tatoeba_en_fr")
+    full = identity(argparse.Namespace(data="tatoeba-full", corpus_file=str(test), vocab_size=100), "tatoeba_en_fr")
+    assert shipped != full  # one corpus name, two data sets

@@ -85,7 +85,9 @@ def check_output_dir(output_dir, identity, overwrite=False, partial=False):
         reason = None
     except ValueError as error:
         existing, reason = {}, str(error)
-    stored = (existing or {}).get("identity", {})
+    stored = dict((existing or {}).get("identity", {}))
+    if existing and "data" in identity and "data" not in stored:  # from before the data was recorded
+        stored["data"] = identity["data"]
     if partial:
         stored = {k: stored.get(k) for k in identity}
     checkpoint_dir = os.path.join(output_dir, CHECKPOINTS)
@@ -105,14 +107,21 @@ def check_output_dir(output_dir, identity, overwrite=False, partial=False):
     return "new"
 
 
-def claim_output_dir(output_dir, identity, overwrite=False, write=True):
+def claim_output_dir(output_dir, identity, overwrite=False, write=True, write_run_files=None):
     """Checks `output_dir` against `identity`; returns `"new"` or `"resume"`.
+
+    A new run removes the manifest and checkpoints there, calls
+    `write_run_files`, then writes its manifest: a manifest stands only
+    beside its own run's files, even after a crash in between.
 
     Args:
         output_dir: str. The run's output directory.
         identity: JSON-able dict that defines the run.
         overwrite: bool. Replace another run's manifest and checkpoints.
         write: bool. Write the manifest (only the chief worker writes).
+        write_run_files: optional callable `(output_dir)`, for a new run
+            only: writes the files that a resumed run reads back (e.g. its
+            tokenizer).
     """
     status = check_output_dir(output_dir, identity, overwrite)
     checkpoint_dir = os.path.join(output_dir, CHECKPOINTS)
@@ -121,11 +130,16 @@ def claim_output_dir(output_dir, identity, overwrite=False, write=True):
             if os.path.isdir(directory):
                 _check_writable(directory)
     elif write:
+        manifest = os.path.join(output_dir, MANIFEST)
+        if os.path.exists(manifest):
+            os.remove(manifest)
         if os.path.isdir(checkpoint_dir):
             shutil.rmtree(checkpoint_dir)
         os.makedirs(output_dir, exist_ok=True)
+        if write_run_files is not None:
+            write_run_files(output_dir)
         atomic_write(
-            os.path.join(output_dir, MANIFEST),
+            manifest,
             json.dumps({"identity": _normalise(identity)}, indent=1, sort_keys=True),
         )
     return status

@@ -262,6 +262,7 @@ def train(
     model_overrides=None,
     options=None,
     callbacks=(),
+    write_run_files=None,
     log=print,
     **option_overrides,
 ):
@@ -287,6 +288,9 @@ def train(
         model_overrides: dict of `TransformerConfig` fields.
         options: `TrainingOptions`; keyword arguments override its fields.
         callbacks: extra Keras callbacks (e.g. `BleuCallback`).
+        write_run_files: optional callable `(output_dir)`, called when a new
+            run claims `output_dir`, before its `run.json` is written: writes
+            what a resumed run reads back, e.g. `tokenizer.save`.
         log: callable for progress messages.
 
     Returns:
@@ -312,7 +316,9 @@ def train(
             vector_logs_for_multi_worker(model)
     if not callable(train_data):  # checks `batch_size` before the directory is claimed
         train_data = _as_dataset(train_data, options.batch_size, options.seed, shuffle=True)
-    status = claim_output_dir(output_dir, identity, options.overwrite, write=distributed.is_chief)
+    status = claim_output_dir(
+        output_dir, identity, options.overwrite, write=distributed.is_chief, write_run_files=write_run_files
+    )
     log(
         f"Training {status} run in {output_dir}: {distributed.describe()}, {precision}, "
         f"jit_compile={jit_compile}, {accumulation} batch(es) per step"

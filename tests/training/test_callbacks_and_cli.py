@@ -105,6 +105,35 @@ def test_run_manifest_names_the_differing_key_a_damaged_manifest_and_a_file(tmp_
         claim_output_dir(tmp_path / "file", run)
 
 
+def test_a_new_run_writes_its_files_before_its_manifest(tmp_path):
+    old = {"data": {"corpus": "a"}, "seed": 0}
+    claim_output_dir(tmp_path, old)
+    (tmp_path / "tokenizer.model").write_text("a's")
+    run = {"data": {"corpus": "b"}, "seed": 0}
+
+    def crash(directory):
+        assert not os.path.exists(os.path.join(directory, "run.json"))  # a's manifest is gone first
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        claim_output_dir(tmp_path, run, overwrite=True, write_run_files=crash)
+    # No manifest beside a's tokenizer: nothing resumes with it.
+    assert check_output_dir(tmp_path, {"data": run["data"], "seed": 0}, partial=True) == "new"
+    written = []
+    assert claim_output_dir(tmp_path, run, write_run_files=written.append) == "new"
+    assert claim_output_dir(tmp_path, run, write_run_files=written.append) == "resume"
+    assert written == [tmp_path]  # once, for the new run
+
+
+def test_a_manifest_from_before_the_data_was_recorded_resumes(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps({"identity": {"model": {"d_model": 16}, "seed": 0}}))
+    run = {"model": {"d_model": 16}, "data": {"corpus": "a"}, "seed": 0}
+    assert check_output_dir(tmp_path, {"data": run["data"], "seed": 0}, partial=True) == "resume"
+    assert claim_output_dir(tmp_path, run) == "resume"
+    with pytest.raises(RunMismatchError, match="different seed"):
+        claim_output_dir(tmp_path, {**run, "seed": 1})
+
+
 def test_resuming_in_a_directory_that_cannot_be_written_fails_before_training(tmp_path, monkeypatch):
     run = {"seed": 0}
     claim_output_dir(tmp_path, run)

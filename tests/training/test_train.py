@@ -32,13 +32,18 @@ def test_accumulated_micro_batches_equal_one_big_step(tmp_path):
         float(small.optimizer.learning_rate), float(big.optimizer.learning_rate), rtol=1e-6
     )
     # Adam's first moments are linear in the gradients: equal up to rounding.
+    numpy = keras.ops.convert_to_numpy
     for a, b in zip(small.optimizer._momentums, big.optimizer._momentums):
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b), rtol=1e-4, atol=1e-7)
-    # The weights too, but Adam moves a weight whose gradient is about 0 by
-    # +-lr whatever its rounding, so they are compared to within that step.
+        np.testing.assert_allclose(numpy(a), numpy(b), rtol=1e-4, atol=1e-7)
+    # The weights too, where the gradient is clearly not 0: Adam moves a
+    # weight whose gradient is about 0 by up to +-lr whatever its rounding.
     step = float(big.optimizer.learning_rate)
-    for a, b in zip(weights_of(small), weights_of(big)):
-        np.testing.assert_allclose(a, b, atol=3 * step)
+    compared = 0
+    for a, b, moment in zip(small.trainable_weights, big.trainable_weights, big.optimizer._momentums):
+        clear = np.abs(numpy(moment)) > 1e-3 * np.abs(numpy(moment)).max()
+        np.testing.assert_allclose(numpy(a)[clear], numpy(b)[clear], rtol=0, atol=1e-2 * step)
+        compared += clear.sum()
+    assert compared > 0.9 * sum(w.size for w in weights_of(big))
 
 
 def test_mixed_precision_policies():

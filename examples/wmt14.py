@@ -28,7 +28,6 @@ averaging with `model.keras`; evaluate and export it where TensorFlow is
 """
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -126,16 +125,10 @@ def data_identity(args, name):
     elif args.data == "files":
         files = {"train": args.train_files, "test": args.test_files}
     if files:
-        data["sha256"] = {split: [_sha256(path) for path in paths] for split, paths in files.items()}
+        from keras_transformer.training.checkpoints import file_sha256
+
+        data["sha256"] = {split: [file_sha256(path) for path in paths] for split, paths in files.items()}
     return data
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _has_tensorflow():

@@ -4,8 +4,8 @@ Each case runs in a fresh process, since glibc reads the settings when a
 process starts. A worker thread allocates, writes and frees a 96 MiB block
 (with the C library's `malloc`, or as the temporary buffer of a compiled
 TensorFlow step) sixteen times; the page faults of the last four rounds
-are counted. The heap grows in some of the first rounds, while other
-threads' small blocks land in the one just freed: seen here up to the 7th
+are counted. The heap grows in some of the first rounds (probably where other
+threads' small blocks took part of the one just freed): seen here up to the 7th
 round of 8, so the earlier two-of-eight check failed now and then; in 10
 runs of 16 rounds (two at a time) the last came in the 5th. Without the settings
 every round faults all of the block's pages in again, which the control

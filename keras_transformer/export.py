@@ -30,6 +30,7 @@ import keras
 from keras_transformer.data.tokenizer import detokenize_ids
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding.common import BOS_ID, EOS_ID, model_max_length
+from keras_transformer.validation import check_non_negative_int, check_positive
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256)
 
@@ -156,15 +157,15 @@ def export(
         )
     import tensorflow as tf
 
-    for name, value, low in (("beam_size", beam_size, 1), ("n_best", n_best, 1), ("max_extra_length", max_extra_length, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"Argument `{name}` must be an integer >= {low}. Received: {name}={value!r}")
+    check_positive("beam_size", beam_size)
+    check_positive("n_best", n_best)
+    check_non_negative_int("max_extra_length", max_extra_length)
     if not isinstance(buckets, (list, tuple)) or not buckets or any(
         isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in buckets
     ):
         raise ValueError(f"Argument `buckets` must be a list or tuple of integers >= 2. Received: buckets={buckets!r}")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
-        raise ValueError(f"Argument `version` must be None or an integer >= 1. Received: version={version!r}")
+    if version is not None:
+        check_positive("version", version)
     if n_best > beam_size:
         raise ValueError(f"Argument `n_best` must be at most `beam_size`={beam_size}. Received: n_best={n_best}")
     if not model.built:

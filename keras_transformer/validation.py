@@ -3,20 +3,39 @@
 Every error names the argument and the value received, as Keras does.
 """
 
+import math
 import numbers
+
+
+def _check(name, value, kind, in_range, description):
+    """Raises `ValueError` unless `value` is a `kind` (not a bool) and `in_range(value)`."""
+    if isinstance(value, bool) or not isinstance(value, kind) or not in_range(value):
+        raise ValueError(f"Argument `{name}` must be {description}. Received: {name}={value!r}")
 
 
 def check_positive(name, value):
     """Raises `ValueError` unless `value` is an integer > 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Integral)
-        or value <= 0
-    ):
-        raise ValueError(
-            f"Argument `{name}` must be a positive integer. "
-            f"Received: {name}={value!r}"
-        )
+    _check(name, value, numbers.Integral, lambda v: v > 0, "a positive integer")
+
+
+def check_non_negative_int(name, value):
+    """Raises `ValueError` unless `value` is an integer >= 0 (e.g. a token id)."""
+    _check(name, value, numbers.Integral, lambda v: v >= 0, "a non-negative integer")
+
+
+def check_positive_number(name, value):
+    """Raises `ValueError` unless `value` is a finite number > 0."""
+    _check(name, value, numbers.Real, lambda v: 0 < v < math.inf, "a finite number > 0")
+
+
+def check_non_negative_number(name, value):
+    """Raises `ValueError` unless `value` is a finite number >= 0."""
+    _check(name, value, numbers.Real, lambda v: 0 <= v < math.inf, "a finite number >= 0")
+
+
+def check_rate(name, value):
+    """Raises `ValueError` unless `value` is a number in [0, 1)."""
+    _check(name, value, numbers.Real, lambda v: 0 <= v < 1, "a number in [0, 1)")
 
 
 def check_bool(name, value):
@@ -25,52 +44,4 @@ def check_bool(name, value):
     if not isinstance(value, bool):
         raise ValueError(
             f"Argument `{name}` must be True or False. Received: {name}={value!r}"
-        )
-
-
-def check_positive_number(name, value):
-    """Raises `ValueError` unless `value` is a finite number > 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not 0 < value < float("inf")
-    ):
-        raise ValueError(
-            f"Argument `{name}` must be a finite number > 0. "
-            f"Received: {name}={value!r}"
-        )
-
-
-def check_non_negative_number(name, value):
-    """Raises `ValueError` unless `value` is a finite number >= 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not 0 <= value < float("inf")
-    ):
-        raise ValueError(
-            f"Argument `{name}` must be a finite number >= 0. "
-            f"Received: {name}={value!r}"
-        )
-
-
-def check_non_negative_int(name, value):
-    """Raises `ValueError` unless `value` is an integer >= 0 (e.g. a token id)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(
-            f"Argument `{name}` must be a non-negative integer. "
-            f"Received: {name}={value!r}"
-        )
-
-
-def check_rate(name, value):
-    """Raises `ValueError` unless `value` is a number in [0, 1)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not 0 <= value < 1
-    ):
-        raise ValueError(
-            f"Argument `{name}` must be a number in [0, 1). "
-            f"Received: {name}={value!r}"
         )

@@ -3,11 +3,14 @@
 Each case runs in a fresh process, since glibc reads the settings when a
 process starts. A worker thread allocates, writes and frees a 96 MiB block
 (with the C library's `malloc`, or as the temporary buffer of a compiled
-TensorFlow step) sixteen times; the page faults of the last four rounds
-are counted. The heap grows in some of the first rounds (probably where other
-threads' small blocks took part of the one just freed): seen here up to the 7th
-round of 8, so the earlier two-of-eight check failed now and then; in 10
-runs of 16 rounds (two at a time) the last came in the 5th. Without the settings
+TensorFlow step) sixteen times, and the page faults of the last eight
+rounds are counted. With the settings the heap still grows now and then
+(probably where other threads' small blocks took part of the block just
+freed), mostly in the first rounds but not only: in 26 runs here the
+growth was over by round 6 in 25, and one run grew once more in round 10;
+CI runs failed a check of the last two of 8 rounds, and of the last four of
+16 (a growth in round 13). So the test asks that at most two of the last
+eight rounds fault the block in. Without the settings
 every round faults all of the block's pages in again, which the control
 case checks, so the test can fail.
 
@@ -98,9 +101,10 @@ def test_freed_block_is_reused(kind):
     released = page_faults("release", kind)
     retained = page_faults("retain", kind)
     # Control: by default every round faults the whole block in again.
-    assert min(released[-4:]) > 0.9 * PAGES, released
-    # Retained: the later rounds reuse pages the process already has.
-    assert max(retained[-4:]) < 0.05 * PAGES, retained
+    assert min(released[-8:]) > 0.9 * PAGES, released
+    # Retained: the later rounds reuse pages the process already has, but
+    # for a rare growth of the heap.
+    assert sum(count > 0.05 * PAGES for count in retained[-8:]) <= 2, retained
 
 
 def test_values_already_set_win():

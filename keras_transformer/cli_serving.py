@@ -132,10 +132,10 @@ def _saved_model_translate(path):
 
 def _plot(model, tokenizer, sentence, translation, path, head):
     from keras_transformer.attention_plot import cross_attention_weights, plot_attention
-    from keras_transformer.decoding.common import BOS_ID, EOS_ID
+    from keras_transformer.tokens import pack_source, pack_target, split_target
 
-    source = tokenizer.encode(sentence) + [EOS_ID]
-    target = [BOS_ID] + tokenizer.encode(translation)
+    source = pack_source(tokenizer.encode(sentence))
+    target, _ = split_target(pack_target(tokenizer.encode(translation)))
     weights = cross_attention_weights(model, source, target)
     plot_attention(
         weights, tokenizer.id_to_piece(source[:-1]) + ["</s>"], ["<s>"] + tokenizer.id_to_piece(target[1:]),

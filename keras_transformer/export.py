@@ -29,7 +29,8 @@ import keras
 
 from keras_transformer.data.tokenizer import detokenize_ids
 from keras_transformer.decoding import beam_search
-from keras_transformer.decoding.common import BOS_ID, EOS_ID, model_max_length
+from keras_transformer.decoding.common import model_max_length
+from keras_transformer.tokens import BOS_ID, EOS_ID, pack_source_ragged, source_capacity
 from keras_transformer.validation import check_non_negative_int, check_positive
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256)
@@ -87,12 +88,11 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
 
     def translate(inputs):
         tokens = tokenizer.tokenize(inputs)  # ragged (batch, None) int32
-        tokens = tf.cast(tokens[:, : max_input_length - 1], tf.int32)
+        tokens = tf.cast(tokens[:, : source_capacity(max_input_length)], tf.int32)
         # Empty as Python's `str.isspace` has it (RE2's \s lacks \v, \x1c-\x1f, \x85).
         blank = tf.strings.regex_full_match(inputs, r"[\s\v\x{1c}-\x{1f}\x{85}\pZ]*")
         empty = (tokens.row_lengths() == 0) | blank  # (batch,)
-        eos = tf.fill([tokens.nrows(), 1], tf.constant(EOS_ID, tf.int32))
-        tokens = tf.concat([tokens, eos], axis=1)  # every source ends with EOS
+        tokens = pack_source_ragged(tokens)
         longest = tf.maximum(tf.reduce_max(tokens.row_lengths()), 1)  # 1 for an empty batch
         index = tf.searchsorted(tf.constant(buckets, tf.int64), tf.reshape(longest, [1]))[0]
         branches = [lambda size=size: decode_bucket(tokens, size, tokenizer) for size in buckets]

@@ -1,9 +1,8 @@
 """Length rules shared by the tf.data and NumPy pipelines (no TensorFlow here).
 
-- Special tokens: the source is `ids + [EOS]`; the target is
-  `[BOS] + ids + [EOS]`, which the pipelines split into the decoder input
-  (`[BOS] + ids`) and the labels (`ids + [EOS]`), the same sequence shifted
-  by one.
+- Special tokens: sources and targets are packed by
+  `keras_transformer.tokens` (the source `ids + [EOS]`, the target
+  `[BOS] + ids + [EOS]`, split into the decoder input and the labels).
 - `max_length` bounds both, special tokens included. Longer pairs are
   dropped or truncated (`length_policy`), and always counted in a
   `LengthReport`.
@@ -21,7 +20,7 @@ Example:
 [512, 64]
 """
 
-from keras_transformer.data.tokenizer import BOS_ID, EOS_ID
+from keras_transformer.tokens import pack_source, pack_target, source_capacity, target_capacity
 
 LENGTH_POLICIES = ("drop", "truncate")
 
@@ -82,7 +81,7 @@ def check_length_arguments(max_length, length_policy, tokens_per_batch=None, num
 
 
 def encode_pairs(pairs, tokenizer, max_length=128, length_policy="drop"):
-    """Pure-Python ids `(source + [EOS], [BOS] + target + [EOS])` of each pair.
+    """Pure-Python packed ids `(source, target)` of each pair (`tokens.pack_*`).
 
     Returns:
         `(sources, targets, report)`: two lists of int lists and a `LengthReport`.
@@ -94,14 +93,15 @@ def encode_pairs(pairs, tokenizer, max_length=128, length_policy="drop"):
     report = LengthReport(max_length)
     sources, targets = [], []
     for source, target in zip(encoded_sources, encoded_targets):
-        if len(source) + 1 > max_length or len(target) + 2 > max_length:
+        source_room, target_room = source_capacity(max_length), target_capacity(max_length)
+        if len(source) > source_room or len(target) > target_room:
             if length_policy == "drop":
                 report._counts[1] += 1
                 continue
             report._counts[2] += 1
-            source, target = source[: max_length - 1], target[: max_length - 2]
-        sources.append(source + [EOS_ID])
-        targets.append([BOS_ID] + target + [EOS_ID])
+            source, target = source[:source_room], target[:target_room]
+        sources.append(pack_source(source))
+        targets.append(pack_target(target))
         report._counts[0] += 1
     return sources, targets, report
 

@@ -39,7 +39,16 @@ from keras_transformer.data.lengths import (
     check_length_arguments,
     encode_pairs,
 )
-from keras_transformer.data.tokenizer import BOS_ID, EOS_ID
+from keras_transformer.tokens import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    pack_source_ragged,
+    pack_target_ragged,
+    source_capacity,
+    split_target,
+    target_capacity,
+)
 
 __all__ = ["LengthReport", "batch_sizes", "bucket_boundaries", "encode_pairs", "make_dataset", "numpy_batches"]
 
@@ -109,7 +118,7 @@ def make_dataset(
         bucket_boundaries=[b + 1 for b in boundaries[:-1]],  # lengths <= b go to bucket b
         bucket_batch_sizes=sizes,
         padded_shapes=([None], [None]),
-        padding_values=(np.int32(0), np.int32(0)),
+        padding_values=(np.int32(PAD_ID), np.int32(PAD_ID)),
         pad_to_bucket_boundary=False,
     )
     if num_replicas > 1:  # cut a bucket's last batch to a multiple of num_replicas
@@ -126,7 +135,8 @@ def make_dataset(
         padded = tf.gather(table, tf.searchsorted(table, tf.reshape(longest, [1]), side="left"))[0]
         source = tf.pad(source, [[0, 0], [0, padded - tf.shape(source)[1]]])  # (batch, padded)
         target = tf.pad(target, [[0, 0], [0, padded + 1 - tf.shape(target)[1]]])  # (batch, padded + 1)
-        return (source, target[:, :-1]), target[:, 1:]
+        target_input, labels = split_target(target)
+        return (source, target_input), labels
 
     dataset = dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE), report
@@ -144,24 +154,20 @@ def _with_specials(tokenizer, sources, targets, max_length, length_policy, count
 
     source_ids = tokenizer.tokenize(sources)  # (n, None)
     target_ids = tokenizer.tokenize(targets)  # (n, None)
-    over = (source_ids.row_lengths() + 1 > max_length) | (target_ids.row_lengths() + 2 > max_length)  # (n,)
+    source_room, target_room = source_capacity(max_length), target_capacity(max_length)
+    over = (source_ids.row_lengths() > source_room) | (target_ids.row_lengths() > target_room)  # (n,)
     if length_policy == "drop":
         source_ids = tf.ragged.boolean_mask(source_ids, ~over)
         target_ids = tf.ragged.boolean_mask(target_ids, ~over)
     else:
-        source_ids, target_ids = source_ids[:, : max_length - 1], target_ids[:, : max_length - 2]
+        source_ids, target_ids = source_ids[:, :source_room], target_ids[:, :target_room]
     n_over = tf.reduce_sum(tf.cast(over, tf.int64))
     n_kept = tf.cast(source_ids.nrows(), tf.int64)
     if counters is not None:
         zero = tf.zeros([], tf.int64)
         dropped, truncated = (n_over, zero) if length_policy == "drop" else (zero, n_over)
         counters.assign_add(tf.stack([n_kept, dropped, truncated]))
-    rows = source_ids.nrows()
-    eos = tf.fill([rows, 1], EOS_ID)
-    bos = tf.fill([rows, 1], BOS_ID)
-    source_ids = tf.concat([source_ids, eos], axis=1)  # (n, None): ids + EOS
-    target_ids = tf.concat([bos, target_ids, eos], axis=1)  # (n, None): BOS + ids + EOS
-    return source_ids, target_ids, n_over
+    return pack_source_ragged(source_ids), pack_target_ragged(target_ids), n_over
 
 
 def _listed_examples(pairs, tokenizer, max_length, length_policy, shuffle, seed, repeat):
@@ -273,4 +279,5 @@ def _numpy_batch(indices, sources, targets, padded, rows):
     for row, index in enumerate(indices):
         source[row, : len(sources[index])] = sources[index]
         target[row, : len(targets[index])] = targets[index]
-    return (source, target[:, :-1]), target[:, 1:]
+    target_input, labels = split_target(target)
+    return (source, target_input), labels

@@ -18,11 +18,8 @@ import os
 import re
 
 from keras_transformer.atomic_files import atomic_write
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, unpack_output, unpack_output_ragged
 
-PAD_ID = 0  # padding, masked by the model
-UNK_ID = 1  # a character that the vocabulary lacks
-BOS_ID = 2  # starts every decoder input
-EOS_ID = 3  # ends every source and target
 MODEL_FILENAME = "tokenizer.model"
 MODEL_TYPES = ("bpe", "unigram")
 
@@ -35,8 +32,8 @@ class SubwordTokenizer:
     for English-French. Small corpora need smaller vocabularies: about
     8,000 for the shipped Tatoeba corpus (the default here).
 
-    Special ids are fixed (module constants): `PAD_ID = 0` (the model masks
-    it), `UNK_ID = 1`, `BOS_ID = 2`, `EOS_ID = 3`. Text is normalized with
+    Special ids are fixed (`keras_transformer.tokens`): `PAD_ID = 0` (the
+    model masks it), `UNK_ID = 1`, `BOS_ID = 2`, `EOS_ID = 3`. Text is normalized with
     NFKC, so `decode(encode(text)) == text` for NFKC-normalized text
     (accents, punctuation such as « », digits, whitespace runs collapsed).
 
@@ -210,8 +207,8 @@ class SubwordTokenizer:
         """
         rows = ids.tolist() if hasattr(ids, "tolist") else [list(r) if hasattr(r, "__iter__") else r for r in ids]
         if rows and not isinstance(rows[0], list):  # one flat sequence
-            return self.processor.decode(_clean(int(i) for i in rows))
-        return self.processor.decode([_clean(int(i) for i in row) for row in rows])
+            return self.processor.decode(unpack_output(rows))
+        return self.processor.decode([unpack_output(row) for row in rows])
 
     def id_to_piece(self, ids):
         """Pieces of ids (e.g. `"▁chat"`), for attention plots: ints -> strs."""
@@ -259,14 +256,7 @@ class SubwordTokenizer:
 
 def detokenize_ids(sentencepiece_op, ids):
     """`detokenize` for any tensorflow-text SentencePiece tokenizer."""
-    import tensorflow as tf
-
-    if isinstance(ids, tf.RaggedTensor):
-        ids = ids.to_tensor(default_value=PAD_ID)  # padding is dropped below
-    ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)  # (batch, length)
-    before_eos = tf.math.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=-1) == 0
-    keep = before_eos & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, BOS_ID)
-    return sentencepiece_op.detokenize(tf.ragged.boolean_mask(ids, keep))
+    return sentencepiece_op.detokenize(unpack_output_ragged(ids))
 
 
 def make_tf_module(model_proto):
@@ -297,16 +287,6 @@ def make_tf_module(model_proto):
             return detokenize_ids(self.sentencepiece, ids)  # (batch,)
 
     return InGraphTokenizer(bytes(model_proto))
-
-
-def _clean(row):
-    out = []
-    for i in row:
-        if i == EOS_ID:
-            break
-        if i not in (PAD_ID, BOS_ID):
-            out.append(i)
-    return out
 
 
 def _read_lines(path):

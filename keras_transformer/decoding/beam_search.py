@@ -23,10 +23,7 @@ import keras
 from keras import ops
 
 from keras_transformer.decoding.common import (
-    BOS_ID,
-    EOS_ID,
     NEG_INF,
-    PAD_ID,
     check_optional_token,
     ensure_built,
     check_source_ids,
@@ -34,6 +31,7 @@ from keras_transformer.decoding.common import (
     output_lengths,
     step_logits,
 )
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.validation import check_positive
 
 

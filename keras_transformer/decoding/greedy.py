@@ -3,9 +3,6 @@
 from keras import ops
 
 from keras_transformer.decoding.common import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
     check_optional_token,
     ensure_built,
     check_source_ids,
@@ -13,6 +10,7 @@ from keras_transformer.decoding.common import (
     output_lengths,
     step_logits,
 )
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 def greedy_decode(

@@ -7,15 +7,10 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.decoding.beam_search import beam_search, check_alpha
-from keras_transformer.decoding.common import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    model_max_length,
-    strip,
-)
+from keras_transformer.decoding.common import model_max_length
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.greedy import greedy_decode
+from keras_transformer.tokens import EOS_ID, PAD_ID, pack_source, source_capacity, unpack_output
 from keras_transformer.validation import check_non_negative_int, check_positive
 
 
@@ -32,7 +27,7 @@ class Translator:
     shapes); the outputs come back in the input order.
 
     Source handling: `translate()` encodes each string with the tokenizer
-    and appends EOS; `translate_ids()` takes model-ready ids (EOS already
+    and packs it (`tokens.pack_source`); `translate_ids()` takes model-ready ids (EOS already
     appended, no BOS) as a list of lists or a 0-padded array. An empty
     input gives an empty output without running the model. A source longer
     than the model's `max_length` is truncated to its first
@@ -51,7 +46,6 @@ class Translator:
         max_extra_length: int >= 0. Each output may be up to its source
             length + `max_extra_length` tokens (capped by the model).
         batch_size: int >= 1. Sentences per decoding batch.
-        bos_id, eos_id: int. Special token ids.
         jit_compile: bool. Compile decoding (XLA on TensorFlow, `jax.jit` on
             JAX; eager on PyTorch).
         pad_to_multiple: int >= 1. Source padding granularity.
@@ -71,8 +65,6 @@ class Translator:
         alpha=0.6,
         max_extra_length=50,
         batch_size=32,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
         jit_compile=True,
         pad_to_multiple=8,
     ):
@@ -80,16 +72,12 @@ class Translator:
         self.alpha = check_alpha(alpha)
         check_non_negative_int("max_extra_length", max_extra_length)
         check_positive("batch_size", batch_size)
-        check_non_negative_int("bos_id", bos_id)
-        check_non_negative_int("eos_id", eos_id)
         check_positive("pad_to_multiple", pad_to_multiple)
         self.model = model
         self.tokenizer = tokenizer
         self.beam_size = beam_size
         self.max_extra_length = max_extra_length
         self.batch_size = batch_size
-        self.bos_id = bos_id
-        self.eos_id = eos_id
         self.pad_to_multiple = pad_to_multiple
         self.max_length = model_max_length(model)
         config = getattr(model, "transformer_config", None)
@@ -98,7 +86,7 @@ class Translator:
             fn, static = greedy_decode, {}
         else:
             fn, static = beam_search, dict(beam_size=beam_size, alpha=self.alpha)
-        static.update(bos_id=bos_id, eos_id=eos_id, max_extra_length=max_extra_length)
+        static["max_extra_length"] = max_extra_length
         if jit_compile:
             self._decode = jit_decoder(model, fn, **static)
         else:
@@ -115,7 +103,7 @@ class Translator:
             )
         sentences = list(sentences)
         encoded = self.tokenizer.encode(sentences) if sentences else []
-        sources = [list(ids) + [self.eos_id] if s.strip() and len(ids) else [] for s, ids in zip(sentences, encoded)]
+        sources = [pack_source(ids) if s.strip() and len(ids) else [] for s, ids in zip(sentences, encoded)]
         outputs = self.translate_ids(sources)
         texts = self.tokenizer.decode([ids for ids in outputs if ids]) if any(outputs) else []
         texts = iter(texts)
@@ -139,7 +127,7 @@ class Translator:
             chunk = order[start : start + self.batch_size]
             tokens = self._decode_batch([sources[i] for i in chunk])
             for i, row in zip(chunk, tokens):
-                results[i] = strip(row, self.eos_id)
+                results[i] = unpack_output(row)
         return results
 
     def _check(self, source_ids):
@@ -178,8 +166,8 @@ class Translator:
             "it is truncated.",
             stacklevel=3,
         )
-        if ids[-1] == self.eos_id:
-            return ids[: limit - 1] + [self.eos_id]
+        if ids[-1] == EOS_ID:
+            return pack_source(ids[: source_capacity(limit)])
         return ids[:limit]
 
     def _decode_batch(self, sources):
@@ -192,7 +180,7 @@ class Translator:
             rows *= 2
         rows = min(rows, max(self.batch_size, len(sources)))
         batch = np.zeros((rows, width), dtype="int32")
-        batch[len(sources) :, 0] = self.eos_id  # filler rows: a lone EOS
+        batch[len(sources) :, 0] = EOS_ID  # filler rows: an empty source
         for i, ids in enumerate(sources):
             batch[i, : len(ids)] = ids
         tokens, _ = self._decode(batch)

@@ -10,9 +10,9 @@ from keras_transformer.layers import (
     DecoderLayer,
     EncoderLayer,
     FeedForward,
-    LayerNormalization,
     MultiHeadAttention,
     PositionalEncoding,
+    ReversibleEmbedding,
 )
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy

@@ -21,7 +21,7 @@ def cross_attention_weights(model, source_ids, target_ids, layer=-1):
     source = np.asarray(source_ids, "int32").reshape(1, -1)
     target = np.asarray(target_ids, "int32").reshape(1, -1)
     memory = model.encode(source)
-    _, weights = model.decode(target, memory, padding_mask(source), return_attention_weights=True)
+    _, weights = model.decode(target, memory, padding_mask(source), return_attention_scores=True)
     return ops.convert_to_numpy(ops.cast(weights[layer][0], "float32"))
 
 

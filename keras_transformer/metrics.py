@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.losses import token_weights
+from keras_transformer.tokens import PAD_ID
 from keras_transformer.validation import check_non_negative_int
 
 
@@ -25,7 +25,7 @@ class MaskedAccuracy(keras.metrics.Metric):
     >>> float(metric.result())
     """
 
-    def __init__(self, pad_id=0, name="masked_accuracy", **kwargs):
+    def __init__(self, pad_id=PAD_ID, name="masked_accuracy", **kwargs):
         super().__init__(name=name, **kwargs)
         check_non_negative_int("pad_id", pad_id)
         self.pad_id = pad_id
@@ -47,3 +47,19 @@ class MaskedAccuracy(keras.metrics.Metric):
 
     def get_config(self):
         return {"name": self.name, "dtype": self.dtype, "pad_id": self.pad_id}
+
+
+def token_weights(sample_weight, values):
+    """`sample_weight` `(batch,)` or `(batch, length)` as float32 weights
+    shaped like the per-token `values` `(batch, length)`."""
+    weights = ops.cast(ops.convert_to_tensor(sample_weight), "float32")
+    if len(weights.shape) == 1:  # one weight per sentence
+        weights = weights[:, None]
+    elif len(weights.shape) == 3 and weights.shape[-1] == 1:
+        weights = weights[..., 0]
+    if len(weights.shape) != 2:
+        raise ValueError(
+            "`sample_weight` must have shape (batch,) or (batch, length). "
+            f"Received: sample_weight.shape={tuple(weights.shape)}"
+        )
+    return ops.broadcast_to(weights, ops.shape(values))

@@ -71,12 +71,10 @@ def test_sample_weight_weights_each_token():
     token_weight[0, 0] = token_weight[1, 0] = 1
     value = float(ops.convert_to_numpy(loss(labels, logits, sample_weight=token_weight)))
     assert value == pytest.approx((per_token[0, 0] + per_token[1, 0]) / real.sum(), rel=1e-5)
-    # Per sentence: the second sentence's tokens count three times.
-    value = float(ops.convert_to_numpy(loss(labels, logits, sample_weight=np.array([1.0, 3.0]))))
+    # Per sentence, (batch, 1) as Keras broadcasts it: the second sentence's tokens count three times.
+    value = float(ops.convert_to_numpy(loss(labels, logits, sample_weight=np.array([[1.0], [3.0]]))))
     expected = (per_token[0][real[0]].sum() + 3 * per_token[1][real[1]].sum()) / real.sum()
     assert value == pytest.approx(expected, rel=1e-5)
-    with pytest.raises(ValueError, match="sample_weight"):
-        loss(labels, logits, sample_weight=np.ones((2, 4, 9)))
 
 
 def test_masked_accuracy_weights_tokens_and_checks_pad_id():

@@ -6,16 +6,13 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.tokens import PAD_ID
 from keras_transformer.validation import check_non_negative_int
 
 # A stand-in for minus infinity that stays finite in float16 (max 65504),
 # even when two of them are added. Scores are float32 throughout, but a
 # finite value keeps `0 * NEG_INF` and `NEG_INF - NEG_INF` free of NaNs.
 NEG_INF = -3.0e4
-
-PAD_ID = 0
-BOS_ID = 2
-EOS_ID = 3
 
 
 def model_max_length(model):
@@ -134,20 +131,9 @@ def step_logits(model, tokens, step, memory, source_mask, cache, length):
     zero = ops.zeros_like(step)
     if cache is not None:
         ids = ops.slice(tokens, (zero, step), (rows, 1))
-        logits, cache = model.decode(ids, None, source_mask, cache=cache, cache_index=step)
+        logits, cache = model.decode(ids, None, source_mask, cache=cache, cache_update_index=step)
         return logits[:, 0], cache
     logits = model.decode(tokens[:, :length], memory, source_mask)
     vocab = logits.shape[-1]
     return ops.slice(logits, (zero, step, zero), (rows, 1, vocab))[:, 0], cache
 
-
-def strip(ids, eos_id=EOS_ID):
-    """Token ids of one output row as a list, up to (not including) EOS,
-    without padding."""
-    out = []
-    for token in np.asarray(ids).tolist():
-        if eos_id is not None and token == eos_id:
-            break
-        if token != PAD_ID:
-            out.append(int(token))
-    return out

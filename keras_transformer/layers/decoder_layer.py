@@ -4,7 +4,6 @@ import keras
 
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.encoder_layer import EncoderLayer
-from keras_transformer.layers.layer_norm import LayerNormalization
 from keras_transformer.layers.residual import residual
 
 
@@ -23,18 +22,18 @@ class DecoderLayer(EncoderLayer):
             real source tokens.
         self_attention_cache: optional `(batch, 2, max_length, num_heads,
             d_k)` key/value cache for incremental decoding; needs
-            `cache_index`. The updated cache is returned.
+            `cache_update_index`. The updated cache is returned.
         cross_attention_cache: optional `(batch, 2, source_length,
             num_heads, d_k)` keys and values of `memory`, from
             `cross_attention.project_key_value(memory)`.
-        cache_index: position of the first token of `x`.
-        return_attention_weights: bool. Also return the cross-attention
+        cache_update_index: position of the first token of `x`.
+        return_attention_scores: bool. Also return the cross-attention
             weights `(batch, num_heads, target_length, source_length)`.
         training: bool. Enables dropout.
 
     Returns:
-        `x`, or a tuple `(x, self_attention_cache)`, `(x, weights)` or
-        `(x, self_attention_cache, weights)`.
+        `x`, or a tuple `(x, self_attention_cache)`, `(x, scores)` or
+        `(x, self_attention_cache, scores)`.
 
     Example:
 
@@ -52,7 +51,7 @@ class DecoderLayer(EncoderLayer):
             dtype=self.dtype_policy,
             name="cross_attention",
         )
-        self.cross_attention_norm = LayerNormalization(
+        self.cross_attention_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon,
             dtype=self.dtype_policy,
             name="cross_attention_norm",
@@ -70,33 +69,33 @@ class DecoderLayer(EncoderLayer):
         memory_mask=None,
         self_attention_cache=None,
         cross_attention_cache=None,
-        cache_index=None,
-        return_attention_weights=False,
+        cache_update_index=None,
+        return_attention_scores=False,
         training=None,
     ):
-        cache, weights = self_attention_cache, None
+        cache, scores = self_attention_cache, None
 
         def attend_to_self(y):
             nonlocal cache
             if cache is None:
-                return self.self_attention(y, causal=True, training=training)
+                return self.self_attention(y, use_causal_mask=True, training=training)
             y, cache = self.self_attention(
-                y, cache=cache, cache_index=cache_index, training=training
+                y, cache=cache, cache_update_index=cache_update_index, training=training
             )
             return y
 
         def attend_to_memory(y):
-            nonlocal weights
+            nonlocal scores
             y = self.cross_attention(
                 y,
                 memory,
                 attention_mask=memory_mask,
-                key_value=cross_attention_cache,
-                return_attention_weights=return_attention_weights,
+                cache=cross_attention_cache,
+                return_attention_scores=return_attention_scores,
                 training=training,
             )
-            if return_attention_weights:
-                y, weights = y
+            if return_attention_scores:
+                y, scores = y
             return y
 
         norm_first, dropout = self.norm_first, self.dropout
@@ -107,6 +106,6 @@ class DecoderLayer(EncoderLayer):
         results = (x,)  # (batch, target_length, d_model)
         if self_attention_cache is not None:
             results += (cache,)
-        if return_attention_weights:
-            results += (weights,)
+        if return_attention_scores:
+            results += (scores,)
         return results[0] if len(results) == 1 else results

@@ -3,9 +3,7 @@
 import keras
 
 from keras_transformer.layers.attention import MultiHeadAttention
-from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
-from keras_transformer.layers.layer_norm import LayerNormalization
 from keras_transformer.layers.residual import residual
 from keras_transformer.validation import (
     check_bool,
@@ -76,16 +74,16 @@ class EncoderLayer(keras.layers.Layer):
         self.self_attention = MultiHeadAttention(
             d_model, num_heads, attention_dropout_rate, dtype=dtype, name="self_attention"
         )
-        self.self_attention_norm = LayerNormalization(
+        self.self_attention_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="self_attention_norm"
         )
         self.feed_forward = FeedForward(
             d_model, d_ff, activation, dtype=dtype, name="feed_forward"
         )
-        self.feed_forward_norm = LayerNormalization(
+        self.feed_forward_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="feed_forward_norm"
         )
-        self.dropout = Dropout(dropout_rate, dtype=dtype, name="dropout")
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=dtype, name="dropout")
 
     def build(self, input_shape):
         for layer in (

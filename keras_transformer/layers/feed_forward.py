@@ -1,9 +1,7 @@
 """Position-wise feed-forward network (section 3.3)."""
 
 import keras
-from keras import ops
 
-from keras_transformer.layers.token_sums import add_bias
 from keras_transformer.validation import check_positive
 
 
@@ -41,13 +39,7 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, x):
-        # The Dense layers' weights, applied here so that the bias gradients
-        # are `add_bias`'s.
-        inner, outer = self.inner, self.outer
-        hidden = ops.matmul(x, ops.cast(inner.kernel, self.compute_dtype))  # (batch, length, d_ff)
-        hidden = self.activation(add_bias(hidden, ops.cast(inner.bias, self.compute_dtype)))
-        output = ops.matmul(hidden, ops.cast(outer.kernel, self.compute_dtype))
-        return add_bias(output, ops.cast(outer.bias, self.compute_dtype))  # (batch, length, d_model)
+        return self.outer(self.inner(x))  # (batch, length, d_ff) -> (batch, length, d_model)
 
     def get_config(self):
         config = super().get_config()

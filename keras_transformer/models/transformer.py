@@ -6,13 +6,13 @@ import numbers
 import keras
 from keras import ops
 
-from keras_transformer import output_layer
 from keras_transformer.layers.decoder_layer import DecoderLayer
-from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder_layer import EncoderLayer
-from keras_transformer.layers.layer_norm import LayerNormalization
 from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.layers.reversible_embedding import ReversibleEmbedding
 from keras_transformer.models.config import TransformerConfig, preset_config
+from keras_transformer.models.multi_worker import MultiWorkerFit
+from keras_transformer.tokens import PAD_ID
 from keras_transformer.validation import (
     check_bool,
     check_positive,
@@ -20,15 +20,18 @@ from keras_transformer.validation import (
     check_rate,
 )
 
-PAD_ID = 0  # token id 0 is padding, masked everywhere
-
-
 def padding_mask(ids):
     """`True` for real tokens, `False` for padding: `(batch, length)`."""
     return ops.not_equal(ids, PAD_ID)
 
 
-def _check_ids(name, ids):
+def _as_ids(name, ids):
+    """Token ids `(batch, length)` as int32.
+
+    Other numeric dtypes are cast, as `keras.layers.Embedding` casts them:
+    under a `tf.distribute` strategy, Keras builds the model's loss and
+    metrics from a batch averaged across replicas, whose ids are float32.
+    """
     ids = ops.convert_to_tensor(ids)
     if len(ids.shape) != 2:
         raise ValueError(
@@ -36,16 +39,13 @@ def _check_ids(name, ids):
             f"Received: {name}.shape={tuple(ids.shape)}"
         )
     dtype = keras.backend.standardize_dtype(ids.dtype)
-    if "int" not in dtype:
-        raise TypeError(
-            f"`{name}` must hold integer token ids. Received: {name} of "
-            f"dtype {dtype}"
-        )
-    return ids
+    if dtype == "bool" or not ("int" in dtype or "float" in dtype):
+        raise TypeError(f"`{name}` must hold integer token ids. Received: {name} of dtype {dtype}")
+    return ids if dtype == "int32" else ops.cast(ids, "int32")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(keras.Model):
+class Transformer(MultiWorkerFit, keras.Model):
     """The Transformer of "Attention Is All You Need".
 
     `model((source_ids, target_input_ids))` returns next-token logits
@@ -54,6 +54,13 @@ class Transformer(keras.Model):
     is also the pre-softmax projection (section 3.4), unless
     `target_vocab_size` asks for separate vocabularies; the target embedding
     is then still shared with the projection.
+
+    The model is built when constructed, and it is a plain `keras.Model`:
+    `compile`, `fit`, `evaluate` and `predict` take `((source_ids,
+    target_input_ids), labels)` batches (`keras_transformer.tokens` packs
+    them) on one device or under a distribution strategy, and `save`,
+    `keras.saving.load_model` and `quantize("int8")` work as for any
+    Keras model.
 
     Args:
         vocab_size: int. Size of the shared (or source) vocabulary.
@@ -81,6 +88,8 @@ class Transformer(keras.Model):
     >>> target = keras.ops.array([[2, 8, 9]])
     >>> model((source, target)).shape
     (1, 3, 100)
+    >>> model.compile(optimizer=paper_optimizer(128), loss=LabelSmoothedCrossEntropy())
+    >>> model.fit((sources, target_inputs), labels, batch_size=64)
 
     Reference: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762.
     """
@@ -150,16 +159,16 @@ class Transformer(keras.Model):
             embeddings_initializer=keras.initializers.RandomNormal(stddev=d_model**-0.5),
             dtype=dtype,
         )
-        self.embedding = keras.layers.Embedding(vocab_size, name="embedding", **embedding)
+        self.embedding = ReversibleEmbedding(vocab_size, name="embedding", **embedding)
         self.target_embedding = None
         if target_vocab_size is not None:
-            self.target_embedding = keras.layers.Embedding(
+            self.target_embedding = ReversibleEmbedding(
                 target_vocab_size, name="target_embedding", **embedding
             )
         positions = dict(max_length=max_length, learned=learned_positions, dtype=dtype)
         self.encoder_positions = PositionalEncoding(name="encoder_positions", **positions)
         self.decoder_positions = PositionalEncoding(name="decoder_positions", **positions)
-        self.embedding_dropout = Dropout(dropout_rate, dtype=dtype)
+        self.embedding_dropout = keras.layers.Dropout(dropout_rate, dtype=dtype, name="embedding_dropout")
         block = dict(
             d_model=d_model,
             num_heads=num_heads,
@@ -180,8 +189,12 @@ class Transformer(keras.Model):
         self.encoder_norm = self.decoder_norm = None
         if norm_first:  # pre-norm stacks end with a LayerNorm
             norm = dict(epsilon=layer_norm_epsilon, dtype=dtype)
-            self.encoder_norm = LayerNormalization(name="encoder_norm", **norm)
-            self.decoder_norm = LayerNormalization(name="decoder_norm", **norm)
+            self.encoder_norm = keras.layers.LayerNormalization(name="encoder_norm", **norm)
+            self.decoder_norm = keras.layers.LayerNormalization(name="decoder_norm", **norm)
+        # Built now, as keras-hub builds its backbones: weights can be loaded,
+        # counted or quantized before the first call, and `fit` under a
+        # distribution strategy finds the variables in place.
+        self.build(((None, None), (None, None)))
 
     @classmethod
     def from_preset(cls, preset, vocab_size, **overrides):
@@ -199,7 +212,9 @@ class Transformer(keras.Model):
         config = preset_config(preset, vocab_size=vocab_size, **overrides)
         return cls(**dataclasses.asdict(config), **keras_kwargs)
 
-    def build(self, input_shape):
+    def build(self, input_shape=None):
+        if self.built:  # built in __init__; Keras calls build again when loading
+            return
         source_shape, target_shape = input_shape
         hidden = (None, None, self.transformer_config.d_model)
         self.embedding.build(source_shape)
@@ -220,7 +235,7 @@ class Transformer(keras.Model):
 
     def encode(self, source_ids, training=None):
         """Encoder output `(batch, source_length, d_model)`."""
-        source_ids = _check_ids("source_ids", source_ids)
+        source_ids = _as_ids("source_ids", source_ids)
         mask = padding_mask(source_ids)  # (batch, source_length)
         x = self.encoder_positions(self.embedding(source_ids))
         x = self.embedding_dropout(x, training=training)
@@ -265,8 +280,8 @@ class Transformer(keras.Model):
         memory,
         source_mask,
         cache=None,
-        cache_index=None,
-        return_attention_weights=False,
+        cache_update_index=None,
+        return_attention_scores=False,
         training=None,
     ):
         """Next-token logits `(batch, target_length, vocab_size)`.
@@ -279,25 +294,25 @@ class Transformer(keras.Model):
                 `padding_mask(source_ids)`.
             cache: optional dict from `init_cache()`. The decoder then reads
                 earlier positions from it instead of recomputing them.
-            cache_index: position of `target_ids[:, 0]` in the target
+            cache_update_index: position of `target_ids[:, 0]` in the target
                 sequence; required with `cache`.
-            return_attention_weights: also return, per decoder layer, the
+            return_attention_scores: also return, per decoder layer, the
                 cross-attention weights `(batch, num_heads, target_length,
                 source_length)`.
             training: bool. Enables dropout.
 
         Returns:
-            `logits`, or `(logits, cache)`, `(logits, weights)` or
-            `(logits, cache, weights)`.
+            `logits`, or `(logits, cache)`, `(logits, scores)` or
+            `(logits, cache, scores)`.
         """
-        target_ids = _check_ids("target_ids", target_ids)
-        if cache is not None and cache_index is None:
-            raise ValueError("Argument `cache_index` is required with `cache`.")
-        start = 0 if cache is None else cache_index
+        target_ids = _as_ids("target_ids", target_ids)
+        if cache is not None and cache_update_index is None:
+            raise ValueError("Argument `cache_update_index` is required with `cache`.")
+        start = 0 if cache is None else cache_update_index
         x = self.decoder_positions(self._output_embedding(target_ids), start_index=start)
         x = self.embedding_dropout(x, training=training)
         new_cache = {"self_attention": [], "cross_attention": []}
-        all_weights = []
+        all_scores = []
         for i, layer in enumerate(self.decoder_layers):
             outputs = layer(
                 x,
@@ -305,8 +320,8 @@ class Transformer(keras.Model):
                 memory_mask=source_mask,
                 self_attention_cache=None if cache is None else cache["self_attention"][i],
                 cross_attention_cache=None if cache is None else cache["cross_attention"][i],
-                cache_index=cache_index,
-                return_attention_weights=return_attention_weights,
+                cache_update_index=cache_update_index,
+                return_attention_scores=return_attention_scores,
                 training=training,
             )
             outputs = outputs if isinstance(outputs, tuple) else (outputs,)
@@ -314,28 +329,23 @@ class Transformer(keras.Model):
             if cache is not None:
                 new_cache["self_attention"].append(outputs[1])
                 new_cache["cross_attention"].append(cache["cross_attention"][i])
-            if return_attention_weights:
-                all_weights.append(outputs[-1])
+            if return_attention_scores:
+                all_scores.append(outputs[-1])
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        logits = self.project(x, training=training)
+        logits = self.project(x)
 
         results = (logits,)
         if cache is not None:
             results += (new_cache,)
-        if return_attention_weights:
-            results += (all_weights,)
+        if return_attention_scores:
+            results += (all_scores,)
         return results[0] if len(results) == 1 else results
 
-    def project(self, x, training=None):
-        """Pre-softmax projection with the (shared) embedding matrix.
-
-        In training the logits carry `x` and the embeddings, so that
-        `LabelSmoothedCrossEntropy` can compute its gradient without a
-        logits-sized tensor (`keras_transformer.output_layer`).
-        """
-        embeddings = ops.cast(ops.convert_to_tensor(self._output_embedding.embeddings), self.compute_dtype)
-        return output_layer.project(x, embeddings, record=bool(training))  # (batch, length, vocab)
+    def project(self, x):
+        """Pre-softmax logits `(batch, length, vocab_size)` of decoder states
+        `x`, with the (shared) embedding matrix."""
+        return self._output_embedding(x, reverse=True)
 
     def call(self, inputs, training=None):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
@@ -344,8 +354,8 @@ class Transformer(keras.Model):
                 f"Received: {type(inputs).__name__}"
             )
         source_ids, target_ids = inputs
-        source_ids = _check_ids("source_ids", source_ids)
-        target_ids = _check_ids("target_ids", target_ids)
+        source_ids = _as_ids("source_ids", source_ids)
+        target_ids = _as_ids("target_ids", target_ids)
         batch = (source_ids.shape[0], target_ids.shape[0])
         if None not in batch and batch[0] != batch[1]:
             raise ValueError(
@@ -356,10 +366,21 @@ class Transformer(keras.Model):
         return self.decode(target_ids, memory, padding_mask(source_ids), training=training)
 
     def get_config(self):
+        # A quantized model records its layers' policies in a DTypePolicyMap
+        # under their paths; built from it, each layer looks its own up and
+        # is created quantized. Keras leaves this to subclassed models
+        # (keras-team/keras#19381), with `_flatten_layers` as in the
+        # DTypePolicyMap docstring.
+        policy = keras.dtype_policies.DTypePolicyMap(default_policy=self.dtype_policy)
+        for layer in self._flatten_layers(include_self=False):
+            if layer.quantization_mode is not None:
+                policy[layer.path] = layer.dtype_policy
+        if not len(policy):
+            policy = self.dtype_policy
         config = {
             "name": self.name,
             "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "dtype": keras.dtype_policies.serialize(policy),
         }
         config.update(dataclasses.asdict(self.transformer_config))
         return config

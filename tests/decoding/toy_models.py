@@ -34,13 +34,13 @@ class BigramModel:
             "cross_attention": [memory],
         }
 
-    def decode(self, target_ids, memory, source_mask, cache=None, cache_index=None):
+    def decode(self, target_ids, memory, source_mask, cache=None, cache_update_index=None):
         logits = ops.take(ops.convert_to_tensor(self.table), target_ids, axis=0)
         if cache is None:
             return logits
-        zero = ops.zeros_like(cache_index)
+        zero = ops.zeros_like(cache_update_index)
         history = ops.slice_update(
-            cache["self_attention"][0], (zero, cache_index), ops.cast(target_ids, "int32")
+            cache["self_attention"][0], (zero, cache_update_index), ops.cast(target_ids, "int32")
         )
         return logits, {"self_attention": [history], "cross_attention": cache["cross_attention"]}
 
@@ -77,11 +77,11 @@ class CopyModel:
         tokens = ops.where(ops.equal(tokens, 0), EOS, tokens)
         return self.confidence * ops.one_hot(tokens, self.vocab_size)
 
-    def decode(self, target_ids, memory, source_mask, cache=None, cache_index=None):
+    def decode(self, target_ids, memory, source_mask, cache=None, cache_update_index=None):
         length = target_ids.shape[1]
         if cache is None:
             return self._logits(memory, ops.arange(length))
-        logits = self._logits(cache["cross_attention"][0], cache_index + ops.arange(length))
+        logits = self._logits(cache["cross_attention"][0], cache_update_index + ops.arange(length))
         return logits, cache
 
 

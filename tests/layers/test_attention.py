@@ -15,29 +15,31 @@ def softmax(x):
 
 def reference_attention(layer, query, memory, mask):
     """Multi-head attention written out in NumPy from the layer's weights."""
-    w = ops.convert_to_numpy(layer.qkv_kernel)  # (d, 3, heads, d_k)
-    b = ops.convert_to_numpy(layer.qkv_bias)  # (3, heads, d_k)
-    wo = ops.convert_to_numpy(layer.output_kernel)  # (heads, d_k, d)
-    bo = ops.convert_to_numpy(layer.output_bias)
-    heads, d_k = w.shape[2], w.shape[3]
+    (wq, bq), (wk, bk), (wv, bv), (wo, bo) = (
+        [ops.convert_to_numpy(w) for w in dense.weights]  # (d, d), (d,)
+        for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
+    )
+    heads = layer.num_heads
+    d_k = wq.shape[0] // heads
     outputs = []
     for h in range(heads):
-        q = query @ w[:, 0, h] + b[0, h]
-        k = memory @ w[:, 1, h] + b[1, h]
-        v = memory @ w[:, 2, h] + b[2, h]
+        part = slice(h * d_k, (h + 1) * d_k)  # head h's columns
+        q = query @ wq[:, part] + bq[part]
+        k = memory @ wk[:, part] + bk[part]
+        v = memory @ wv[:, part] + bv[part]
         scores = q @ np.swapaxes(k, 1, 2) / np.sqrt(d_k)  # (batch, T, S)
         scores = np.where(mask, scores, -np.inf)
         outputs.append(softmax(scores) @ v)
     concat = np.concatenate(outputs, axis=-1)  # (batch, T, heads * d_k)
-    return concat @ wo.reshape(heads * d_k, -1) + bo
+    return concat @ wo + bo
 
 
 def random_layer(d_model=16, num_heads=4, **kwargs):
     layer = MultiHeadAttention(d_model, num_heads, **kwargs)
     layer.build((None, None, d_model))
     # Non-zero biases so that they are checked too.
-    layer.qkv_bias.assign(np.random.normal(size=layer.qkv_bias.shape))
-    layer.output_bias.assign(np.random.normal(size=layer.output_bias.shape))
+    for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense):
+        dense.bias.assign(np.random.normal(size=dense.bias.shape))
     return layer
 
 
@@ -47,7 +49,7 @@ def test_self_attention_with_padding_matches_numpy(return_weights):
     x = np.random.normal(size=(3, 6, 16)).astype("float32")
     lengths = np.array([6, 4, 1])
     padding = np.arange(6)[None, :] < lengths[:, None]  # (batch, S)
-    out = layer(x, attention_mask=padding, return_attention_weights=return_weights)
+    out = layer(x, attention_mask=padding, return_attention_scores=return_weights)
     if return_weights:
         out, weights = out
         assert weights.shape == (3, 4, 6, 6)
@@ -62,7 +64,7 @@ def test_self_attention_with_padding_matches_numpy(return_weights):
 def test_causal_self_attention_matches_numpy(return_weights):
     layer = random_layer()
     x = np.random.normal(size=(2, 5, 16)).astype("float32")
-    out = layer(x, causal=True, return_attention_weights=return_weights)
+    out = layer(x, use_causal_mask=True, return_attention_scores=return_weights)
     out = out[0] if return_weights else out
     causal = np.tril(np.ones((5, 5), bool))[None]
     expected = reference_attention(layer, x, x, causal)
@@ -79,22 +81,22 @@ def test_cross_attention_with_mask_matches_numpy():
     expected = reference_attention(layer, x, memory, mask)
     np.testing.assert_allclose(ops.convert_to_numpy(out), expected, rtol=1e-5, atol=1e-5)
     # Pre-projected keys/values (a cross-attention cache) give the same.
-    cached = layer(x, key_value=layer.project_key_value(memory), attention_mask=mask)
+    cached = layer(x, cache=layer.project_key_value(memory), attention_mask=mask)
     np.testing.assert_allclose(ops.convert_to_numpy(cached), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_cache_step_by_step_equals_causal_attention():
     layer = random_layer()
     x = np.random.normal(size=(2, 6, 16)).astype("float32")
-    full = ops.convert_to_numpy(layer(x, causal=True))
+    full = ops.convert_to_numpy(layer(x, use_causal_mask=True))
     cache = ops.zeros((2, 2, 8, 4, 4))
     for i in range(6):
-        step, cache = layer(x[:, i : i + 1], cache=cache, cache_index=i)
+        step, cache = layer(x[:, i : i + 1], cache=cache, cache_update_index=i)
         np.testing.assert_allclose(ops.convert_to_numpy(step)[:, 0], full[:, i], atol=1e-5)
     # A chunk of several tokens at an offset (prefill) works too.
     cache = ops.zeros((2, 2, 8, 4, 4))
-    _, cache = layer(x[:, :2], cache=cache, cache_index=0)
-    chunk, _ = layer(x[:, 2:], cache=cache, cache_index=2)
+    _, cache = layer(x[:, :2], cache=cache, cache_update_index=0)
+    chunk, _ = layer(x[:, 2:], cache=cache, cache_update_index=2)
     np.testing.assert_allclose(ops.convert_to_numpy(chunk), full[:, 2:], atol=1e-5)
 
 
@@ -124,27 +126,28 @@ def test_invalid_configuration_names_the_argument(kwargs, message):
 def test_seeded_initializer_draws_distinct_projections():
     layer = MultiHeadAttention(8, 2, kernel_initializer=keras.initializers.GlorotUniform(seed=1))
     layer.build((None, None, 8))
-    w = ops.convert_to_numpy(layer.qkv_kernel)
-    assert not np.allclose(w[:, 0], w[:, 1])
-    limit = np.sqrt(6 / (8 + 8))  # the fans of one (d_model, d_model) kernel
-    assert np.abs(w).max() <= limit and np.abs(w).max() > 0.8 * limit
+    kernels = [ops.convert_to_numpy(d.kernel) for d in (layer.query_dense, layer.key_dense, layer.value_dense)]
+    assert not np.allclose(kernels[0], kernels[1]) and not np.allclose(kernels[1], kernels[2])
+    limit = np.sqrt(6 / (8 + 8))  # Glorot's bound for a (d_model, d_model) kernel
+    for w in kernels:
+        assert np.abs(w).max() <= limit and np.abs(w).max() > 0.8 * limit
 
 
 def test_config_and_keras_file_round_trip(tmp_path):
     layer = MultiHeadAttention(16, 4, dropout_rate=0.1, use_bias=False)
     assert_config_is_constructor_arguments(layer)
     x = np.random.normal(size=(2, 5, 16)).astype("float32")
-    assert_survives_keras_file(layer, [x], tmp_path, causal=True)
+    assert_survives_keras_file(layer, [x], tmp_path, use_causal_mask=True)
 
 
 def test_mixed_precision_is_close_to_float32():
     layer = random_layer()
     x = np.random.normal(size=(2, 5, 16)).astype("float32")
-    expected = ops.convert_to_numpy(layer(x, causal=True))
+    expected = ops.convert_to_numpy(layer(x, use_causal_mask=True))
     half = MultiHeadAttention(16, 4, dtype="mixed_bfloat16")
     half.build((None, None, 16))
     half.set_weights(layer.get_weights())
-    out = half(x, causal=True)
+    out = half(x, use_causal_mask=True)
     assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
     out = ops.convert_to_numpy(ops.cast(out, "float32"))
     assert np.all(np.isfinite(out))

@@ -69,13 +69,13 @@ def test_decoder_layer_with_caches_equals_full_pass():
     layer = DecoderLayer(**ARGS)
     x = np.random.normal(size=(2, 4, 16)).astype("float32")
     memory = np.random.normal(size=(2, 7, 16)).astype("float32")
-    full, weights = layer(x, memory, return_attention_weights=True)
+    full, weights = layer(x, memory, return_attention_scores=True)
     assert weights.shape == (2, 4, 4, 7)
     cache = ops.zeros((2, 2, 4, 4, 4))
     cross = layer.cross_attention.project_key_value(memory)
     for i in range(4):
         step, cache = layer(
-            x[:, i : i + 1], self_attention_cache=cache, cross_attention_cache=cross, cache_index=i
+            x[:, i : i + 1], self_attention_cache=cache, cross_attention_cache=cross, cache_update_index=i
         )
         np.testing.assert_allclose(
             ops.convert_to_numpy(step)[:, 0], ops.convert_to_numpy(full)[:, i], atol=1e-5

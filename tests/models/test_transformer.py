@@ -88,7 +88,7 @@ def test_cached_decoding_equals_full_pass():
     mask = ops.not_equal(source, 0)
     cache = model.init_cache(memory, max_length=8)
     for i in range(5):
-        step, cache = model.decode(target[:, i : i + 1], None, mask, cache=cache, cache_index=i)
+        step, cache = model.decode(target[:, i : i + 1], None, mask, cache=cache, cache_update_index=i)
         np.testing.assert_allclose(ops.convert_to_numpy(step)[:, 0], full[:, i], atol=1e-5)
 
 
@@ -97,7 +97,7 @@ def test_cross_attention_weights_for_plots():
     source, target = ids(1, 6), ids(1, 3)
     source[0, 4:] = 0
     memory = model.encode(source)
-    logits, weights = model.decode(target, memory, ops.not_equal(source, 0), return_attention_weights=True)
+    logits, weights = model.decode(target, memory, ops.not_equal(source, 0), return_attention_scores=True)
     assert len(weights) == 2 and weights[0].shape == (1, 4, 3, 6)
     w = ops.convert_to_numpy(weights[-1])
     np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
@@ -168,12 +168,22 @@ def test_cache_longer_than_max_length_is_refused():
         model.init_cache(memory, 33)
 
 
+def test_float_ids_are_cast_as_keras_embedding_casts_them():
+    # Keras builds a model under a tf.distribute strategy from a batch
+    # averaged across replicas, whose ids are float32.
+    model = Transformer(**TINY)
+    source, target = ids(2, 5), ids(2, 4)
+    expected = ops.convert_to_numpy(model((source, target)))
+    cast = ops.convert_to_numpy(model((source.astype("float32"), target.astype("float32"))))
+    np.testing.assert_array_equal(cast, expected)
+
+
 def test_wrong_inputs_give_clear_errors():
     model = Transformer(**TINY)
     with pytest.raises(ValueError, match="source_ids"):
         model((ids(2, 5)[0], ids(2, 4)))
-    with pytest.raises(TypeError, match="integer"):
-        model((ids(2, 5).astype("float32"), ids(2, 4)))
+    with pytest.raises(TypeError, match="integer token ids.*bool"):
+        model((ids(2, 5) > 9, ids(2, 4)))
     with pytest.raises(ValueError, match="source_ids, target_input_ids"):
         model(ids(2, 5))
     with pytest.raises(ValueError, match="max_length"):

@@ -65,6 +65,13 @@ def rng_variables(model):
     return [v for v in model.variables if "seed_generator_state" in v.path]
 
 
+def _build_optimizer(model):
+    """Creates the optimizer's variables (Keras makes them at the first
+    step), so that a checkpoint holds them however early it is written."""
+    if model.optimizer is not None and not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)
+
+
 def save_checkpoint(model, directory, step, epoch, extra=None):
     """Writes checkpoint `step` of `model` (and its optimizer) atomically.
 
@@ -72,6 +79,7 @@ def save_checkpoint(model, directory, step, epoch, extra=None):
     metadata.
     """
     os.makedirs(directory, exist_ok=True)
+    _build_optimizer(model)
     weights_path, metadata_path = _paths(directory, step)
     with replacing(weights_path, suffix=".weights.h5") as temporary:
         model.save_weights(temporary, overwrite=True)
@@ -147,8 +155,7 @@ def latest_checkpoint(directory, log=None):
 
 def restore_checkpoint(model, checkpoint):
     """Loads weights, optimizer state and dropout RNG states from `checkpoint`."""
-    if model.optimizer is not None and not model.optimizer.built:
-        model.optimizer.build(model.trainable_variables)
+    _build_optimizer(model)
     model.load_weights(checkpoint.weights_path)
     saved = checkpoint.metadata().get("rng", [])
     variables = rng_variables(model)

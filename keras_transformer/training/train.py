@@ -43,7 +43,6 @@ from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models.config import TransformerConfig, preset_config
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.training.callbacks import CheckpointAndRestore, NonFiniteLossGuard
-from keras_transformer.training.keras_compat import build_before_fit, vector_logs_for_multi_worker
 from keras_transformer.training.manifest import CHECKPOINTS, claim_output_dir
 from keras_transformer.training.optimizer import (
     PAPER_TOKENS_PER_STEP,
@@ -236,7 +235,6 @@ def build_model(config, precision, options, accumulation, jit_compile):
         metrics=[MaskedAccuracy()],
         jit_compile=jit_compile,
     )
-    build_before_fit(model)
     return model
 
 
@@ -312,8 +310,6 @@ def train(
         # Built first, so that an invalid config fails before the output
         # directory is claimed for it.
         model = build_model(config, precision, options, accumulation, jit_compile)
-        if distributed.kind == "multi-worker":
-            vector_logs_for_multi_worker(model)
     if not callable(train_data):  # checks `batch_size` before the directory is claimed
         train_data = _as_dataset(train_data, options.batch_size, options.seed, shuffle=True)
     status = claim_output_dir(

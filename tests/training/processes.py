@@ -9,15 +9,20 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "run_training.py")
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def start(output_dir, *args, backend="tensorflow", env=None):
+    """`run_training.py OUTPUT_DIR ARGS...` in a new process."""
+    return start_script("run_training.py", output_dir, *args, backend=backend, env=env)
+
+
+def start_script(script, *args, backend="tensorflow", env=None):
+    """`script` (a file beside this one) with `args`, in a new process."""
     environment = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "XLA_FLAGS")}
     environment.update(KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, **(env or {}))
     return subprocess.Popen(
-        [sys.executable, SCRIPT, str(output_dir), *map(str, args)],
+        [sys.executable, os.path.join(HERE, script), *map(str, args)],
         env=environment,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -239,7 +239,7 @@ def test_cli_output_dir_that_is_a_file_or_holds_a_damaged_manifest(tmp_path, mon
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "run.json").write_text("")
     for output_dir, message in ((tmp_path / "file", "is not a directory"), (tmp_path / "run", "run.json is not a run manifest")):
-        monkeypatch.setattr("sys.argv", ["keras-transformer", *_tiny_argv(output_dir, "synthetic-copy"), "--release-host-memory"])
+        monkeypatch.setattr("sys.argv", ["keras-transformer", *_tiny_argv(output_dir, "synthetic-copy")])
         with pytest.raises(SystemExit) as exit_:
             main()
         assert str(exit_.value.code).startswith("keras-transformer train: error: ") and message in str(exit_.value.code)

@@ -37,10 +37,13 @@ def test_accumulated_micro_batches_equal_one_big_step(tmp_path):
         np.testing.assert_allclose(numpy(a), numpy(b), rtol=1e-4, atol=1e-7)
     # The weights too, where the gradient is clearly not 0: Adam moves a
     # weight whose gradient is about 0 by up to +-lr whatever its rounding.
+    # (The key projection's bias is such a weight: adding it to every key
+    # leaves each query's softmax as it is.)
     step = float(big.optimizer.learning_rate)
+    largest = max(np.abs(numpy(moment)).max() for moment in big.optimizer._momentums)
     compared = 0
     for a, b, moment in zip(small.trainable_weights, big.trainable_weights, big.optimizer._momentums):
-        clear = np.abs(numpy(moment)) > 1e-3 * np.abs(numpy(moment)).max()
+        clear = np.abs(numpy(moment)) > 1e-4 * largest
         np.testing.assert_allclose(numpy(a)[clear], numpy(b)[clear], rtol=0, atol=1e-2 * step)
         compared += clear.sum()
     assert compared > 0.9 * sum(w.size for w in weights_of(big))

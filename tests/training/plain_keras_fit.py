@@ -1,0 +1,127 @@
+"""Plain Keras on one device or under a distribution strategy, as a user writes it.
+
+    python tests/training/plain_keras_fit.py OUT.npz --strategy mirrored [--input dataset] [--loss stock]
+
+Builds the tiny Transformer in the strategy's scope, compiles it with the
+paper's optimizer, `LabelSmoothedCrossEntropy` and `MaskedAccuracy` (or a
+stock `SparseCategoricalCrossentropy`), then runs `fit`, `evaluate` and
+`predict` with no helper of this package. Writes the per-epoch losses, the
+evaluation, the predictions and the final weights to OUT.npz (the chief
+only, under multi-worker).
+
+Strategies: `one-device`, `mirrored` (two logical CPUs), `multi-worker`
+(`TF_CONFIG` set by the caller, one CPU per worker) and `data-parallel`
+(JAX, two host devices: `XLA_FLAGS=--xla_force_host_platform_device_count=2`).
+Logical devices, `TF_CONFIG` and `XLA_FLAGS` are fixed when TensorFlow or
+JAX starts, which is why each case is a process of its own.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+BATCH = 16  # global: under a strategy each of the 2 replicas gets 8 sentences
+EPOCHS = 3
+
+
+def paired_copy_task(batches, seed=0):
+    """Copy-task batches whose two halves hold the same number of tokens.
+
+    Under a strategy each replica takes the mean over its own half of a
+    global batch, and Keras averages those means; with equal token counts
+    that is the one-device mean over the whole batch. The second half of
+    each batch is the first with its words renamed.
+    """
+    import numpy as np
+
+    from keras_transformer.training.synthetic import FIRST_WORD, copy_task
+
+    half = BATCH // 2
+    (source, target_in), labels = copy_task(batches * half, length=6, vocab_size=32, seed=seed)
+    rename = np.arange(32)
+    rename[FIRST_WORD:] = np.random.default_rng(seed).permutation(np.arange(FIRST_WORD, 32))
+    parts = []
+    for array in (source, target_in, labels):
+        blocks = [np.concatenate([array[i : i + half], rename[array[i : i + half]]]) for i in range(0, len(array), half)]
+        parts.append(np.concatenate(blocks).astype("int32"))
+    source, target_in, labels = parts
+    return (source, target_in), labels
+
+
+def strategy_scope(kind):
+    """`(scope, replicas)`: where to build the model, and how many replicas share a batch."""
+    import contextlib
+
+    import keras
+
+    if kind == "one-device":
+        return contextlib.nullcontext(), 1
+    if kind == "data-parallel":
+        distribution = keras.distribution.DataParallel()
+        keras.distribution.set_distribution(distribution)
+        return contextlib.nullcontext(), distribution.device_mesh.shape[0]
+    import tensorflow as tf
+
+    if kind == "mirrored":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    else:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    return strategy.scope(), strategy.num_replicas_in_sync
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("output")
+    parser.add_argument("--strategy", default="one-device",
+                        choices=["one-device", "mirrored", "multi-worker", "data-parallel"])
+    parser.add_argument("--input", default="numpy", choices=["numpy", "dataset"])
+    parser.add_argument("--loss", default="ours", choices=["ours", "stock"])
+    args = parser.parse_args()
+
+    import keras
+    import numpy as np
+
+    scope, replicas = strategy_scope(args.strategy)  # before any other TensorFlow op
+    from keras_transformer import LabelSmoothedCrossEntropy, MaskedAccuracy, Transformer, paper_optimizer
+
+    keras.utils.set_random_seed(0)
+    (source, target_in), labels = paired_copy_task(batches=4)
+    with scope:
+        model = Transformer.from_preset("tiny", vocab_size=32, dropout_rate=0.0, num_layers=1, max_length=16)
+        if args.loss == "ours":
+            model.compile(optimizer=paper_optimizer(128, warmup_steps=4), loss=LabelSmoothedCrossEntropy(),
+                          metrics=[MaskedAccuracy()])
+        else:
+            model.compile(optimizer=keras.optimizers.Adam(0.001),
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
+    if args.input == "numpy":
+        history = model.fit((source, target_in), labels, batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=0)
+        evaluation = model.evaluate((source, target_in), labels, batch_size=BATCH, verbose=0)
+        predictions = model.predict((source, target_in), batch_size=BATCH, verbose=0)
+    else:
+        import tensorflow as tf
+
+        dataset = tf.data.Dataset.from_tensor_slices(((source, target_in), labels)).batch(BATCH)
+        history = model.fit(dataset, epochs=EPOCHS, verbose=0)
+        evaluation = model.evaluate(dataset, verbose=0)
+        predictions = model.predict(dataset.map(lambda x, y: (x,)), verbose=0)
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+    if task.get("index", 0) == 0:
+        np.savez(
+            args.output,
+            replicas=replicas,
+            losses=np.asarray(history.history["loss"]),
+            evaluation=np.asarray(evaluation),
+            predictions=np.asarray(predictions),
+            weights=np.concatenate([np.ravel(w) for w in model.get_weights()]),
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Plain Keras `fit`/`evaluate`/`predict` on every strategy, without `train()`.
+
+Each case runs `plain_keras_fit.py` in fresh processes and compares it with
+the same script on one device, on the same global batches: the losses of
+every epoch, the evaluation, the predictions and the trained weights.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+from tests.training import processes
+
+tensorflow_only = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="tf.distribute runs on the TensorFlow backend"
+)
+jax_only = pytest.mark.skipif(keras.backend.backend() != "jax", reason="keras.distribution on JAX")
+
+SCRIPT = "plain_keras_fit.py"
+
+
+def run(path, *args, backend="tensorflow", env=None):
+    return processes.start_script(SCRIPT, path, *args, backend=backend, env=env)
+
+
+def assert_same_run(distributed, single):
+    a, b = np.load(distributed), np.load(single)
+    assert a["replicas"] == 2 and b["replicas"] == 1
+    assert len(a["losses"]) == 3 and np.all(np.diff(b["losses"]) < 0)  # it trains
+    np.testing.assert_allclose(a["losses"], b["losses"], rtol=2e-3)
+    np.testing.assert_allclose(a["evaluation"], b["evaluation"], rtol=2e-3)
+    np.testing.assert_allclose(a["predictions"], b["predictions"], rtol=2e-3, atol=2e-3)
+    # Adam moves a weight whose gradient is about 0 by about the learning
+    # rate whatever its sign's rounding, so the weights agree as a whole.
+    assert np.linalg.norm(a["weights"] - b["weights"]) < 2e-3 * np.linalg.norm(b["weights"])
+
+
+@tensorflow_only
+@pytest.mark.parametrize("data,loss", [("numpy", "ours"), ("dataset", "stock")])
+def test_mirrored_strategy_over_two_cpus_matches_one_device(tmp_path, data, loss):
+    options = ("--input", data, "--loss", loss)
+    mirrored = run(tmp_path / "mirrored.npz", "--strategy", "mirrored", *options)
+    single = run(tmp_path / "single.npz", *options)
+    processes.run_all(mirrored, single)
+    assert_same_run(tmp_path / "mirrored.npz", tmp_path / "single.npz")
+
+
+@tensorflow_only
+def test_multi_worker_strategy_matches_one_device(tmp_path):
+    ports = processes.free_ports(2)
+    workers = [
+        run(tmp_path / f"worker{i}.npz", "--strategy", "multi-worker",
+            env={"TF_CONFIG": processes.tf_config(ports, i)})
+        for i in range(2)
+    ]
+    single = run(tmp_path / "single.npz")
+    processes.run_all(*workers, single)
+    assert_same_run(tmp_path / "worker0.npz", tmp_path / "single.npz")
+
+
+@jax_only
+def test_jax_data_parallel_over_two_host_devices_matches_one_device(tmp_path):
+    flags = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    parallel = run(tmp_path / "parallel.npz", "--strategy", "data-parallel", backend="jax", env=flags)
+    single = run(tmp_path / "single.npz", backend="jax")
+    processes.run_all(parallel, single)
+    assert_same_run(tmp_path / "parallel.npz", tmp_path / "single.npz")

@@ -13,16 +13,23 @@ ms/step, model FLOP utilisation against a stated peak, and peak memory.
 With `--interleave` all models run in one process per preset, their timed
 windows alternating, and the window-by-window speed-up is reported too: on a
 shared CPU whose speed drifts between minutes, the ratio of separate
-processes is mostly the drift. `--host-memory` (default `retain`, as our
-training scripts run) sets glibc's allocator for every worker alike.
+processes is mostly the drift. `--host-memory retain` sets glibc's allocator
+to keep freed memory, for every worker alike (benchmarks/README.md).
 
-Peers: `ours` (keras_transformer.Transformer) and `plain-keras`
-(benchmarks/peers/plain_keras.py, stock keras.layers.MultiHeadAttention).
+Peers: `ours` (keras_transformer.Transformer), `plain-keras`
+(benchmarks/peers/plain_keras.py, stock keras.layers.MultiHeadAttention) and
+`baseline`: this package as another checkout has it (`--baseline PATH`, e.g.
+`git worktree add /tmp/before <commit>`), to time a change before and after
+in one process:
+
+    KERAS_BACKEND=tensorflow python benchmarks/train_throughput.py --interleave \
+        --models ours baseline --baseline /tmp/before --presets tiny
 The GPU peers of ../shared/bench (PyTorch nn.Transformer, tuned Keras) are
 separate scripts; run them in the same call on the same machine.
 """
 
 import argparse
+import importlib
 import json
 import os
 import resource
@@ -36,7 +43,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks.report import write_json  # noqa: E402
-from keras_transformer.training.host_memory import RETAIN, retaining_environment  # noqa: E402
+
+# glibc's allocator keeping freed memory (`--host-memory retain`): one heap
+# for every thread, large blocks from it rather than their own mmap, and
+# free memory kept at its top.
+RETAIN = {
+    "MALLOC_ARENA_MAX": "1",
+    "MALLOC_MMAP_MAX_": "0",
+    "MALLOC_TRIM_THRESHOLD_": str(4 * 2**30),
+}
 
 
 def flops_per_step(hp, batch, source_length, target_length, vocab_size):
@@ -80,13 +95,39 @@ def peak_memory_mb(backend):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "host RSS"
 
 
+def import_baseline(path):
+    """`keras_transformer` as the checkout at `path` has it, imported beside ours.
+
+    Its modules are imported under their own names, then moved out of
+    `sys.modules` (ours are put back), so that both packages live in one
+    process. Returns the package and its modules by name.
+    """
+    def package_modules():
+        return [k for k in sys.modules if k.split(".")[0] == "keras_transformer"]
+
+    ours = {k: sys.modules.pop(k) for k in package_modules()}
+    sys.path.insert(0, os.path.abspath(path))
+    try:
+        package = importlib.import_module("keras_transformer")
+        for name in ("losses", "models.config"):
+            importlib.import_module(f"keras_transformer.{name}")
+        theirs = {k: sys.modules.pop(k) for k in package_modules()}
+    finally:
+        sys.path.remove(os.path.abspath(path))
+        sys.modules.update(ours)
+    return package, theirs
+
+
 def build(args):
     """The compiled model of `args` and a `fit(steps)` on fixed random ids.
 
     Returns `(model, hp, fit)`; `fit(steps)` returns `(seconds, last_loss)`.
+    The `baseline` model is built first (see `import_baseline`).
     """
     import keras
 
+    if args.model == "baseline":
+        baseline, modules = import_baseline(args.baseline)
     from keras_transformer import LabelSmoothedCrossEntropy, Transformer
     from keras_transformer.models.config import PRESETS
 
@@ -98,6 +139,9 @@ def build(args):
     if args.model == "ours":
         model = Transformer.from_preset(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"])
         loss = LabelSmoothedCrossEntropy(0.1)
+    elif args.model == "baseline":
+        model = baseline.Transformer.from_preset(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"])
+        loss = modules["keras_transformer.losses"].LabelSmoothedCrossEntropy(0.1)
     else:
         from benchmarks.peers.plain_keras import PlainKerasTransformer, smoothed_loss
 
@@ -256,11 +300,10 @@ def matmul_peak_tflops(dtype):
 def worker_environment(host_memory):
     """The workers' environment: glibc keeps freed memory (`retain`) or not.
 
-    The same for every model, so that the comparison is of the models; see
-    keras_transformer/training/host_memory.py for what it changes.
+    The same for every model, so that the comparison is of the models.
     """
     released = {k: v for k, v in os.environ.items() if k not in RETAIN}
-    return retaining_environment(released) if host_memory == "retain" else released
+    return {**released, **RETAIN} if host_memory == "retain" else released
 
 
 def _run_worker(command, env=None):
@@ -276,7 +319,10 @@ def _run_worker(command, env=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", nargs="+", default=["tiny", "base"], choices=["tiny", "small", "base", "big"])
-    parser.add_argument("--models", nargs="+", default=["ours", "plain-keras"], choices=["ours", "plain-keras"])
+    parser.add_argument("--models", nargs="+", default=["ours", "plain-keras"], choices=["ours", "plain-keras", "baseline"])
+    parser.add_argument("--baseline", default=None,
+                        help="a checkout of this repository (e.g. a git worktree of an older commit) whose "
+                             "keras_transformer is model `baseline`")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--source-length", type=int, default=32)
     parser.add_argument("--target-length", type=int, default=32)
@@ -296,9 +342,9 @@ def main(argv=None):
                         help="fresh processes per (preset, model); the fastest is reported, all are kept in the JSON")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="peak for MFU (790 = bf16 H100/H200); default: measured CPU float32 matmul rate")
-    parser.add_argument("--host-memory", default="retain", choices=["retain", "release"],
-                        help="retain: every worker runs with glibc keeping freed memory, as our training scripts do "
-                             "(no page faults on each step's buffers); release: glibc's defaults")
+    parser.add_argument("--host-memory", default="release", choices=["retain", "release"],
+                        help="release: glibc's defaults; retain: every worker runs with glibc keeping freed memory "
+                             "(no page faults on each step's buffers; benchmarks/README.md)")
     parser.add_argument("--interleave", action="store_true",
                         help="all --models in one process per preset, their timed windows alternating: on a machine "
                              "whose speed drifts (a shared CPU) they are measured under the same conditions; "
@@ -329,7 +375,7 @@ def main(argv=None):
         for group in groups:
             names = group.split(",")
             command = [sys.executable, os.path.abspath(__file__), "--worker", "--model", group, "--preset", preset]
-            for flag in ("batch_size", "source_length", "target_length", "vocab_size", "steps", "warmup_steps", "windows", "dtype", "jit",
+            for flag in ("batch_size", "source_length", "target_length", "vocab_size", "steps", "warmup_steps", "windows", "dtype", "jit", "baseline",
                          "timing", "dropout_rate"):
                 if getattr(args, flag) is not None:
                     command += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
@@ -343,14 +389,15 @@ def main(argv=None):
                 result["ms_per_step_all_runs"] = [run[i]["ms_per_step"] for run in done]
                 result["mfu"] = result["tflops_per_s"] / peak
                 results.append(result)
-            if args.interleave and "ours" in names and "plain-keras" in names:
-                # Window by window, the plain model's median step over ours: both ran at the same time of the run.
-                ours, plain = names.index("ours"), names.index("plain-keras")
+            for peer in names if args.interleave and "ours" in names else []:
+                # Window by window, the peer's median step over ours: both ran at the same time of the run.
+                ours, other = names.index("ours"), names.index(peer)
                 ratios = [p / o for run in done
-                          for o, p in zip(run[ours]["ms_per_step_window_medians"], run[plain]["ms_per_step_window_medians"])]
-                if ratios:
-                    results[-len(names) + ours]["speedup_vs_plain_keras_by_window"] = ratios
-                    results[-len(names) + ours]["speedup_vs_plain_keras_window_median"] = float(np.median(ratios))
+                          for o, p in zip(run[ours]["ms_per_step_window_medians"], run[other]["ms_per_step_window_medians"])]
+                if peer != "ours" and ratios:
+                    key = "speedup_vs_" + peer.replace("-", "_")
+                    results[-len(names) + ours][key + "_by_window"] = ratios
+                    results[-len(names) + ours][key + "_window_median"] = float(np.median(ratios))
 
     print(f"\npeak {peak:.3f} TFLOP/s ({peak_source}); batch {args.batch_size} x "
           f"{args.source_length}/{args.target_length} tokens, vocab {args.vocab_size}, {args.dtype}, jit {args.jit}, "
@@ -359,19 +406,26 @@ def main(argv=None):
           + f", host memory {args.host_memory}"
           + (", models interleaved in one process" if args.interleave else "")
           + (f"; fastest of {args.repeats} processes each" if args.repeats > 1 else ""))
-    print(f"{'preset':7s} {'model':12s} {'params':>8s} {'ms/step':>9s} {'tgt tok/s':>10s} {'MFU':>6s} {'peak MB':>8s} {'vs plain':>8s}")
+    peers = [name for name in ("plain-keras", "baseline") if name in args.models]
+    print(f"{'preset':7s} {'model':12s} {'params':>8s} {'ms/step':>9s} {'tgt tok/s':>10s} {'MFU':>6s} {'peak MB':>8s}"
+          + "".join(f" {'vs ' + name:>14s}" for name in peers))
     for r in results:
         if "error" in r:
             print(f"{r['preset']:7s} {r['model']:12s} failed: {r['error']}")
             continue
-        peer = next((p for p in results if p.get("preset") == r["preset"] and p.get("model") == "plain-keras" and "error" not in p), None)
-        ratio = r["target_tokens_per_s"] / peer["target_tokens_per_s"] if peer else float("nan")
-        r["speedup_vs_plain_keras"] = ratio
-        print(f"{r['preset']:7s} {r['model']:12s} {r['params'] / 1e6:7.1f}M {r['ms_per_step']:9.1f} "
-              f"{r['target_tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}% {r['peak_memory_mb']:8.0f} {ratio:7.2f}x")
-        if "speedup_vs_plain_keras_window_median" in r:
-            print(f"{'':7s} {'':12s} window by window vs plain: median {r['speedup_vs_plain_keras_window_median']:.2f}x "
-                  f"of {len(r['speedup_vs_plain_keras_by_window'])} windows")
+        row = (f"{r['preset']:7s} {r['model']:12s} {r['params'] / 1e6:7.1f}M {r['ms_per_step']:9.1f} "
+               f"{r['target_tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}% {r['peak_memory_mb']:8.0f}")
+        for name in peers:
+            peer = next((p for p in results if p.get("preset") == r["preset"] and p.get("model") == name and "error" not in p), None)
+            ratio = r["target_tokens_per_s"] / peer["target_tokens_per_s"] if peer else float("nan")
+            r["speedup_vs_" + name.replace("-", "_")] = ratio
+            row += f" {ratio:13.2f}x"
+        print(row)
+        for name in peers:
+            key = "speedup_vs_" + name.replace("-", "_")
+            if key + "_window_median" in r:
+                print(f"{'':7s} {'':12s} window by window vs {name}: median {r[key + '_window_median']:.2f}x "
+                      f"of {len(r[key + '_by_window'])} windows")
     if args.output:
         write_json(args.output, dict(peak_tflops=peak, peak_source=peak_source, args=vars(args), results=results))
         print(f"wrote {args.output}")

@@ -73,9 +73,6 @@ def parse_args(argv=None):
     p.add_argument("--export-buckets", type=int, nargs="+", default=None,
                    help="source lengths of the SavedModel's graph branches (default: 16 32 64 128 and the longest)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--release-host-memory", action="store_true",
-                   help="let glibc return freed host memory to the system after every step "
-                        "(default: keep it for reuse; keras_transformer.training.host_memory)")
     return p.parse_args(argv)
 
 
@@ -293,8 +290,4 @@ def evaluate_and_export(args, inference, tokenizer, test_pairs, name, started):
 
 
 if __name__ == "__main__":
-    if "--release-host-memory" not in sys.argv:  # before anything runs: see the module
-        from keras_transformer.training.host_memory import restart_retaining_freed_memory
-
-        restart_retaining_freed_memory()
     main()

@@ -68,19 +68,11 @@ def parse_arguments(argv=None):
 def main(argv=None):
     """Runs the command line `argv` (default `sys.argv[1:]`); returns 0 on success.
 
-    As the process's own command line (`argv` None), `train` first restarts
-    the process with glibc set to keep freed memory for the next steps
-    (`keras_transformer.training.host_memory`), unless `--release-host-memory`.
-
     As the process's command line, a bad argument or a missing, existing or
     unreadable file (`ValueError`, `OSError`) ends the process with a
     one-line message on stderr and status 1, not a traceback. Called with
     `argv`, as from Python, the exception is raised as it is.
     """
-    if argv is None and sys.argv[1:2] == ["train"] and "--release-host-memory" not in sys.argv:
-        from keras_transformer.training.host_memory import restart_retaining_freed_memory
-
-        restart_retaining_freed_memory()
     args = parse_arguments(argv)
     try:
         return args.run(args) or 0
@@ -126,9 +118,6 @@ def _train_arguments(p):
     p.add_argument("--overwrite", action="store_true", help="replace another run in --output-dir")
     p.add_argument("--no-tensorboard", action="store_true")
     p.add_argument("--verbose", default="auto", choices=["auto", "0", "1", "2"], help="Keras fit verbosity")
-    p.add_argument("--release-host-memory", action="store_true",
-                   help="let glibc return freed host memory to the system after every step "
-                        "(default: keep it for reuse; keras_transformer.training.host_memory)")
 
 
 def _parse_overrides(pairs):

@@ -246,6 +246,8 @@ def summarize(args, run):
         jit_compile=args.jit,
         timing=args.timing,
         interleaved_with=[name for name in args.model.split(",") if name != run["name"]],
+        # Where the model's class was imported from (the baseline's checkout, for `baseline`).
+        source=type(run["model"]).__init__.__code__.co_filename,
         # What this worker's allocator was told (--host-memory), read from its own environment.
         host_memory="retain" if all(os.environ.get(k) == v for k, v in RETAIN.items()) else "release",
         batch_size=b,

@@ -5,6 +5,7 @@ Behaviour only: the script's table and JSON, never its timings.
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -12,68 +13,43 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_train_throughput_writes_every_figure_for_both_models(tmp_path):
+def test_train_throughput_interleaves_ours_the_peer_and_a_baseline_checkout_in_one_process(tmp_path):
+    # The baseline: a copy of this package in another folder, imported beside ours.
+    shutil.copytree(os.path.join(ROOT, "keras_transformer"), tmp_path / "old" / "keras_transformer")
     output = tmp_path / "train.json"
     command = [
-        sys.executable, os.path.join(ROOT, "benchmarks", "train_throughput.py"),
+        sys.executable, os.path.join(ROOT, "benchmarks", "train_throughput.py"), "--interleave",
+        "--models", "ours", "plain-keras", "baseline", "--baseline", str(tmp_path / "old"),
         "--presets", "tiny", "--batch-size", "2", "--source-length", "6", "--target-length", "5",
-        "--vocab-size", "64", "--steps", "3", "--warmup-steps", "1", "--windows", "2", "--repeats", "1",
-        "--dropout-rate", "0.2", "--jit", "auto", "--peak-tflops", "1.5", "--host-memory", "retain",
+        "--vocab-size", "64", "--steps", "3", "--warmup-steps", "1", "--windows", "3", "--repeats", "1",
+        "--jit", "auto", "--peak-tflops", "1.5", "--dropout-rate", "0.2", "--host-memory", "retain",
         "--output", str(output),
     ]
     run = subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=ROOT))
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "ours" in run.stdout and "plain-keras" in run.stdout
+    assert "window by window vs plain-keras" in run.stdout and "window by window vs baseline" in run.stdout
     report = json.loads(output.read_text())
     assert report["peak_tflops"] == 1.5 and report["peak_source"] == "stated"
     results = {r["model"]: r for r in report["results"]}
-    assert set(results) == {"ours", "plain-keras"}
-    for result in results.values():
-        assert "error" not in result
+    ours, plain, baseline = results["ours"], results["plain-keras"], results["baseline"]
+    assert ours["interleaved_with"] == ["plain-keras", "baseline"] and plain["interleaved_with"] == ["ours", "baseline"]
+    # The same model size for all three: the comparison is like for like.
+    assert baseline["params"] == ours["params"] == plain["params"]
+    assert baseline["source"] == str(tmp_path / "old" / "keras_transformer" / "models" / "transformer.py")
+    assert ours["source"] == os.path.join(ROOT, "keras_transformer", "models", "transformer.py")
+    for result in (ours, plain, baseline):
+        # The worker ran with the allocator setting of --host-memory, read from its environment.
+        assert result["host_memory"] == "retain"
         assert (result["batch_size"], result["source_length"], result["target_length"]) == (2, 6, 5)
         assert result["dropout_rate"] == 0.2
-        # Both workers ran with the allocator setting of --host-memory, read from their environment.
-        assert result["host_memory"] == "retain"
-        assert result["interleaved_with"] == []  # each model in its own process
-        assert len(result["ms_per_step_all_windows"]) == 2 and len(result["ms_per_step_all_runs"]) == 1
-        # The reported step is the median steady-state step: 2 windows of 3
-        # steps give 2 intervals each between step ends. The fit timing is
-        # the fastest whole window.
-        assert result["timing"] == "steps" and len(result["ms_all_steps"]) == 4
-        assert result["ms_per_step"] == result["ms_per_step_median"]
+        # The reported step is the median steady-state step: 3 windows of 3
+        # steps give 2 intervals each between step ends.
+        assert len(result["ms_per_step_window_medians"]) == 3 and len(result["ms_all_steps"]) == 6
         assert abs(result["ms_per_step"] - statistics.median(result["ms_all_steps"])) < 1e-9 * result["ms_per_step"]
         assert result["ms_per_step_fit"] == min(result["ms_per_step_all_windows"])
         # The rates follow from the reported step time.
         assert abs(result["target_tokens_per_s"] - 2 * 5 / (result["ms_per_step"] / 1e3)) < 1e-6 * result["target_tokens_per_s"]
         assert abs(result["mfu"] - result["tflops_per_s"] / 1.5) < 1e-12
-    # The two models are the same size: the comparison is like for like.
-    ours, plain = results["ours"], results["plain-keras"]
-    assert ours["params"] == plain["params"]
-    assert ours["speedup_vs_plain_keras"] == ours["target_tokens_per_s"] / plain["target_tokens_per_s"]
-
-
-def test_train_throughput_interleaves_ours_the_peer_and_a_baseline_checkout_in_one_process(tmp_path):
-    # The baseline is this checkout itself, imported a second time beside ours.
-    output = tmp_path / "train.json"
-    command = [
-        sys.executable, os.path.join(ROOT, "benchmarks", "train_throughput.py"), "--interleave",
-        "--models", "ours", "plain-keras", "baseline", "--baseline", ROOT,
-        "--presets", "tiny", "--batch-size", "2", "--source-length", "6", "--target-length", "5",
-        "--vocab-size", "64", "--steps", "3", "--warmup-steps", "1", "--windows", "3", "--repeats", "1",
-        "--jit", "auto", "--peak-tflops", "1.5", "--output", str(output),
-    ]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=ROOT))
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "window by window vs plain-keras" in run.stdout and "window by window vs baseline" in run.stdout
-    results = {r["model"]: r for r in json.loads(output.read_text())["results"]}
-    ours, plain, baseline = results["ours"], results["plain-keras"], results["baseline"]
-    assert ours["interleaved_with"] == ["plain-keras", "baseline"] and plain["interleaved_with"] == ["ours", "baseline"]
-    assert baseline["params"] == ours["params"]
-    # The same code and seed, so the same training: only the clock differs.
-    assert baseline["loss"] == ours["loss"]
-    for result in (ours, plain, baseline):
-        assert result["host_memory"] == "release"
-        assert len(result["ms_per_step_window_medians"]) == 3 and len(result["ms_all_steps"]) == 6
         # Each window's median is of that window's own two steps.
         for w, median in enumerate(result["ms_per_step_window_medians"]):
             assert abs(median - statistics.median(result["ms_all_steps"][2 * w:2 * w + 2])) < 1e-9 * median
@@ -81,6 +57,7 @@ def test_train_throughput_interleaves_ours_the_peer_and_a_baseline_checkout_in_o
         ratios = [p / o for o, p in zip(ours["ms_per_step_window_medians"], peer["ms_per_step_window_medians"])]
         assert ours[key + "_by_window"] == ratios
         assert ours[key + "_window_median"] == statistics.median(ratios)
+        assert ours[key] == ours["target_tokens_per_s"] / peer["target_tokens_per_s"]
 
 
 def test_profile_summary_sums_gpu_kernels_per_step_and_ignores_host_events():

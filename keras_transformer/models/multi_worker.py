@@ -10,15 +10,16 @@ tutorial's model fails alike):
    per-replica values ("Attempt to convert a value (PerReplica...)").
    `_maybe_symbolic_build` here builds them (with Keras' `_symbolic_build`)
    from the first local replica's part of the batch instead, which has
-   the same shapes and dtypes. These two are the only private Keras
-   methods that the package touches.
+   the same shapes and dtypes.
 2. After every step, Keras averages the logs with `strategy.reduce("MEAN",
    value, axis=0)`, which fails on scalars ("Invalid reduction dimension 0
    for input with 0 dimensions", tensorflow/tensorflow#72388).
    `get_metrics_result` gives the logs as 1-element vectors inside a
    multi-worker step, so that the reduce averages them into scalars.
 
-Other strategies and backends take Keras' own code.
+Other strategies and backends take Keras' own code. `_maybe_symbolic_build`
+and `_symbolic_build` here and `_flatten_layers` in `Transformer.get_config`
+(keras-team/keras#19381) are the package's only uses of private Keras API.
 """
 
 import keras

@@ -191,9 +191,8 @@ class Transformer(MultiWorkerFit, keras.Model):
             norm = dict(epsilon=layer_norm_epsilon, dtype=dtype)
             self.encoder_norm = keras.layers.LayerNormalization(name="encoder_norm", **norm)
             self.decoder_norm = keras.layers.LayerNormalization(name="decoder_norm", **norm)
-        # Built now, as keras-hub builds its backbones: weights can be loaded,
-        # counted or quantized before the first call, and `fit` under a
-        # distribution strategy finds the variables in place.
+        # Built now, as keras-hub builds its backbones: weights can be
+        # loaded, counted or quantized before the first call.
         self.build(((None, None), (None, None)))
 
     @classmethod

@@ -66,20 +66,19 @@ class CheckpointAndRestore(keras.callbacks.BackupAndRestore):
         """`model.fit` batches already trained on: skip these on resume."""
         return self.initial_step * self.batches_per_step
 
-    def _load_model(self):
+    def _restore(self):
         if self.checkpoint is None:
             return
         if not self.model.built:
             raise ValueError("Build the model before fit() to restore a checkpoint.")
         ckpt.restore_checkpoint(self.model, self.checkpoint)
-        self.model._initial_epoch = self.initial_epoch
         self.log(
             f"Resumed from {self.checkpoint.weights_path}: step {self.initial_step}, "
             f"skipping {self.consumed_batches} consumed batches."
         )
 
     def on_train_begin(self, logs=None):
-        self._load_model()
+        self._restore()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._batches_in_epoch = 0

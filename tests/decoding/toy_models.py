@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 from keras import ops
 
-EOS = 3
+from keras_transformer.tokens import EOS_ID as EOS
 
 
 class BigramModel:

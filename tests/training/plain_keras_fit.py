@@ -97,9 +97,9 @@ def main():
         if args.loss == "ours":
             model.compile(optimizer=paper_optimizer(128, warmup_steps=4), loss=LabelSmoothedCrossEntropy(),
                           metrics=[MaskedAccuracy()])
-        else:
-            model.compile(optimizer=keras.optimizers.Adam(0.001),
-                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
+        else:  # a user's plain script: SGD and Keras' own loss
+            model.compile(optimizer=keras.optimizers.SGD(0.1),
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     if args.input == "numpy":
         history = model.fit((source, target_in), labels, batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=0)
         evaluation = model.evaluate((source, target_in), labels, batch_size=BATCH, verbose=0)

@@ -1,4 +1,4 @@
-"""Training across devices and processes matches one device; SIGKILL resume.
+"""`train()` across worker processes matches one device; SIGKILL resume.
 
 Each case starts fresh Python processes (`run_training.py`), because logical
 devices, `XLA_FLAGS` and `TF_CONFIG` are fixed when TensorFlow/JAX start.
@@ -16,52 +16,32 @@ from tests.training import processes
 tensorflow_only = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="tf.distribute runs on the TensorFlow backend"
 )
-jax_only = pytest.mark.skipif(keras.backend.backend() != "jax", reason="JAX data parallel")
 
 # One step per epoch, so the history holds the loss of every step.
 STEPS = ("--steps", 4, "--checkpoint-every", 1, "--pad", 0)
 
 
-def assert_same_training(a, b, atol=1e-5):
-    (weights_a, losses_a), (weights_b, losses_b) = a, b
-    np.testing.assert_allclose(losses_a, losses_b, rtol=1e-5)
-    assert len(weights_a) == len(weights_b)
-    for x, y in zip(weights_a, weights_b):
-        np.testing.assert_allclose(x, y, atol=atol)
-
-
 @tensorflow_only
-def test_mirrored_over_two_cpus_matches_one_device(tmp_path):
-    mirrored = processes.start(tmp_path / "mirrored", *STEPS, "--logical-cpus", 2, "--strategy", "mirrored")
-    single = processes.start(tmp_path / "single", *STEPS, "--strategy", "one-device")
-    out, _ = processes.run_all(mirrored, single)
-    assert "mirrored (2 replica(s)" in out
-    assert_same_training(processes.results(tmp_path / "mirrored"), processes.results(tmp_path / "single"))
-
-
-@tensorflow_only
-def test_multi_worker_processes_end_with_identical_weights(tmp_path):
+def test_train_on_two_worker_processes_matches_one_device_and_only_the_chief_writes(tmp_path):
+    # The strategies themselves are plain Keras (test_plain_keras.py); this is
+    # what train() adds: one run directory, written by the chief only.
     ports = processes.free_ports(2)
     workers = [
-        processes.start(tmp_path, *STEPS, env={"TF_CONFIG": processes.tf_config(ports, i)})
+        processes.start(tmp_path / "workers", *STEPS, "--batch-size", 16, env={"TF_CONFIG": processes.tf_config(ports, i)})
         for i in range(2)
     ]
-    outputs = processes.run_all(*workers)
+    single = processes.start(tmp_path / "single", *STEPS, "--batch-size", 16, "--strategy", "one-device")
+    outputs = processes.run_all(*workers, single)
     assert "multi-worker (2 replica(s), worker:1)" in outputs[1]
-    chief, other = processes.results(tmp_path, "worker0"), processes.results(tmp_path, "worker1")
-    assert_same_training(chief, other, atol=0)
+    (weights, losses), (single_weights, single_losses) = (
+        processes.results(tmp_path / "workers", "worker0"),
+        processes.results(tmp_path / "single"),
+    )
+    np.testing.assert_allclose(losses, single_losses, rtol=2e-3)
+    flat, single_flat = (np.concatenate([w.ravel() for w in ws]) for ws in (weights, single_weights))
+    assert np.linalg.norm(flat - single_flat) < 2e-3 * np.linalg.norm(single_flat)
     # Only the chief writes checkpoints; there is one per epoch.
-    assert sorted(os.listdir(tmp_path / "checkpoints"))[-1] == "ckpt-0000000004.weights.h5"
-
-
-@jax_only
-def test_jax_data_parallel_over_two_host_devices_matches_one_device(tmp_path):
-    flags = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    parallel = processes.start(tmp_path / "parallel", *STEPS, backend="jax", env=flags)
-    single = processes.start(tmp_path / "single", *STEPS, backend="jax")
-    out, _ = processes.run_all(parallel, single)
-    assert "data-parallel (2 replica(s)" in out
-    assert_same_training(processes.results(tmp_path / "parallel"), processes.results(tmp_path / "single"))
+    assert sorted(os.listdir(tmp_path / "workers" / "checkpoints"))[-1] == "ckpt-0000000004.weights.h5"
 
 
 @tensorflow_only

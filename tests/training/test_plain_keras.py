@@ -30,9 +30,11 @@ def assert_same_run(distributed, single):
     np.testing.assert_allclose(a["losses"], b["losses"], rtol=2e-3)
     np.testing.assert_allclose(a["evaluation"], b["evaluation"], rtol=2e-3)
     np.testing.assert_allclose(a["predictions"], b["predictions"], rtol=2e-3, atol=2e-3)
-    # Adam moves a weight whose gradient is about 0 by about the learning
-    # rate whatever its sign's rounding, so the weights agree as a whole.
-    assert np.linalg.norm(a["weights"] - b["weights"]) < 2e-3 * np.linalg.norm(b["weights"])
+    # Adam moves a weight whose gradient is about 0 (the key projection's
+    # bias, say) by about the learning rate whatever its sign's rounding, so
+    # the weights agree as a whole: to 0.03-0.2% here, where training on a
+    # replica's half of each batch only would move them by tens of percent.
+    assert np.linalg.norm(a["weights"] - b["weights"]) < 1e-2 * np.linalg.norm(b["weights"])
 
 
 @tensorflow_only

@@ -22,6 +22,39 @@ def _clone(initializer, index):
     return keras.initializers.deserialize(config)
 
 
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Stacked(keras.initializers.Initializer):
+    """`parts` weights side by side on the last axis, each drawn alone.
+
+    The kernel of a fused projection, such as Q, K and V in one
+    `(d_model, 3 * d_model)` matrix, then starts as the separate kernels
+    would: each `(d_model, d_model)` block has its own Glorot bound and,
+    with a seeded initializer, its own seed.
+
+    Args:
+        initializer: The initializer of one part.
+        parts: int. Number of parts; must divide the last axis.
+    """
+
+    def __init__(self, initializer, parts):
+        self.initializer = keras.initializers.get(initializer)
+        self.parts = int(parts)
+
+    def __call__(self, shape, dtype=None):
+        if shape[-1] % self.parts:
+            raise ValueError(
+                f"The last axis of a stacked weight must be divisible by {self.parts}. "
+                f"Received: shape={shape}"
+            )
+        part = tuple(shape[:-1]) + (shape[-1] // self.parts,)
+        return ops.concatenate(
+            [_clone(self.initializer, i)(part, dtype=dtype) for i in range(self.parts)], axis=-1
+        )
+
+    def get_config(self):
+        return {"initializer": keras.initializers.serialize(self.initializer), "parts": self.parts}
+
+
 def _merge_masks(mask, other):
     if mask is None:
         return other
@@ -53,9 +86,13 @@ class MultiHeadAttention(keras.layers.Layer):
 
     `num_heads` heads of size `d_k = d_v = d_model / num_heads` attend in
     parallel: `softmax(Q K^T / sqrt(d_k)) V`, with learned projections of
-    the queries, keys, values and the concatenated heads. Each projection
-    is a `keras.layers.Dense` of `(d_model, d_model)`, so that
-    `model.quantize()` applies to it. The attention itself runs through
+    the queries, keys, values and the concatenated heads. The projections
+    are `keras.layers.Dense` layers, so that `model.quantize()` applies to
+    them. Self-attention projects Q, K and V with one fused `(d_model, 3 *
+    d_model)` Dense (`query_key_value`), and cross-attention K and V with
+    one `(d_model, 2 * d_model)` Dense (`key_value`) beside `query`: one
+    matrix product instead of three or two, each block initialized as its
+    own `(d_model, d_model)` kernel. The attention itself runs through
     `keras.ops.dot_product_attention` (fused flash / cuDNN kernels where
     the device has them), unless the scores are asked for or attention
     dropout is on in training.
@@ -69,17 +106,21 @@ class MultiHeadAttention(keras.layers.Layer):
         num_heads: int. Number of heads; must divide `d_model`.
         dropout_rate: float in [0, 1). Dropout on the attention weights
             (the paper uses 0). Defaults to `0.0`.
+        cross_attention: bool. Whether the queries attend over another
+            sequence (`value`, the encoder's output) rather than
+            themselves. Defaults to `False`.
         use_bias: bool. Whether the projections have biases. Defaults to
             `True`.
-        kernel_initializer: Initializer of the projection kernels. Defaults
-            to `"glorot_uniform"`.
+        kernel_initializer: Initializer of each projection's kernel.
+            Defaults to `"glorot_uniform"`.
         bias_initializer: Initializer of the biases. Defaults to `"zeros"`.
         **kwargs: Standard layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
         query: float tensor `(batch, query_length, d_model)`.
-        value: optional float tensor `(batch, key_length, d_model)` to attend
-            over (cross-attention). `None` means self-attention.
+        value: float tensor `(batch, key_length, d_model)` to attend over;
+            cross-attention only, where it is required unless `cache` is
+            given.
         attention_mask: optional boolean tensor, `True` where a query may
             attend to a key: `(batch, key_length)` (padding), `(batch,
             query_length, key_length)` or `(batch, 1 or num_heads,
@@ -87,12 +128,12 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask: bool. Each query attends only to itself and to
             earlier positions (the decoder's self-attention).
         cache: optional key/value cache `(batch, 2, cache_length,
-            num_heads, d_k)`. With `cache_update_index`: a self-attention
-            cache; the keys and values of `query` are written at that
-            position, the queries attend to every cached position up to
-            their own, and the updated cache is returned. Without it: the
-            keys and values of `value`, from `project_key_value()`, used
-            as they are.
+            num_heads, d_k)`. In self-attention, with
+            `cache_update_index`: the keys and values of `query` are
+            written at that position, the queries attend to every cached
+            position up to their own, and the updated cache is returned.
+            In cross-attention: the keys and values of `value`, from
+            `project_key_value()`, used as they are.
         cache_update_index: int or scalar int tensor: position of the first
             query token in the self-attention cache.
         return_attention_scores: bool. Also return the attention weights
@@ -118,6 +159,7 @@ class MultiHeadAttention(keras.layers.Layer):
         d_model,
         num_heads,
         dropout_rate=0.0,
+        cross_attention=False,
         use_bias=True,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
@@ -132,48 +174,68 @@ class MultiHeadAttention(keras.layers.Layer):
                 "Argument `d_model` must be divisible by `num_heads`. "
                 f"Received: d_model={d_model}, num_heads={num_heads}"
             )
+        if not isinstance(cross_attention, bool):
+            raise ValueError(
+                "Argument `cross_attention` must be a bool. "
+                f"Received: cross_attention={cross_attention!r}"
+            )
         self.d_model = int(d_model)
         self.num_heads = int(num_heads)
         self.head_dim = self.d_model // self.num_heads
         self.dropout_rate = dropout_rate
+        self.cross_attention = cross_attention
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
-        def dense(index, name):
+        def dense(parts, index, name):
+            """A Dense of `parts` projections, seeded from `index` on."""
+            kernel = _clone(self.kernel_initializer, index)
+            bias = _clone(self.bias_initializer, index)
+            if parts > 1:
+                kernel, bias = Stacked(kernel, parts), Stacked(bias, parts)
             return keras.layers.Dense(
-                self.d_model,
+                parts * self.d_model,
                 use_bias=use_bias,
-                kernel_initializer=_clone(self.kernel_initializer, index),
-                bias_initializer=_clone(self.bias_initializer, index),
+                kernel_initializer=kernel,
+                bias_initializer=bias,
                 dtype=self.dtype_policy,
                 name=name,
             )
 
-        self.query_dense = dense(0, "query")
-        self.key_dense = dense(1, "key")
-        self.value_dense = dense(2, "value")
-        self.output_dense = dense(3, "attention_output")
+        if cross_attention:
+            self.query_dense = dense(1, 0, "query")
+            self.key_value_dense = dense(2, 1, "key_value")
+        else:
+            self.query_key_value_dense = dense(3, 0, "query_key_value")
+        self.output_dense = dense(1, 3, "attention_output")
         self.dropout = keras.layers.Dropout(
             dropout_rate, dtype=self.dtype_policy, name="attention_dropout"
         )
 
-    def build(self, input_shape):
-        shape = (None, None, self.d_model)
-        for layer in (self.query_dense, self.key_dense, self.value_dense, self.output_dense):
-            layer.build(shape)
+    @property
+    def projections(self):
+        """The layer's Dense layers, inputs first, `output_dense` last."""
+        if self.cross_attention:
+            return [self.query_dense, self.key_value_dense, self.output_dense]
+        return [self.query_key_value_dense, self.output_dense]
+
+    def build(self, query_shape, value_shape=None):
+        for layer in self.projections:
+            layer.build((None, None, self.d_model))
         self.built = True
 
-    def _heads(self, dense, x):
-        """`dense(x)` split into heads: `(batch, length, num_heads, d_k)`."""
+    def _heads(self, dense, x, parts=1):
+        """`dense(x)` split into heads: `(batch, length, parts, num_heads, d_k)`."""
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        return ops.reshape(dense(x), (batch, length, self.num_heads, self.head_dim))
+        return ops.reshape(dense(x), (batch, length, parts, self.num_heads, self.head_dim))
 
     def project_key_value(self, value):
         """Keys and values of `value`, a cross-attention cache:
         `(batch, 2, length, num_heads, d_k)`."""
-        keys, values = self._heads(self.key_dense, value), self._heads(self.value_dense, value)
-        return ops.stack([keys, values], axis=1)
+        if not self.cross_attention:
+            raise ValueError("`project_key_value()` is for cross-attention (`cross_attention=True`).")
+        return ops.swapaxes(self._heads(self.key_value_dense, value, parts=2), 1, 2)
 
     def call(
         self,
@@ -186,30 +248,41 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
-        q = self._heads(self.query_dense, query)  # (batch, T, heads, d_k)
         mask = _expand_mask(attention_mask)
-        if cache is not None and cache_update_index is not None:
-            # Self-attention, one step of decoding: write this step's keys
-            # and values, then attend over the cache up to each query.
-            if value is not None or use_causal_mask:
-                raise ValueError(
-                    "A self-attention cache (`cache` with `cache_update_index`) takes "
-                    "neither `value` nor `use_causal_mask`."
-                )
-            update = ops.stack([self._heads(self.key_dense, query), self._heads(self.value_dense, query)], axis=1)
-            zero = ops.zeros_like(cache_update_index)
-            start = (zero, zero, cache_update_index, zero, zero)
-            cache = ops.slice_update(cache, start, ops.cast(update, cache.dtype))
-            k, v = ops.unstack(ops.cast(cache, self.compute_dtype), 2, axis=1)
-            key_positions = ops.arange(ops.shape(cache)[2])
-            query_positions = cache_update_index + ops.arange(ops.shape(query)[1])
-            visible = key_positions[None, :] <= query_positions[:, None]  # (T, cache_length)
-            mask = _merge_masks(mask, visible[None, None, :, :])
-        elif cache is not None:
-            k, v = ops.unstack(cache, 2, axis=1)  # a cross-attention cache
+        if self.cross_attention:
+            if cache_update_index is not None:
+                raise ValueError("Cross-attention takes no `cache_update_index`.")
+            if cache is None and value is None:
+                raise ValueError("Cross-attention needs `value` (or its `cache`).")
+            q = self._heads(self.query_dense, query)[:, :, 0]  # (batch, T, heads, d_k)
+            if cache is None:
+                k, v = ops.unstack(self._heads(self.key_value_dense, value, parts=2), 2, axis=2)
+            else:
+                k, v = ops.unstack(cache, 2, axis=1)  # (batch, S, heads, d_k) each
         else:
-            source = query if value is None else value
-            k, v = self._heads(self.key_dense, source), self._heads(self.value_dense, source)
+            if value is not None:
+                raise ValueError(
+                    "Self-attention takes no `value`; build the layer with "
+                    "`cross_attention=True` to attend over another sequence."
+                )
+            q, k, v = ops.unstack(self._heads(self.query_key_value_dense, query, parts=3), 3, axis=2)
+            if cache is not None:
+                if cache_update_index is None or use_causal_mask:
+                    raise ValueError(
+                        "A self-attention cache needs `cache_update_index`, and takes no "
+                        "`use_causal_mask` (the cache's positions are causal)."
+                    )
+                # One step of decoding: write this step's keys and values,
+                # then attend over the cache up to each query.
+                zero = ops.zeros_like(cache_update_index)
+                start = (zero, zero, cache_update_index, zero, zero)
+                update = ops.stack([k, v], axis=1)  # (batch, 2, T, heads, d_k)
+                cache = ops.slice_update(cache, start, ops.cast(update, cache.dtype))
+                k, v = ops.unstack(ops.cast(cache, self.compute_dtype), 2, axis=1)
+                key_positions = ops.arange(ops.shape(cache)[2])
+                query_positions = cache_update_index + ops.arange(ops.shape(query)[1])
+                visible = key_positions[None, :] <= query_positions[:, None]  # (T, cache_length)
+                mask = _merge_masks(mask, visible[None, None, :, :])
 
         if return_attention_scores or (training and self.dropout_rate > 0):
             output, scores = self._attention(q, k, v, mask, use_causal_mask, training)
@@ -224,7 +297,7 @@ class MultiHeadAttention(keras.layers.Layer):
         output = self.output_dense(ops.reshape(output, (batch, length, self.d_model)))  # (batch, T, d_model)
 
         results = (output,)
-        if cache_update_index is not None and cache is not None:
+        if not self.cross_attention and cache is not None:
             results += (cache,)
         if return_attention_scores:
             results += (scores,)
@@ -251,6 +324,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "d_model": self.d_model,
                 "num_heads": self.num_heads,
                 "dropout_rate": self.dropout_rate,
+                "cross_attention": self.cross_attention,
                 "use_bias": self.use_bias,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),

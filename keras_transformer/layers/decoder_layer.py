@@ -48,6 +48,7 @@ class DecoderLayer(EncoderLayer):
             d_model,
             num_heads,
             self.attention_dropout_rate,
+            cross_attention=True,
             dtype=self.dtype_policy,
             name="cross_attention",
         )

@@ -15,10 +15,15 @@ def softmax(x):
 
 def reference_attention(layer, query, memory, mask):
     """Multi-head attention written out in NumPy from the layer's weights."""
-    (wq, bq), (wk, bk), (wv, bv), (wo, bo) = (
-        [ops.convert_to_numpy(w) for w in dense.weights]  # (d, d), (d,)
-        for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
-    )
+    w, b = [ops.convert_to_numpy(x) for x in layer.projections[0].weights]
+    if layer.cross_attention:  # query (d, d), then key_value (d, 2 d)
+        wkv, bkv = [ops.convert_to_numpy(x) for x in layer.key_value_dense.weights]
+        w, b = np.concatenate([w, wkv], axis=1), np.concatenate([b, bkv])
+    d = w.shape[0]
+    wq, wk, wv = np.split(w, 3, axis=1)  # (d, d) each: Q, K and V
+    bq, bk, bv = np.split(b, 3)
+    wo, bo = [ops.convert_to_numpy(x) for x in layer.output_dense.weights]
+    assert wq.shape == wk.shape == wv.shape == wo.shape == (d, d)
     heads = layer.num_heads
     d_k = wq.shape[0] // heads
     outputs = []
@@ -38,7 +43,7 @@ def random_layer(d_model=16, num_heads=4, **kwargs):
     layer = MultiHeadAttention(d_model, num_heads, **kwargs)
     layer.build((None, None, d_model))
     # Non-zero biases so that they are checked too.
-    for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense):
+    for dense in layer.projections:
         dense.bias.assign(np.random.normal(size=dense.bias.shape))
     return layer
 
@@ -72,7 +77,7 @@ def test_causal_self_attention_matches_numpy(return_weights):
 
 
 def test_cross_attention_with_mask_matches_numpy():
-    layer = random_layer()
+    layer = random_layer(cross_attention=True)
     x = np.random.normal(size=(2, 3, 16)).astype("float32")
     memory = np.random.normal(size=(2, 7, 16)).astype("float32")
     mask = np.random.uniform(size=(2, 3, 7)) < 0.6
@@ -116,6 +121,7 @@ def test_attention_dropout_acts_in_training_only():
         (dict(d_model=10, num_heads=3), "divisible"),
         (dict(d_model=0, num_heads=1), "d_model"),
         (dict(d_model=8, num_heads=2, dropout_rate=1.0), "dropout_rate"),
+        (dict(d_model=8, num_heads=2, cross_attention="yes"), "cross_attention"),
     ],
 )
 def test_invalid_configuration_names_the_argument(kwargs, message):
@@ -123,10 +129,17 @@ def test_invalid_configuration_names_the_argument(kwargs, message):
         MultiHeadAttention(**kwargs)
 
 
-def test_seeded_initializer_draws_distinct_projections():
-    layer = MultiHeadAttention(8, 2, kernel_initializer=keras.initializers.GlorotUniform(seed=1))
+@pytest.mark.parametrize("cross_attention", [False, True])
+def test_seeded_initializer_draws_distinct_projections(cross_attention):
+    layer = MultiHeadAttention(
+        8, 2, cross_attention=cross_attention, kernel_initializer=keras.initializers.GlorotUniform(seed=1)
+    )
     layer.build((None, None, 8))
-    kernels = [ops.convert_to_numpy(d.kernel) for d in (layer.query_dense, layer.key_dense, layer.value_dense)]
+    kernels = [ops.convert_to_numpy(d.kernel) for d in layer.projections]
+    kernels = np.split(np.concatenate(kernels, axis=1), 4, axis=1)  # Q, K, V, output
+    for i in range(4):
+        for j in range(i):
+            assert not np.allclose(kernels[i], kernels[j])
     assert not np.allclose(kernels[0], kernels[1]) and not np.allclose(kernels[1], kernels[2])
     limit = np.sqrt(6 / (8 + 8))  # Glorot's bound for a (d_model, d_model) kernel
     for w in kernels:
@@ -138,6 +151,20 @@ def test_config_and_keras_file_round_trip(tmp_path):
     assert_config_is_constructor_arguments(layer)
     x = np.random.normal(size=(2, 5, 16)).astype("float32")
     assert_survives_keras_file(layer, [x], tmp_path, use_causal_mask=True)
+    cross = MultiHeadAttention(16, 4, cross_attention=True, kernel_initializer=keras.initializers.GlorotUniform(seed=3))
+    assert_config_is_constructor_arguments(cross)
+    memory = np.random.normal(size=(2, 7, 16)).astype("float32")
+    assert_survives_keras_file(cross, [x, memory], tmp_path)
+
+
+def test_self_and_cross_attention_refuse_each_others_inputs():
+    x = np.random.normal(size=(2, 5, 16)).astype("float32")
+    with pytest.raises(ValueError, match="Self-attention takes no `value`"):
+        random_layer()(x, x)
+    with pytest.raises(ValueError, match="needs `value`"):
+        random_layer(cross_attention=True)(x)
+    with pytest.raises(ValueError, match="project_key_value"):
+        random_layer().project_key_value(x)
 
 
 def test_mixed_precision_is_close_to_float32():

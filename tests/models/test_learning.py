@@ -43,14 +43,16 @@ def trained():
 
 def projections(model):
     """Every layer of `model` with a projection matrix: the shared embedding,
-    Q, K, V and output of each attention, and the two FFN layers."""
+    the fused Q/K/V (or Q and K/V) and output of each attention, and the two FFN layers."""
     layers = [model.embedding]
     for block in model.encoder_layers + model.decoder_layers:
         attentions = [block.self_attention] + ([block.cross_attention] if hasattr(block, "cross_attention") else [])
         for attention in attentions:
-            layers += [attention.query_dense, attention.key_dense, attention.value_dense, attention.output_dense]
+            layers += attention.projections
         layers += [block.feed_forward.inner, block.feed_forward.outer]
-    assert len(layers) == 1 + 2 * (3 * 4 + 2 * 2)  # tiny: 2 encoder and 2 decoder layers
+    # tiny: 2 encoder layers (fused QKV, output, 2 FFN) and 2 decoder layers (the same,
+    # and Q, fused KV and output of cross-attention).
+    assert len(layers) == 1 + 2 * 4 + 2 * 7
     return layers
 
 

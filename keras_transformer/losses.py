@@ -18,7 +18,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
         logsumexp(logits) - (1 - eps) * logits[label] - eps * mean(logits)
 
-    so no one-hot tensor is made; the gradient is automatic.
+    so no one-hot tensor is made (on JAX, where XLA fuses it, the
+    smoothed target is a comparison of the label with the vocabulary ids
+    inside the sum); the gradient is automatic.
 
     `call` returns each token's loss scaled by `tokens / non-padding
     tokens`, and zero on padding, so that Keras' `"sum_over_batch_size"`
@@ -56,12 +58,25 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     def call(self, y_true, y_pred):
         labels = ops.cast(y_true, "int32")  # (batch, length)
         eps = self.label_smoothing
-        label_logit = ops.take_along_axis(y_pred, labels[..., None], axis=-1)[..., 0]
-        losses = (
-            ops.logsumexp(y_pred, axis=-1)
-            - (1.0 - eps) * label_logit
-            - eps * ops.mean(y_pred, axis=-1)
-        )  # (batch, length)
+        if keras.backend.backend() == "jax":
+            # JAX always compiles the loss with XLA, which fuses the
+            # comparison below into the reduction, and the gradient
+            # (softmax - target) into one pass: the target is never stored.
+            # The gather of the other branch makes XLA store the logits'
+            # gradient in float32, scatter into it and convert it (5% of a
+            # base step on an H100, benchmarks/README.md). Eager PyTorch and
+            # TensorFlow without XLA would store the target: they gather.
+            vocab_size = y_pred.shape[-1]
+            is_label = labels[..., None] == ops.arange(vocab_size)  # (batch, length, vocab)
+            target = ops.where(is_label, 1.0 - eps + eps / vocab_size, eps / vocab_size)
+            losses = ops.logsumexp(y_pred, axis=-1) - ops.sum(target * y_pred, axis=-1)
+        else:
+            label_logit = ops.take_along_axis(y_pred, labels[..., None], axis=-1)[..., 0]
+            losses = (
+                ops.logsumexp(y_pred, axis=-1)
+                - (1.0 - eps) * label_logit
+                - eps * ops.mean(y_pred, axis=-1)
+            )  # (batch, length)
         mask = ops.cast(ops.not_equal(labels, self.pad_id), losses.dtype)
         tokens = ops.cast(ops.size(mask), losses.dtype)
         return losses * mask * (tokens / ops.maximum(ops.sum(mask), 1.0))

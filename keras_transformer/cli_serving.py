@@ -243,7 +243,8 @@ def run_evaluate(args):
 def _serve_arguments(p):
     p.add_argument("model_dir", help="saved_models/<name> (its highest version is served)")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--port", type=int, default=8501,
+                   help='0 takes a free port; "Serving <name> at http://<host>:<port>" is printed once bound')
     p.add_argument("--name", default=None, help="model name in the URLs; default: the folder's name")
     p.add_argument("--max-instances", type=int, default=None,
                    help="inputs per request (default: 64, at most --max-batch-size)")
@@ -255,6 +256,8 @@ def _serve_arguments(p):
 
 @command("serve", "Serve a SavedModel over TF Serving's REST API (POST /v1/models/<name>:predict).", _serve_arguments)
 def run_serve(args):
+    """Serves until SIGINT or SIGTERM, then exits with status 0 once the
+    requests in flight are answered."""
     from keras_transformer.serving import ServingLimits, serve
 
     limits = ServingLimits(

@@ -48,9 +48,15 @@ class Batcher:
                 pass
 
     async def submit(self, inputs):
-        """The outputs of `predict` for `inputs`, computed in some batch."""
+        """The outputs of `predict` for `inputs`, computed in some batch.
+
+        An empty `inputs` gets `[]` at once, without a call to `predict`.
+        """
+        inputs = list(inputs)
+        if not inputs:
+            return []
         future = asyncio.get_running_loop().create_future()
-        await self._queue.put((list(inputs), future))
+        await self._queue.put((inputs, future))
         return await future
 
     async def _next_batch(self):

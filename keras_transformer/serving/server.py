@@ -9,7 +9,9 @@ with `{"instances": [...]}` (row format, answered with `{"predictions":
 [...]}`) or `{"inputs": [...]}` (columnar, answered with `{"outputs":
 {...}}`), and `GET /v1/models/<name>[/versions/<v>]` for the model status.
 Errors are `{"error": "..."}` with a 4xx status for bad requests, so a
-client written against this server works unchanged against TF Serving.
+client written against this server works unchanged against TF Serving. An
+empty or whitespace-only input is no error: it gets an empty translation with
+score 0, as from the SavedModel itself, and the other inputs are translated.
 """
 
 import asyncio
@@ -17,6 +19,9 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
+import socket
+import threading
 from typing import Optional
 
 import numpy as np
@@ -65,12 +70,25 @@ class RequestError(ValueError):
         self.status = status
 
 
+# What the exported SavedModel answers for an empty input (see export.py).
+BLANK_OUTPUT = {"translations": "", "scores": 0.0}
+
+
 def _error(message, status):
     return JSONResponse({"error": message}, status_code=status)
 
 
+def is_blank(text):
+    """Whether `text` is empty or whitespace only: nothing to translate."""
+    return not text.strip()
+
+
 def parse_request(body, limits):
-    """Validates a predict request body; returns (texts, columnar)."""
+    """Validates a predict request body; returns (texts, columnar).
+
+    Blank texts (empty or whitespace only) are valid and returned as they
+    are; `create_app` answers them without the model.
+    """
     if len(body) > limits.max_body_bytes:
         raise RequestError(
             f"request body has {len(body)} bytes; the limit is {limits.max_body_bytes}", 413
@@ -85,6 +103,8 @@ def parse_request(body, limits):
         raise RequestError("malformed JSON in request body: nested too deeply") from None
     if not isinstance(payload, dict) or not ({"instances", "inputs"} & payload.keys()):
         raise RequestError('request must be a JSON object with "instances" or "inputs"')
+    if {"instances", "inputs"} <= payload.keys():
+        raise RequestError('request has both "instances" and "inputs"; send only one of them')
     columnar = "instances" not in payload
     key = "inputs" if columnar else "instances"
     rows = payload[key]
@@ -108,8 +128,6 @@ def parse_request(body, limits):
             row.encode("utf-8")
         except UnicodeEncodeError as error:  # a lone surrogate, e.g. "\ud800"
             raise RequestError(f"{key}[{i}] cannot be encoded as UTF-8 ({error.reason} at character {error.start})") from None
-        if not row.strip():
-            raise RequestError(f"{key}[{i}] is an empty string; there is nothing to translate")
         if len(row) > limits.max_characters:
             raise RequestError(
                 f"{key}[{i}] has {len(row)} characters; the limit is {limits.max_characters}"
@@ -118,7 +136,14 @@ def parse_request(body, limits):
     return texts, columnar
 
 
-def create_app(predict, model_name, version=1, limits=ServingLimits()):
+async def _predict_non_blank(batcher, texts, blank_output):
+    """The outputs for `texts`: blank ones get a copy of `blank_output`, the
+    others come from `batcher` (which is not called if all are blank)."""
+    outputs = iter(await batcher.submit([text for text in texts if not is_blank(text)]))
+    return [dict(blank_output) if is_blank(text) else next(outputs) for text in texts]
+
+
+def create_app(predict, model_name, version=1, limits=ServingLimits(), blank_output=None):
     """A FastAPI app serving `predict` under `/v1/models/<model_name>`.
 
     Args:
@@ -127,6 +152,9 @@ def create_app(predict, model_name, version=1, limits=ServingLimits()):
         model_name: str. The `<name>` in the URLs.
         version: int. The version reported and accepted in URLs.
         limits: `ServingLimits`.
+        blank_output: dict, the outputs for an empty or whitespace-only
+            input, which never reaches `predict`; default `BLANK_OUTPUT`
+            (an empty translation, score 0, as from the SavedModel).
 
     Example:
 
@@ -134,6 +162,7 @@ def create_app(predict, model_name, version=1, limits=ServingLimits()):
         uvicorn.run(app, port=8501)
     """
     batcher = Batcher(predict, limits.max_batch_size, limits.batch_timeout_s)
+    blank_output = dict(BLANK_OUTPUT if blank_output is None else blank_output)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -173,7 +202,7 @@ def create_app(predict, model_name, version=1, limits=ServingLimits()):
         except RequestError as error:
             return _error(str(error), error.status)
         try:
-            outputs = await asyncio.wait_for(batcher.submit(texts), limits.request_timeout_s)
+            outputs = await asyncio.wait_for(_predict_non_blank(batcher, texts, blank_output), limits.request_timeout_s)
         except asyncio.TimeoutError:
             return _error(f"request timed out after {limits.request_timeout_s} s", 504)
         except Exception as error:  # noqa: BLE001 - reported to the client
@@ -258,12 +287,88 @@ def model_name(model_dir):
     return os.path.basename(folder)
 
 
-def serve(model_dir, host="127.0.0.1", port=8501, name=None, limits=ServingLimits()):
-    """Loads `model_dir` and serves it until interrupted."""
-    import uvicorn
-
+def check_port(port):
+    """Raises `ValueError` unless `port` is an integer in [0, 65535]."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ValueError(f"Argument `port` must be an integer in [0, 65535]. Received: port={port!r}")
+
+
+def bind_socket(host="127.0.0.1", port=0):
+    """A TCP socket listening on `host:port`; port 0 takes a free port.
+
+    Bound here rather than by uvicorn, the socket tells its port
+    (`sock.getsockname()[1]`) before serving starts, and no other process
+    can take the port in between. Connections made before the server runs
+    wait in the socket's backlog. Hand it to `run_until_signalled`.
+    """
+    check_port(port)
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as error:
+        raise OSError(f"Cannot listen on host {host!r}: {error}") from error
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as error:
+        sock.close()
+        raise OSError(f"Cannot listen on {host}:{port}: {error.strerror or error}") from error
+    return sock
+
+
+def socket_url(sock):
+    """`http://<host>:<port>` of a bound socket (IPv6 hosts in brackets)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def run_until_signalled(server, sock):
+    """Runs the `uvicorn.Server` on `sock` until SIGINT or SIGTERM, then returns.
+
+    On either signal uvicorn stops accepting connections and answers the
+    requests in flight (a second SIGINT cancels them). It then raises the
+    signal again for the handler that was there before its own (uvicorn >=
+    0.29), where Python's defaults would kill the process (status -15) or
+    raise `KeyboardInterrupt`. Here that handler is one that only asks the
+    server to exit, so the process can end with status 0; the previous
+    handlers are back on return. Off the main thread, which alone can
+    handle signals, signals are left alone, as uvicorn does: set
+    `server.should_exit` to stop the server.
+    """
+
+    def stop(signum, frame):
+        server.should_exit = True
+
+    signals = (signal.SIGINT, signal.SIGTERM)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {signum: signal.signal(signum, stop) for signum in signals} if main_thread else {}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def serve(model_dir, host="127.0.0.1", port=8501, name=None, limits=ServingLimits()):
+    """Loads `model_dir` and serves it until SIGINT or SIGTERM.
+
+    `port` 0 takes a free port. Once the port is bound, prints
+    `Serving <name> at http://<host>:<port>` as a line of its own on
+    standard output (flushed), so that a parent process can read the port.
+    On SIGINT or SIGTERM, the requests in flight are answered, then it
+    returns (`keras-transformer serve` exits with status 0). Blank inputs get
+    the model's own answer to `""`, computed once here.
+    """
+    import uvicorn
+
+    check_port(port)
     predict, version = load_saved_model_predictor(model_dir)
     name = name or model_name(model_dir)
-    uvicorn.run(create_app(predict, name, version, limits), host=host, port=port)
+    app = create_app(predict, name, version, limits, blank_output=predict([""])[0])
+    sock = bind_socket(host, port)
+    print(f"Serving {name} at {socket_url(sock)}", flush=True)
+    run_until_signalled(uvicorn.Server(uvicorn.Config(app)), sock)

@@ -1,25 +1,27 @@
 """A real uvicorn server on a free localhost port, in a background thread."""
 
-import socket
 import threading
 import time
 
 import pytest
 import uvicorn
 
+from keras_transformer.serving import bind_socket, run_until_signalled
+
 
 class RunningServer:
+    """Serves `app` on a socket bound to port 0 here: the port is the
+    socket's own, with no window for another process to take it."""
+
     def __init__(self, app):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        sock = bind_socket("127.0.0.1", 0)
+        self.port = sock.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self.thread = threading.Thread(target=run_until_signalled, args=(self.server, sock), daemon=True)
         self.thread.start()
         deadline = time.time() + 20
         while not self.server.started:
-            if time.time() > deadline:
+            if time.time() > deadline or not self.thread.is_alive():
                 raise RuntimeError("server did not start")
             time.sleep(0.02)
         self.url = f"http://127.0.0.1:{self.port}"

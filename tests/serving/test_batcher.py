@@ -28,6 +28,13 @@ def test_a_failing_request_does_not_fail_the_others_in_its_batch():
     assert batcher.batch_sizes == [4, 2, 1, 1]  # together first, then each alone
 
 
+def test_no_inputs_no_call():
+    calls = []
+    batcher = Batcher(lambda texts: calls.append(texts) or texts, max_batch_size=4)
+    assert asyncio.run(submit_together(batcher, [[], ["a"]])) == [[], ["a"]]
+    assert calls == [["a"]]
+
+
 def test_predict_returning_too_few_outputs_is_an_error():
     batcher = Batcher(lambda texts: texts[:-1], max_batch_size=4)
     (result,) = asyncio.run(submit_together(batcher, [["a", "b"]]))

@@ -41,6 +41,11 @@ def test_serve_max_instances_defaults_to_at_most_the_batch_size():
         main(["serve", "no/such/model", "--max-batch-size", "4"])
 
 
+def test_serve_accepts_port_0():  # a free port, printed once bound (test_serve_command.py)
+    with pytest.raises(FileNotFoundError, match="no/such/model"):  # past the port check, at loading
+        main(["serve", "no/such/model", "--port", "0"])
+
+
 def test_sentences_may_follow_the_options():
     from keras_transformer.cli import parse_arguments
 

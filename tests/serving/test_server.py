@@ -1,11 +1,13 @@
 """The HTTP server against a real client on localhost, with a stand-in model.
 
 The stand-in reverses each string, so every answer can be checked exactly.
-The exported SavedModel behind the same server is tested in test_export.py.
+The exported SavedModel behind the same server is tested in test_export.py
+and, as the `keras-transformer serve` process, in test_serve_command.py.
 """
 
 import concurrent.futures
 import json
+import socket
 import threading
 import time
 
@@ -57,11 +59,13 @@ def test_status(server):
         (b'{"instances": "abc"}', 400, "list of strings"),
         (b'{"instances": [1, 2]}', 400, "instances[0] must be a string"),
         (b'{"instances": []}', 400, "empty list"),
-        (b'{"instances": ["ok", ""]}', 400, "instances[1] is an empty string"),
+        (b'{"instances": ["ok"], "inputs": ["ok"]}', 400, 'both "instances" and "inputs"'),
+        (b'{"instances": ["ok", " ", 3]}', 400, "instances[2] must be a string"),
         (b'{"instances": ["ok", "\\ud800 hello"]}', 400, "instances[1] cannot be encoded as UTF-8"),
         (b"[" * 5000 + b"]" * 5000, 400, "nested too deeply"),
         (b'{"instances": ["a", "b", "c", "d", "e"]}', 400, "limit is 4"),
         (json.dumps({"instances": ["x" * 101]}).encode(), 400, "101 characters"),
+        (json.dumps({"inputs": [" " * 101]}).encode(), 400, "inputs[0] has 101 characters"),
         (json.dumps({"instances": ["x" * (1 << 20)]}).encode(), 413, "bytes"),
     ],
 )
@@ -71,6 +75,36 @@ def test_bad_requests_get_a_4xx_naming_the_problem_and_the_server_goes_on(server
     assert words in r.json()["error"]
     ok = httpx.post(f"{server.url}/v1/models/echo:predict", json={"instances": ["still here"]})
     assert ok.json()["predictions"][0]["translations"] == "ereh llits"
+
+
+def test_blank_inputs_get_an_empty_translation_without_the_model(run_server):
+    seen = []
+
+    def predict(texts):
+        seen.append(list(texts))
+        return [{"translations": t[::-1], "scores": -float(len(t))} for t in texts]
+
+    server = run_server(create_app(predict, "echo"))
+    url = f"{server.url}/v1/models/echo:predict"
+    blank = {"translations": "", "scores": 0.0}
+    r = httpx.post(url, json={"instances": ["ab", "", " \t\n", {"inputs": "\u3000"}, "cd"]})
+    assert r.status_code == 200
+    ab, cd = {"translations": "ba", "scores": -2.0}, {"translations": "dc", "scores": -2.0}
+    assert r.json() == {"predictions": [ab, blank, blank, blank, cd]}
+    r = httpx.post(url, json={"inputs": ["", "xyz"]})
+    assert r.json() == {"outputs": {"translations": ["", "zyx"], "scores": [0.0, -3.0]}}
+    assert seen == [["ab", "cd"], ["xyz"]]  # the model saw only the non-blank inputs
+    r = httpx.post(url, json={"inputs": {"inputs": [" ", ""]}})
+    assert r.json() == {"outputs": {"translations": ["", ""], "scores": [0.0, 0.0]}}
+    assert httpx.post(url, json={"instances": ["\r\n"]}).json() == {"predictions": [blank]}
+    assert len(seen) == 2  # all blank: no model call
+
+
+def test_blank_output_is_configurable(run_server):
+    nbest = {"translations": "", "scores": 0.0, "nbest_translations": ["", ""], "nbest_scores": [0.0, 0.0]}
+    server = run_server(create_app(lambda texts: 1 / 0, "nbest", blank_output=nbest))
+    r = httpx.post(f"{server.url}/v1/models/nbest:predict", json={"inputs": [""]})
+    assert r.json() == {"outputs": {key: [value] for key, value in nbest.items()}}
 
 
 def test_concurrent_clients_all_answered_correctly_and_batched(run_server):
@@ -138,6 +172,21 @@ def test_serve_checks_the_port_before_loading():
     for port in (70000, -1):
         with pytest.raises(ValueError, match=f"`port`.*Received: port={port}"):
             serve("no/such/model", port=port)
+
+
+def test_bind_socket_takes_a_free_port_and_names_a_port_it_cannot_bind():
+    from keras_transformer.serving import bind_socket
+    from keras_transformer.serving.server import socket_url
+
+    with bind_socket("127.0.0.1", 0) as sock:
+        port = sock.getsockname()[1]
+        assert port > 0 and socket_url(sock) == f"http://127.0.0.1:{port}"
+        with socket.create_connection(("127.0.0.1", port), timeout=5):  # listening: waits in the backlog
+            pass
+        with pytest.raises(OSError, match=f"Cannot listen on 127.0.0.1:{port}: "):
+            bind_socket("127.0.0.1", port)
+    with pytest.raises(ValueError, match="Received: port=70000"):
+        bind_socket("127.0.0.1", 70000)
 
 
 def test_a_version_folder_is_served_under_its_model_name(tmp_path):

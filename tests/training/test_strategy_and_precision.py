@@ -11,6 +11,7 @@ from keras_transformer.training import (
     GlobalStepSchedule,
     accumulation_steps,
     parse_tf_config,
+    precision,
     resolve_jit_compile,
     resolve_precision,
     select_strategy,
@@ -53,13 +54,58 @@ def test_auto_strategy_is_one_device_here(monkeypatch):
         select_strategy("ring")
 
 
-def test_precision_and_jit_defaults_on_cpu():
-    assert resolve_precision("auto") == "float32"  # no accelerator here
-    assert resolve_precision("mixed_float16") == "mixed_float16"
+def _bf16_accelerator_seen_by_backend():
+    """`None` if the backend sees no accelerator, else whether its first one
+    computes in bf16 (a TPU, or an NVIDIA GPU of compute capability 8.0,
+    Ampere, or later), asked of the backend itself."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        if not gpus:
+            return None
+        return tuple(tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0))) >= (8, 0)
+    if backend == "jax":
+        import jax
+
+        device = jax.devices()[0]
+        if device.platform == "cpu":
+            return None
+        return device.platform == "tpu" or int(str(device.compute_capability).split(".")[0]) >= 8
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_capability(0) >= (8, 0)
+
+
+@pytest.mark.parametrize(
+    "bf16, expected",
+    [(None, "float32"), (True, "mixed_bfloat16"), (False, "mixed_float16")],
+    ids=["no-accelerator", "bf16-accelerator", "older-gpu"],
+)
+def test_auto_precision_rule(monkeypatch, bf16, expected):
+    # bf16 where the accelerator computes in it, else fp16 (with loss
+    # scaling), and float32 without one: mixed precision is slower on a CPU.
+    monkeypatch.setattr(precision, "_accelerator_bf16_support", lambda: bf16)
+    assert resolve_precision("auto") == expected
+    for name in ("float32", "mixed_bfloat16", "mixed_float16"):
+        assert resolve_precision(name) == name  # asked for: kept, whatever the device
+
+
+def test_precision_and_jit_defaults_on_the_devices_the_backend_sees():
+    bf16 = _bf16_accelerator_seen_by_backend()
+    expected = "float32" if bf16 is None else "mixed_bfloat16" if bf16 else "mixed_float16"
+    assert resolve_precision("auto") == expected
     with pytest.raises(ValueError, match="Unknown precision"):
         resolve_precision("fp8")
+    # XLA by default on JAX (every jit is XLA) and on TensorFlow with a GPU
+    # and no strategy; elsewhere Keras' "auto".
+    backend = keras.backend.backend()
+    xla = backend == "jax" or (backend == "tensorflow" and bf16 is not None)
     jit = resolve_jit_compile("auto", select_strategy("one-device"))
-    assert jit == (True if keras.backend.backend() == "jax" else "auto")
+    assert jit == (True if xla else "auto")
     assert resolve_jit_compile(False, select_strategy("one-device")) is False
 
 

@@ -2,11 +2,14 @@
 
 import json
 import os
+import re
 import tempfile
 
 import keras
+import numpy as np
 import pytest
 
+from keras_transformer import LabelSmoothedCrossEntropy, Transformer
 from keras_transformer.cli import build_parser, main
 from keras_transformer.models.config import TransformerConfig
 from keras_transformer.training import (
@@ -17,10 +20,11 @@ from keras_transformer.training import (
     TrainingOptions,
     build_model,
     claim_output_dir,
+    latest_checkpoint,
     list_checkpoints,
 )
 from keras_transformer.training.manifest import check_output_dir
-from tests.training.tasks import TINY
+from tests.training.tasks import TINY, copy_task
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +52,49 @@ def test_non_finite_loss_stops_training_and_writes_no_checkpoint(model, tmp_path
     saver.on_epoch_end(1, {"loss": 1.0})  # stopped after 1 of 4 batches
     assert "stopped after 1 of 4 batches" in messages[-1] and not list_checkpoints(tmp_path)
     model.stop_training = False
+
+
+def test_non_finite_loss_guard_stops_a_diverging_fit_and_keeps_the_finite_checkpoints(tmp_path):
+    # SGD with a learning rate of 1000: the loss grows by orders of magnitude
+    # every step (3.7, ~1e5, ~1e10 on TensorFlow) until the logits overflow
+    # and it is nan. One step per epoch, so every finite step is checkpointed.
+    keras.utils.set_random_seed(0)
+    model = Transformer(vocab_size=20, **TINY, dropout_rate=0.0)
+    model.compile(optimizer=keras.optimizers.SGD(1000.0), loss=LabelSmoothedCrossEntropy())
+    messages = []
+
+    class Record(keras.callbacks.Callback):
+        """The loss of every step, and the weights at the end of every epoch."""
+
+        def __init__(self):
+            super().__init__()
+            self.losses, self.weights = [], []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.losses.append(float(logs["loss"]))
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.weights.append([np.array(w) for w in self.model.get_weights()])
+
+    guard, record = NonFiniteLossGuard(log=messages.append), Record()
+    saver = CheckpointAndRestore(tmp_path, checkpoint_every=1, keep=100, log=messages.append)
+    inputs, labels = copy_task(16)
+    model.fit(inputs, labels, batch_size=16, epochs=20, callbacks=[saver, guard, record], verbose=0)
+
+    # Stopped at the first non-finite loss, after some finite ones.
+    stop = len(record.losses)
+    assert 2 <= stop < 20 and np.isfinite(record.losses[:-1]).all() and not np.isfinite(record.losses[-1])
+    assert guard.stopped_at == stop == int(model.optimizer.iterations)
+    assert re.search(rf"Non-finite loss \((nan|inf)\) at step {stop} of this run: stopping training", "\n".join(messages))
+    # Checkpoints of the finite steps only, holding finite weights: the
+    # newest is the model as it was at the end of the last finite step.
+    assert [c.step for c in list_checkpoints(tmp_path)] == list(range(1, stop))
+    latest = latest_checkpoint(tmp_path)
+    restored = Transformer(vocab_size=20, **TINY, dropout_rate=0.0)
+    restored.load_weights(latest.weights_path)
+    for weight, expected in zip(restored.get_weights(), record.weights[stop - 2]):
+        assert np.isfinite(weight).all()
+        np.testing.assert_array_equal(weight, expected)
 
 
 def test_bleu_callback_scores_translations():

@@ -1,4 +1,10 @@
-"""Runs `run_training.py` in fresh processes (devices are fixed at start-up)."""
+"""Runs `run_training.py` in fresh processes (devices are fixed at start-up).
+
+Every wait has a timeout, and a process that outlives it is killed: a hung
+training process (a worker waiting for a peer that died) must fail its
+test, not hang the suite. Tests call `stop` in a `finally`, so that a
+failed assertion leaves no process running.
+"""
 
 import json
 import os
@@ -10,6 +16,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+TIMEOUT = 180  # seconds: a tiny model's few steps take well under a minute
 
 
 def start(output_dir, *args, backend="tensorflow", env=None):
@@ -30,14 +37,34 @@ def start_script(script, *args, backend="tensorflow", env=None):
     )
 
 
-def finish(process, timeout=180, expect=0):
-    output, _ = process.communicate(timeout=timeout)
+def finish(process, timeout=TIMEOUT, expect=0):
+    """The output of `process`, once it exits with `expect`; killed if it runs past `timeout`."""
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output, _ = process.communicate(timeout=30)
+        raise AssertionError(f"still running after {timeout} s, killed:\n{(output or '')[-4000:]}") from None
     assert process.returncode == expect, f"exit {process.returncode}:\n{output[-4000:]}"
     return output
 
 
-def run_all(*processes, timeout=180):
-    return [finish(p, timeout) for p in processes]
+def run_all(*processes, timeout=TIMEOUT):
+    """The outputs of `processes`, run to the end; on a failure the others are killed too."""
+    try:
+        return [finish(p, timeout) for p in processes]
+    finally:
+        stop(*processes)
+
+
+def stop(*processes, timeout=30):
+    """Kills those of `processes` still running and reaps them (for a `finally`)."""
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=timeout)
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def results(output_dir, tag="worker0"):

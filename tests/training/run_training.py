@@ -1,12 +1,15 @@
 """A training process for the multi-device, multi-worker and kill tests.
 
     python tests/training/run_training.py OUTPUT_DIR --steps 6 \
-        [--logical-cpus 2 --strategy mirrored] [--kill-at-step 3] [--dropout 0.1]
+        [--logical-cpus 2 --strategy mirrored] [--kill-at-step 3] [--dropout 0.1] \
+        [--without-tensorflow]
 
 Trains the tiny model on the copy task with `keras_transformer.training.train`
 and writes the final weights to `OUTPUT_DIR/<task>-weights.npz` and the loss
 per epoch to `OUTPUT_DIR/<task>-losses.npy`. `--kill-at-step k` sends
-SIGKILL to this process at the end of step k.
+SIGKILL to this process at the end of step k. `--without-tensorflow` runs
+as on a machine without TensorFlow (JAX, PyTorch): importing it fails, and
+`train()` gets a `pass -> NumPy batches` function instead of the arrays.
 """
 
 import argparse
@@ -31,7 +34,10 @@ def main():
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--pad", type=int, default=1)
     parser.add_argument("--tag", default="")
+    parser.add_argument("--without-tensorflow", action="store_true")
     args = parser.parse_args()
+    if args.without_tensorflow:
+        sys.meta_path.insert(0, NoTensorFlow())
 
     import keras
     import numpy as np
@@ -49,6 +55,8 @@ def main():
 
     distributed = select_strategy(args.strategy)  # before any other TF op
     data = copy_task(num_examples=32, pad=bool(args.pad))
+    if args.without_tensorflow:
+        data = numpy_passes(data, args.batch_size)
 
     class Kill(keras.callbacks.Callback):
         def __init__(self):
@@ -80,6 +88,30 @@ def main():
         *[np.asarray(w) for w in model.get_weights()],
     )
     np.save(os.path.join(args.output_dir, f"{tag}-losses.npy"), np.asarray(model.history.history["loss"]))
+
+
+class NoTensorFlow:
+    """An import hook under which `import tensorflow` fails, as where it is not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden by --without-tensorflow)", name=name)
+        return None
+
+
+def numpy_passes(data, batch_size):
+    """`pass -> NumPy batches` over `data`, shuffled by the pass number (a `train_data` function)."""
+    import numpy as np
+
+    (source, target_in), labels = data
+
+    def batches(index):
+        order = np.random.default_rng(index).permutation(len(labels))
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            rows = order[start : start + batch_size]
+            yield (source[rows], target_in[rows]), labels[rows]
+
+    return batches
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`train()` across worker processes matches one device; SIGKILL resume.
+"""`train()` across worker processes matches one device; SIGKILL resume on TensorFlow and JAX.
 
 Each case starts fresh Python processes (`run_training.py`), because logical
 devices, `XLA_FLAGS` and `TF_CONFIG` are fixed when TensorFlow/JAX start.
@@ -31,7 +31,7 @@ def test_train_on_two_worker_processes_matches_one_device_and_only_the_chief_wri
         for i in range(2)
     ]
     single = processes.start(tmp_path / "single", *STEPS, "--batch-size", 16, "--strategy", "one-device")
-    outputs = processes.run_all(*workers, single)
+    outputs = processes.run_all(*workers, single)  # kills the others if one fails
     assert "multi-worker (2 replica(s), worker:1)" in outputs[1]
     (weights, losses), (single_weights, single_losses) = (
         processes.results(tmp_path / "workers", "worker0"),
@@ -44,16 +44,33 @@ def test_train_on_two_worker_processes_matches_one_device_and_only_the_chief_wri
     assert sorted(os.listdir(tmp_path / "workers" / "checkpoints"))[-1] == "ckpt-0000000004.weights.h5"
 
 
-@tensorflow_only
-def test_run_killed_with_sigkill_resumes_to_the_same_weights(tmp_path):
-    args = ("--steps", 6, "--checkpoint-every", 2, "--dropout", 0.1)  # padded data, dropout on
-    whole = processes.start(tmp_path / "whole", *args)
-    killed = processes.start(tmp_path / "killed", *args, "--kill-at-step", 5)
-    processes.finish(killed, expect=-signal.SIGKILL)
-    checkpoints = sorted(os.listdir(tmp_path / "killed" / "checkpoints"))
-    assert checkpoints[-1] == "ckpt-0000000004.weights.h5"
-    resumed = processes.start(tmp_path / "killed", *args)
-    _, out = processes.run_all(whole, resumed)
+@pytest.mark.parametrize(
+    "backend, extra",
+    [
+        pytest.param("tensorflow", (), marks=tensorflow_only),
+        # The path of JAX and PyTorch machines: TensorFlow cannot be imported,
+        # the batches come from a `pass -> NumPy batches` function, and the
+        # resumed run skips the consumed ones of that stream.
+        ("jax", ("--without-tensorflow",)),
+    ],
+    ids=["tensorflow", "jax-without-tensorflow"],
+)
+def test_run_killed_with_sigkill_resumes_to_the_same_weights(tmp_path, backend, extra):
+    args = ("--steps", 6, "--checkpoint-every", 2, "--dropout", 0.1, *extra)  # padded data, dropout on
+    started = []
+    try:
+        whole = processes.start(tmp_path / "whole", *args, backend=backend)
+        started.append(whole)
+        killed = processes.start(tmp_path / "killed", *args, "--kill-at-step", 5, backend=backend)
+        started.append(killed)
+        processes.finish(killed, expect=-signal.SIGKILL)
+        checkpoints = sorted(os.listdir(tmp_path / "killed" / "checkpoints"))
+        assert checkpoints[-1] == "ckpt-0000000004.weights.h5"
+        resumed = processes.start(tmp_path / "killed", *args, backend=backend)
+        started.append(resumed)
+        _, out = processes.run_all(whole, resumed)
+    finally:
+        processes.stop(*started)
     assert "Resumed from" in out and "step 4, skipping 4 consumed batches" in out
     (whole_weights, whole_losses), (weights, losses) = (
         processes.results(tmp_path / "whole"),

@@ -61,13 +61,36 @@ def in_memory_translations(model, sp, sentences):
     return texts, keras.ops.convert_to_numpy(scores)
 
 
+# Runs in a fresh interpreter without this package or Keras: `-I` (isolated:
+# PYTHONPATH ignored, no current directory on sys.path), from an empty
+# directory, with `keras` and `keras_transformer` set to None in sys.modules:
+# every import of them fails and `importlib.util.find_spec` reports them
+# missing, as when they are not installed (the editable install's finder
+# would otherwise still find this package). `import tensorflow_text` imports
+# tf.keras (for its Keras layers), so the tensorflow-text kernels, all that
+# the SavedModel needs, are loaded from their libraries instead.
 RELOAD = r"""
-import json, sys
+import sys
+BLOCKED = ("keras", "keras_transformer")
+for name in BLOCKED:
+    sys.modules[name] = None
+import glob, importlib.util, json, os
 import tensorflow as tf
-import tensorflow_text  # noqa: F401
+for name in BLOCKED:
+    try:
+        __import__(name)
+    except ImportError:
+        pass
+    else:
+        raise AssertionError(f"{name} is importable")
+assert not [p for p in sys.path if os.path.exists(os.path.join(p or ".", "keras_transformer"))], sys.path
+ops = os.path.join(importlib.util.find_spec("tensorflow_text").submodule_search_locations[0], "python", "ops")
+for library in sorted(glob.glob(os.path.join(ops, "_*.so"))):
+    tf.load_op_library(library)
 loaded = tf.saved_model.load(sys.argv[1])
 out = loaded.signatures["serving_default"](inputs=tf.constant(json.loads(sys.argv[2])))
-assert "keras_transformer" not in sys.modules
+loaded_modules = [m for m in sys.modules if m.partition(".")[0] in BLOCKED and sys.modules[m] is not None]
+assert not loaded_modules and "tensorflow_text" not in sys.modules, loaded_modules
 print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}, default=lambda b: b.decode("utf-8")))
 """
 
@@ -82,12 +105,16 @@ def test_version_folder_layout_and_assets(exported):
     assert not [d for d in os.listdir(os.path.dirname(path)) if d.startswith(".export-")]
 
 
-def test_reloaded_in_a_fresh_process_translates_like_the_in_memory_model(exported):
+def test_reloaded_in_a_fresh_process_translates_like_the_in_memory_model(exported, tmp_path):
     model, sp, path = exported
     sentences = ["Hello there.", "The cat sleeps.", "It costs 12 euros.", "Good morning to all!"]
     expected, scores = in_memory_translations(model, sp, sentences)
     assert expected[:2] == sentences[:2]  # the toy model really learned to copy
-    run = subprocess.run([sys.executable, "-c", RELOAD, path, json.dumps(sentences)], capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run(
+        [sys.executable, "-I", "-c", RELOAD, os.path.abspath(path), json.dumps(sentences)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["translations"] == expected
@@ -145,7 +172,7 @@ def test_a_damaged_saved_model_is_an_os_error_naming_it(exported, tmp_path):
 def test_saved_model_cli_lists_the_signature(exported):
     _, _, path = exported
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    run = subprocess.run([cli, "show", "--dir", path, "--all"], capture_output=True, text=True)
+    run = subprocess.run([cli, "show", "--dir", path, "--all"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     for words in ("signature_def['serving_default']", "inputs['inputs']", "outputs['translations']", "outputs['scores']", "DT_STRING"):
         assert words in run.stdout

@@ -1,10 +1,14 @@
-"""The Translator: text round trip, batching, order, truncation, arguments."""
+"""The Translator: text round trip, batching, order, truncation, arguments;
+then a trained model and a SentencePiece vocabulary against decoding by hand."""
 
 import numpy as np
 import pytest
+from keras import ops
 
-from keras_transformer.decoding import Translator
+from keras_transformer.decoding import Translator, beam_search, jit_decoder
+from keras_transformer.tokens import BOS_ID, EOS_ID
 from tests.decoding.toy_models import CopyModel, WordTokenizer
+from tests.decoding.trained_copy import padded, sentences, train_copy_model
 
 WORDS = "the cat sat on a mat and dog ran far".split()
 
@@ -60,3 +64,84 @@ def test_translate_needs_a_tokenizer_and_strings():
         translator.translate(["a"])
     with pytest.raises(ValueError, match="sentences"):
         copy_translator(jit_compile=False).translate("the cat")
+
+
+# A real model and a real SentencePiece vocabulary ---------------------------
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """`(model, tokenizer, training sentences, held-out sentences)`."""
+    train = sentences(256, seed=0)
+    held_out = [s for s in sentences(64, seed=1) if s not in set(train)][:2]
+    model, tokenizer = train_copy_model(train)
+    return model, tokenizer, train, held_out
+
+
+def greedy_by_hand(model, processor, texts, max_extra_length=50):
+    """`{text: (ids, translation)}`: the most likely next token at every
+    step by full uncached decoder passes, ids from and text by the
+    SentencePiece processor itself.
+
+    Sources and decoder inputs are fixed buffers of the model's max_length
+    (the decoder input: BOS, the tokens so far, then 0), so that every pass
+    has one shape (eager JAX compiles each new shape); causal attention
+    keeps the later positions from acting on position `step`.
+    """
+    width = model.transformer_config.max_length
+    encoded = [processor.encode(t) + [EOS_ID] for t in texts]
+    source = padded([ids + [0] * (width - len(ids)) for ids in encoded])
+    memory, mask = model.encode(source), source != 0
+    target = np.zeros((len(texts), width), "int32")
+    target[:, 0] = BOS_ID
+    outputs, done = [[] for _ in texts], [False] * len(texts)
+    for step in range(width):
+        logits = ops.convert_to_numpy(model.decode(target, memory, mask))[:, step]
+        for i, ids in enumerate(encoded):
+            # At most source length + max_extra_length tokens, EOS included.
+            done[i] = done[i] or len(outputs[i]) >= min(len(ids) + max_extra_length, width)
+            token = int(np.argmax(logits[i]))
+            if done[i] or token == EOS_ID:
+                done[i] = True
+                continue
+            outputs[i].append(token)
+            if step + 1 < width:
+                target[i, step + 1] = token
+        if all(done):
+            break
+    return {t: (ids, processor.decode(ids)) for t, ids in zip(texts, outputs)}
+
+
+@pytest.fixture(scope="module")
+def by_hand(trained):
+    """The decoding by hand of 8 training and 2 unseen sentences."""
+    model, tokenizer, train, held_out = trained
+    return greedy_by_hand(model, tokenizer.processor, train[:8] + held_out)
+
+
+def test_greedy_translations_of_a_trained_model_equal_decoding_by_hand(trained, by_hand):
+    model, tokenizer, train, held_out = trained
+    texts = train[:8] + [""] + held_out + ["   "]
+    # batch_size=4: sorted by length into padded batches (source padding and
+    # empty filler rows), compiled decoding with the key/value cache.
+    out = Translator(model, tokenizer, beam_size=1, batch_size=4).translate(texts)
+    assert out == [by_hand[t][1] if t.strip() else "" for t in texts]
+    assert sum(a == b for a, b in zip(out, train[:8])) >= 4  # it learned to copy: no trivial output
+
+
+def test_beam_search_of_width_one_is_the_greedy_decoding_by_hand(trained, by_hand):
+    model, tokenizer, _, _ = trained
+    texts = list(by_hand)
+    source = padded([tokenizer.processor.encode(t) + [EOS_ID] for t in texts])
+    tokens, _ = jit_decoder(model, beam_search, beam_size=1, alpha=0.6, max_extra_length=50)(source)
+    for row, text in zip(ops.convert_to_numpy(tokens).tolist(), texts):
+        ids = by_hand[text][0]
+        assert row == (ids + [EOS_ID] + [0] * len(row))[: len(row)]  # EOS, then padding
+
+
+def test_beam_search_translations_of_a_trained_model_copy_and_keep_empty_strings(trained):
+    model, tokenizer, train, _ = trained
+    texts = ["", *train[8:16], " \t "]
+    out = Translator(model, tokenizer, beam_size=4).translate(texts)
+    assert out[0] == out[-1] == ""
+    assert sum(a == b for a, b in zip(out[1:-1], texts[1:-1])) >= 4

@@ -133,7 +133,7 @@ assert rows + report.remainder_per_pass == report.kept, (rows, report)
 print("ok")
 """
     tokenizer.save(tmp_path)
-    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-3000:]
 
 

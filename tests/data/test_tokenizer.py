@@ -90,7 +90,7 @@ assert sum(len(b[1]) for b in numpy_batches(pairs, tok, 256, 32)) == 200
 print("ok")
 """
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-3000:]
 

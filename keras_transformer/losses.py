@@ -59,9 +59,10 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         labels = ops.cast(y_true, "int32")  # (batch, length)
         eps = self.label_smoothing
         if keras.backend.backend() == "jax":
-            # JAX always compiles the loss with XLA, which fuses the
-            # comparison below into the reduction, and the gradient
-            # (softmax - target) into one pass: the target is never stored.
+            # On JAX, Keras compiles the training step, loss included, with
+            # XLA, which fuses the comparison below into the reduction, and
+            # the gradient (softmax - target) into one pass: the target is
+            # never stored (a call outside a compiled step stores it).
             # The gather of the other branch makes XLA store the logits'
             # gradient in float32, scatter into it and convert it (5% of a
             # base step on an H100, benchmarks/README.md). Eager PyTorch and

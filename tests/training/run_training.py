@@ -56,6 +56,8 @@ def main():
     distributed = select_strategy(args.strategy)  # before any other TF op
     data = copy_task(num_examples=32, pad=bool(args.pad))
     if args.without_tensorflow:
+        from tests.training.tasks import numpy_passes
+
         data = numpy_passes(data, args.batch_size)
 
     class Kill(keras.callbacks.Callback):
@@ -97,21 +99,6 @@ class NoTensorFlow:
         if name == "tensorflow" or name.startswith("tensorflow."):
             raise ModuleNotFoundError(f"No module named {name!r} (hidden by --without-tensorflow)", name=name)
         return None
-
-
-def numpy_passes(data, batch_size):
-    """`pass -> NumPy batches` over `data`, shuffled by the pass number (a `train_data` function)."""
-    import numpy as np
-
-    (source, target_in), labels = data
-
-    def batches(index):
-        order = np.random.default_rng(index).permutation(len(labels))
-        for start in range(0, len(order) - batch_size + 1, batch_size):
-            rows = order[start : start + batch_size]
-            yield (source[rows], target_in[rows]), labels[rows]
-
-    return batches
 
 
 if __name__ == "__main__":

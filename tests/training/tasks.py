@@ -31,3 +31,17 @@ def source_blind_loss(labels, vocab_size, label_smoothing=0.1):
             total += len(tokens) * -(q * np.log(q)).sum()
             count += len(tokens)
     return total / count
+
+
+def numpy_passes(data, batch_size=8):
+    """`pass -> NumPy batches` over `data`, shuffled by the pass number (a
+    `train_data` function: the input where TensorFlow is not installed)."""
+    (source, target_in), labels = data
+
+    def batches(index):
+        order = np.random.default_rng(index).permutation(len(labels))
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            rows = order[start : start + batch_size]
+            yield (source[rows], target_in[rows]), labels[rows]
+
+    return batches

@@ -9,7 +9,7 @@ import pytest
 from keras_transformer.models.config import TransformerConfig
 from keras_transformer.training import RunMismatchError, TrainingOptions, build_model, train
 from keras_transformer.training.optimizer import paper_training_optimizer
-from tests.training.tasks import TINY, copy_task, source_blind_loss, weights_of
+from tests.training.tasks import TINY, copy_task, numpy_passes, source_blind_loss, weights_of
 
 CONFIG = dict(vocab_size=20, **TINY, dropout_rate=0.0)
 # Output-directory and resume logic is backend-independent Python (the unit
@@ -160,22 +160,9 @@ def test_paper_training_optimizer_defaults():
     assert optimizer.gradient_accumulation_steps is None
 
 
-def _passes(data, batch_size=8):
-    """`pass -> NumPy batches` over `data`, shuffled by the pass number (a `train_data` function)."""
-    (source, target_in), labels = data
-
-    def batches(index):
-        order = np.random.default_rng(index).permutation(len(labels))
-        for start in range(0, len(order) - batch_size + 1, batch_size):
-            rows = order[start : start + batch_size]
-            yield (source[rows], target_in[rows]), labels[rows]
-
-    return batches
-
-
 def test_a_numpy_pass_function_trains_and_resumes_where_it_stopped(tmp_path):
     # The input for machines without TensorFlow (JAX, PyTorch): every backend runs it.
-    data = _passes(copy_task(24))  # 3 batches per pass: 4 steps cross a pass
+    data = numpy_passes(copy_task(24))  # 3 batches per pass: 4 steps cross a pass
     straight = train(CONFIG, data, tmp_path / "a", validation_data=data, train_steps=4, checkpoint_every=2, **QUIET)
     assert int(straight.optimizer.iterations) == 4
     assert len(straight.history.history["val_loss"]) == 2
@@ -195,7 +182,7 @@ def test_time_limit_stops_at_the_first_checkpoint_after_it(tmp_path):
     from keras_transformer.training import TimeLimit, latest_checkpoint
 
     limit = TimeLimit(1e-6, log=lambda message: None)
-    model = train(CONFIG, _passes(copy_task(24)), tmp_path, train_steps=6, checkpoint_every=2,
+    model = train(CONFIG, numpy_passes(copy_task(24)), tmp_path, train_steps=6, checkpoint_every=2,
                   callbacks=[limit], **QUIET)
     assert int(model.optimizer.iterations) == 2 and limit.stopped_at_epoch == 1
     assert latest_checkpoint(os.path.join(tmp_path, "checkpoints")).step == 2

@@ -253,7 +253,7 @@ def evaluate_and_export(args, inference, tokenizer, test_pairs, name, started):
     import tensorflow as tf
 
     from keras_transformer import datasets
-    from keras_transformer.cli_serving import corpus_bleu
+    from keras_transformer.evaluation import corpus_bleu
     from keras_transformer.decoding import Translator
     from keras_transformer.export import DEFAULT_BUCKETS, export
 

@@ -199,21 +199,13 @@ def _evaluate_arguments(p):
     p.add_argument("--alpha", type=float, default=0.6, help="with a .keras model")
 
 
-def corpus_bleu(hypotheses, references):
-    """sacreBLEU BLEU and chrF against several references per sentence."""
-    import sacrebleu
-
-    streams = [[refs[i] if i < len(refs) else refs[0] for refs in references] for i in range(max(map(len, references)))]
-    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
-    return bleu.corpus_score(hypotheses, streams), bleu.get_signature(), chrf.corpus_score(hypotheses, streams), chrf.get_signature()
-
-
 @command("evaluate", "Translate a test set and score it with sacreBLEU and chrF (every reference of a source).", _evaluate_arguments)
 def run_evaluate(args):
     import keras
 
     from keras_transformer import datasets
     from keras_transformer.data import read_tsv
+    from keras_transformer.evaluation import corpus_bleu
 
     pairs = list(read_tsv(args.tsv)) if args.tsv else datasets.load(args.corpus, args.split)
     sources, references = datasets.references(pairs)

@@ -30,7 +30,7 @@ def test_the_zoo_model_translates_held_out_sentences_well():
     import tensorflow_text  # noqa: F401 - the SentencePiece ops
 
     from keras_transformer import datasets
-    from keras_transformer.cli_serving import corpus_bleu
+    from keras_transformer.evaluation import corpus_bleu
 
     translate = tf.saved_model.load(MODEL).signatures["serving_default"]
     sources, references = datasets.load_references("tatoeba_en_fr", "test")

@@ -1,9 +1,17 @@
 """Corpora that ship with the package, loadable offline in one call.
 
 `load(name, split)` returns a list of `(source, target)` string tuples.
-Shipped: `"tatoeba_en_fr"` (English -> French, Tatoeba via manythings.org,
-CC-BY 2.0 France; splits `train` 81,864 pairs, `validation` 2,711 and
-`test` 2,737, split by English sentence so no test source is in training).
+Shipped:
+
+- `"tatoeba_en_fr"`: English -> French, Tatoeba via manythings.org, CC-BY
+  2.0 France; `train` 81,864 pairs, `validation` 2,711, `test` 2,737, split
+  by English sentence so no test source is in training
+  (`keras_transformer.datasets.tatoeba`).
+- `"tatoeba_fr_en"`: the same files read French -> English; training pairs
+  whose French sentence is a validation or test source are left out.
+- `"libreoffice_en_de"`: English -> German, LibreOffice 7.4 help, MPL-2.0;
+  `train` 29,922 pairs, `validation` 1,264, `test` 1,232, split by help
+  module (`keras_transformer.datasets.libreoffice`).
 
 Example:
 
@@ -16,9 +24,11 @@ Example:
 
 import os
 
-from keras_transformer.datasets import tatoeba
+from keras_transformer.datasets import libreoffice, tatoeba
 
-CORPORA = {tatoeba.NAME: tatoeba}
+CORPORA = {tatoeba.NAME: tatoeba, "tatoeba_fr_en": tatoeba, libreoffice.NAME: libreoffice}
+# Corpora read from another's files, target -> source.
+REVERSED = {"tatoeba_fr_en": "tatoeba_en_fr"}
 
 
 def _corpus(name, split=None):
@@ -35,6 +45,20 @@ def path(name, split="train"):
     return os.path.join(_corpus(name, split).FOLDER, f"{split}.tsv.gz")
 
 
+def _reverse(pairs, name, split):
+    """`(target, source)` pairs; training pairs whose new source is held out are dropped."""
+    reversed_pairs = [(target, source) for source, target in pairs]
+    if split != "train":
+        return reversed_pairs
+    held_out = {" ".join(s.lower().split()) for s in (_held_out_sources(name, "validation") + _held_out_sources(name, "test"))}
+    return [pair for pair in reversed_pairs if " ".join(pair[0].lower().split()) not in held_out]
+
+
+def _held_out_sources(name, split):
+    """The sources of a reversed corpus's held-out split: the targets of its files."""
+    return [target for _, target in load(REVERSED[name], split)]
+
+
 def load(name, split="train"):
     """The (source, target) pairs of a shipped corpus split, as a list of tuples.
 
@@ -43,6 +67,9 @@ def load(name, split="train"):
     """
     from keras_transformer.data.corpora import read_tsv
 
+    if name in REVERSED:
+        _corpus(name, split)
+        return _reverse(load(REVERSED[name], split), name, split)
     return list(read_tsv(path(name, split), strict=True))
 
 
@@ -66,4 +93,9 @@ def load_references(name, split="test"):
 
 def full_train_pairs(source_path, name="tatoeba_en_fr"):
     """Training pairs of a corpus's FULL file: all but the shipped validation/test sources."""
-    return _corpus(name).full_train_pairs(source_path)
+    if name in REVERSED:
+        return _reverse(list(full_train_pairs(source_path, REVERSED[name])), name, "train")
+    module = _corpus(name)
+    if not hasattr(module, "full_train_pairs"):
+        raise ValueError(f"Corpus {name!r} ships whole: use `load({name!r}, 'train')`.")
+    return module.full_train_pairs(source_path)

@@ -73,3 +73,46 @@ def test_build_writes_the_same_split_rule_with_attribution(tmp_path):
     assert (tmp_path / "out" / "test.tsv.gz").read_bytes() == first  # byte for byte
     with pytest.raises(FileNotFoundError, match="nope.tsv.gz"):
         build_tatoeba.build(str(tmp_path / "nope.tsv.gz"), str(tmp_path / "out"))
+
+
+def test_libreoffice_splits_hold_out_whole_help_modules():
+    from keras_transformer.datasets import libreoffice
+
+    modules = {}
+    for split in libreoffice.SPLITS:
+        with gzip.open(datasets.path("libreoffice_en_de", split), "rt", encoding="utf-8") as f:
+            modules[split] = {libreoffice.module_of(line.split("\t")[2]) for line in f}
+    assert modules["test"] == {"sdatabase"} and modules["validation"] == {"schart", "sdraw"}
+    assert not modules["train"] & (modules["test"] | modules["validation"]) and len(modules["train"]) == 5
+    pairs = {s: datasets.load("libreoffice_en_de", s) for s in libreoffice.SPLITS}
+    assert [len(pairs[s]) for s in libreoffice.SPLITS] == [29_922, 1_264, 1_232]
+    assert all(e and g for e, g in pairs["test"])
+    with pytest.raises(ValueError, match="ships whole"):
+        datasets.full_train_pairs("any.tsv.gz", name="libreoffice_en_de")
+
+
+def test_libreoffice_build_splits_by_module_byte_for_byte(tmp_path):
+    from keras_transformer.datasets import build_libreoffice
+
+    path = tmp_path / "full.tsv.gz"
+    modules = ["shared", "sdatabase", "schart", "sdraw", "scalc"]
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for i in range(50):
+            f.write(f"Line {i}.\tZeile {i}.\tLibreOffice help 7.4 ({modules[i % 5]}), MPL-2.0\n")
+        f.write("no tab\n")
+    assert build_libreoffice.build(str(path), str(tmp_path / "out")) == {"train": 20, "validation": 20, "test": 10}
+    first = (tmp_path / "out" / "test.tsv.gz").read_bytes()
+    build_libreoffice.build(str(path), str(tmp_path / "out"))
+    assert (tmp_path / "out" / "test.tsv.gz").read_bytes() == first
+    with gzip.open(tmp_path / "out" / "test.tsv.gz", "rt", encoding="utf-8") as f:
+        assert all("(sdatabase)" in line for line in f)
+
+
+def test_tatoeba_fr_en_reads_the_same_files_backwards_without_held_out_french(splits):
+    reversed_test = datasets.load("tatoeba_fr_en", "test")
+    assert reversed_test == [(f, e) for e, f in splits["test"]]
+    held_out = {" ".join(f.lower().split()) for pairs in (splits["test"], splits["validation"]) for _, f in pairs}
+    train = datasets.load("tatoeba_fr_en", "train")
+    assert not {" ".join(f.lower().split()) for f, _ in train} & held_out
+    dropped = [(f, e) for e, f in splits["train"] if " ".join(f.lower().split()) in held_out]
+    assert dropped and len(train) + len(dropped) == len(splits["train"])

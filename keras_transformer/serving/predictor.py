@@ -1,0 +1,65 @@
+"""Loading an exported SavedModel as a Python function, without any server package.
+
+`keras-transformer translate` and `evaluate` use it as is; `serve` puts it
+behind HTTP (keras_transformer.serving.server, which needs fastapi).
+
+Example:
+
+>>> from keras_transformer.serving.predictor import load_saved_model_predictor
+>>> predict, version = load_saved_model_predictor("saved_models/tatoeba_en_fr")
+>>> predict(["I love you.", ""])
+[{'translations': "Je t'aime.", 'scores': -0.69...}, {'translations': '', 'scores': 0.0}]
+"""
+
+import os
+
+import numpy as np
+
+
+def latest_version(model_dir):
+    """The highest numbered version folder of a TF Serving model folder."""
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"No model folder at {model_dir!r}")
+    if os.path.exists(os.path.join(model_dir, "saved_model.pb")):
+        return os.path.basename(os.path.normpath(model_dir)), model_dir
+    versions = [d for d in os.listdir(model_dir) if d.isdigit()]
+    if not versions:
+        raise FileNotFoundError(
+            f"{model_dir!r} holds no numbered version folder with a saved_model.pb "
+            "(expected <name>/<version>/saved_model.pb)"
+        )
+    version = max(versions, key=int)
+    return version, os.path.join(model_dir, version)
+
+
+def _to_python(array):
+    """A NumPy output as JSON-ready Python values (bytes decoded)."""
+    if array.dtype == object:
+        return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array).tolist()
+    return array.tolist()
+
+
+def load_saved_model_predictor(path):
+    """Loads an exported SavedModel; returns `(predict, version)`.
+
+    `path` is a model folder (`saved_models/<name>`, its latest version is
+    used) or one version folder.
+    """
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 - registers the tokenizer ops
+
+    version, version_dir = latest_version(path)
+    try:
+        signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+    except Exception as error:  # IndexError, tf.errors.OpError, ... on a damaged file
+        raise OSError(f"Cannot load the SavedModel at {version_dir!r}: {error}") from error
+
+    def predict(texts):
+        # Blank inputs as "": models exported before 2026-11-25 (version 1
+        # of saved_models/tatoeba_en_fr) translate "\t" as if it were text.
+        texts = [text if text.strip() else "" for text in texts]
+        outputs = signature(inputs=tf.constant(texts))
+        columns = {key: _to_python(value.numpy()) for key, value in outputs.items()}
+        return [{key: column[i] for key, column in columns.items()} for i in range(len(texts))]
+
+    return predict, int(version) if str(version).isdigit() else 1

@@ -53,3 +53,60 @@ def test_sentences_may_follow_the_options():
     assert (args.command, args.model, args.text, args.batch_size) == ("translate", "model", ["Hi.", "Bye."], 8)
     args = parse_arguments(["translate", "model", "Hi.", "--batch-size", "8"])
     assert (args.text, args.batch_size) == (["Hi."], 8)
+
+
+@pytest.mark.parametrize(
+    "argv, verbose",
+    [
+        (["translate", "model", "Hi."], False),
+        (["--verbose", "translate", "model", "Hi."], True),
+        (["translate", "model", "Hi.", "--verbose"], True),
+        (["translate", "--verbose", "model", "Hi."], True),
+    ],
+)
+def test_verbose_goes_before_or_after_the_command(argv, verbose):
+    from keras_transformer.cli import parse_arguments
+
+    args = parse_arguments(argv)
+    assert (args.verbose, args.model, args.text) == (verbose, "model", ["Hi."])
+
+
+def test_train_fit_verbosity_is_its_own_flag():
+    from keras_transformer.cli import parse_arguments
+
+    args = parse_arguments(["train", "--corpus", "c", "--output-dir", "o", "--fit-verbose", "2", "--verbose"])
+    assert (args.fit_verbose, args.verbose) == ("2", True)
+
+
+@pytest.mark.parametrize("missing", ["fastapi", "uvicorn"])
+def test_serve_without_the_server_packages_names_the_extra(missing, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, missing, None)  # as if not installed
+    with pytest.raises(SystemExit) as exit:
+        main(["serve", "no/such/model"])
+    assert exit.value.code == (
+        f'keras-transformer serve needs the server packages ({missing} is missing): '
+        'pip install "keras-transformer[serve]"'
+    )
+
+
+def test_command_modules_import_nothing_from_the_main_module():
+    import ast
+    import os
+
+    import keras_transformer.cli as cli
+
+    folder = os.path.dirname(cli.__file__)
+    assert sorted(command.__name__.rsplit(".", 1)[1] for command in cli.COMMANDS) == sorted(
+        ["train", "average_checkpoints", "export", "translate", "evaluate", "serve"]
+    )
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py") or name in ("__init__.py", "__main__.py"):
+            continue
+        tree = ast.parse(open(os.path.join(folder, name), encoding="utf-8").read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert node.module != "keras_transformer.cli", (name, ast.unparse(node))
+            elif isinstance(node, ast.Import):
+                assert all(alias.name != "keras_transformer.cli" for alias in node.names), (name, ast.unparse(node))

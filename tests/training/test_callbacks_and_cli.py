@@ -218,7 +218,7 @@ def test_cli_trains_a_tiny_model_and_resumes(tmp_path, capsys):
         return [
             "train", "--corpus", "synthetic-reverse", "--preset", "tiny", "--output-dir", str(tmp_path),
             "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
-            "--train-steps", str(steps), "--checkpoint-every", "1", "--batch-size", "16", "--verbose", "0",
+            "--train-steps", str(steps), "--checkpoint-every", "1", "--batch-size", "16", "--fit-verbose", "0",
             *extra,
         ]
 
@@ -250,7 +250,7 @@ def test_cli_errors_are_one_line_and_an_invalid_config_claims_no_directory(tmp_p
     # From Python the exception itself; and a config that fails validation
     # leaves no run behind that a corrected command would then refuse.
     argv = ["train", "--corpus", "synthetic-copy", "--preset", "tiny", "--output-dir", str(tmp_path / "run"),
-            "--train-steps", "1", "--checkpoint-every", "1", "--verbose", "0"]
+            "--train-steps", "1", "--checkpoint-every", "1", "--fit-verbose", "0"]
     with pytest.raises(ValueError, match="d_model"):
         main(argv + ["--set", "d_model=0"])
     assert not os.path.exists(tmp_path / "run")
@@ -260,7 +260,7 @@ def _tiny_argv(output_dir, corpus, *extra):
     return [
         "train", "--corpus", corpus, "--preset", "tiny", "--output-dir", str(output_dir),
         "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
-        "--train-steps", "1", "--checkpoint-every", "1", "--batch-size", "16", "--verbose", "0", "--no-tensorboard",
+        "--train-steps", "1", "--checkpoint-every", "1", "--batch-size", "16", "--fit-verbose", "0", "--no-tensorboard",
         *extra,
     ]
 
@@ -291,8 +291,8 @@ def test_cli_output_dir_that_is_a_file_or_holds_a_damaged_manifest(tmp_path, mon
             main()
         assert str(exit_.value.code).startswith("keras-transformer train: error: ") and message in str(exit_.value.code)
     with pytest.raises(SystemExit):
-        main(_tiny_argv(tmp_path / "other", "synthetic-copy", "--verbose", "abc"))
-    assert "argument --verbose: invalid choice" in capsys.readouterr().err
+        main(_tiny_argv(tmp_path / "other", "synthetic-copy", "--fit-verbose", "abc"))
+    assert "argument --fit-verbose: invalid choice" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")

@@ -1,0 +1,94 @@
+"""The `keras-transformer` command line, one module per command.
+
+    keras-transformer train --corpus tatoeba_en_fr --preset small --output-dir runs/small
+    keras-transformer average-checkpoints runs/small/checkpoints --last 5 \
+        --output runs/small/average.weights.h5
+    keras-transformer export runs/small/model.keras --tokenizer runs/small/tokenizer.model \
+        --output-dir saved_models/mine
+    keras-transformer translate saved_models/tatoeba_en_fr "Where is the station?"
+    keras-transformer evaluate saved_models/tatoeba_en_fr --corpus tatoeba_en_fr --split test
+    keras-transformer serve saved_models/tatoeba_en_fr --port 8501   # pip install "keras-transformer[serve]"
+
+`python -m keras_transformer.cli` is the same. TensorFlow's start-up lines
+(CUDA drivers, cuInit, oneDNN, CPU features) are hidden unless `--verbose`
+is given, before or after the command (`keras_transformer.quiet`).
+
+A command is a module with `NAME`, `HELP`, `add_arguments(parser)` and
+`run(args)`, listed in `COMMANDS`. Command modules import nothing from this
+one, and Keras and TensorFlow only inside `run`: `main` hides TensorFlow's
+start-up lines first.
+
+Example:
+
+>>> from keras_transformer.cli import main
+>>> main(["translate", "saved_models/tatoeba_en_fr", "I love you."])
+Je t'aime.
+0
+"""
+
+import argparse
+import sys
+
+from keras_transformer.cli import average_checkpoints, evaluate, export, serve, train, translate
+from keras_transformer.quiet import quiet_tensorflow
+
+COMMANDS = (train, average_checkpoints, export, translate, evaluate, serve)
+
+VERBOSE_HELP = "show TensorFlow's start-up lines (CUDA drivers, cuInit, oneDNN), hidden otherwise"
+
+
+def build_parser():
+    """The `argparse` parser: one sub-parser per command, in `parser.commands`."""
+    parser = argparse.ArgumentParser(
+        prog="keras-transformer",
+        description='The Transformer of "Attention Is All You Need" in Keras 3.',
+    )
+    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.commands = {}
+    for command in COMMANDS:
+        sub = subparsers.add_parser(command.NAME, help=command.HELP, description=command.HELP)
+        command.add_arguments(sub)
+        # Also after the command; absent, it leaves the global flag's value alone.
+        sub.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+        sub.set_defaults(run=command.run, command=command.NAME)
+        parser.commands[command.NAME] = sub
+    return parser
+
+
+def parse_arguments(argv=None):
+    """The parsed command line; a command's words may come after its options.
+
+    `translate MODEL --batch-size 8 "Hi."` is refused by a plain
+    `parse_args` (a `nargs="*"` positional is consumed, empty, before the
+    options), so the command's own parser reads its part intermixed.
+
+    >>> parse_arguments(["translate", "model", "--batch-size", "8", "Hi.", "--verbose"]).verbose
+    True
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    before = parser.parse_known_args(argv)[0]
+    name = before.command
+    args = parser.commands[name].parse_intermixed_args(argv[argv.index(name) + 1 :])
+    args.verbose = before.verbose or getattr(args, "verbose", False)
+    return args
+
+
+def main(argv=None):
+    """Runs the command line `argv` (default `sys.argv[1:]`); returns 0 on success.
+
+    As the process's command line, a bad argument or a missing, existing or
+    unreadable file (`ValueError`, `OSError`) ends the process with a
+    one-line message on stderr and status 1, not a traceback. Called with
+    `argv`, as from Python, the exception is raised as it is.
+    """
+    args = parse_arguments(argv)
+    if not args.verbose:
+        quiet_tensorflow()  # before any command imports TensorFlow
+    try:
+        return args.run(args) or 0
+    except (ValueError, OSError) as error:
+        if argv is not None:
+            raise
+        raise SystemExit(f"keras-transformer {args.command}: error: {error}") from error

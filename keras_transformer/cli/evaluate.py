@@ -1,0 +1,47 @@
+"""`keras-transformer evaluate`: translate a test set, score it with sacreBLEU and chrF.
+
+    keras-transformer evaluate saved_models/tatoeba_en_fr --corpus tatoeba_en_fr --split test
+    keras-transformer evaluate runs/model.keras --tokenizer runs/tokenizer.model --tsv test.tsv
+
+Every reference of a source counts (`keras_transformer.evaluation.corpus_bleu`).
+"""
+
+from keras_transformer.cli.common import positive_int, translate_function
+
+NAME = "evaluate"
+HELP = "Translate a test set and score it with sacreBLEU and chrF (every reference of a source)."
+
+
+def add_arguments(p):
+    p.add_argument("model", help="a SavedModel folder (saved_models/<name>) or a .keras file")
+    p.add_argument("--corpus", default="tatoeba_en_fr", help="a shipped corpus (keras_transformer.datasets)")
+    p.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    p.add_argument("--tsv", help="score a TSV file (source, reference) instead of --corpus")
+    p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
+    p.add_argument("--limit", type=positive_int, default=None, help="only the first N sources")
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--beam-size", type=int, default=4, help="with a .keras model")
+    p.add_argument("--alpha", type=float, default=0.6, help="with a .keras model")
+
+
+def run(args):
+    import keras
+
+    from keras_transformer import datasets
+    from keras_transformer.data import read_tsv
+    from keras_transformer.evaluation import corpus_bleu
+
+    pairs = list(read_tsv(args.tsv)) if args.tsv else datasets.load(args.corpus, args.split)
+    sources, references = datasets.references(pairs)
+    sources, references = sources[: args.limit], references[: args.limit]
+    translate, _, _ = translate_function(args.model, args.tokenizer, args.beam_size, args.alpha)
+    progress = keras.utils.Progbar(len(sources), unit_name="sentence")
+    hypotheses = []
+    for start in range(0, len(sources), args.batch_size):
+        hypotheses += translate(sources[start : start + args.batch_size])
+        progress.update(len(hypotheses))
+    bleu, bleu_signature, chrf, chrf_signature = corpus_bleu(hypotheses, references)
+    print(f"{len(sources)} sources")
+    print(f"{bleu}  ({bleu_signature})")
+    print(f"{chrf}  ({chrf_signature})")
+    return 0

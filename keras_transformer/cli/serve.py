@@ -1,0 +1,58 @@
+"""`keras-transformer serve`: a SavedModel over TF Serving's REST API.
+
+    pip install "keras-transformer[serve]"     # fastapi and uvicorn
+    keras-transformer serve saved_models/tatoeba_en_fr --port 8501
+    curl -d '{"instances": ["How are you?"]}' localhost:8501/v1/models/tatoeba_en_fr:predict
+
+Without fastapi or uvicorn it stops with one line naming the extra to install.
+"""
+
+import importlib
+
+NAME = "serve"
+HELP = "Serve a SavedModel over TF Serving's REST API (POST /v1/models/<name>:predict)."
+
+SERVER_PACKAGES = ("fastapi", "uvicorn")
+EXTRA = "serve"  # setup.py's extras_require name
+
+
+def add_arguments(p):
+    p.add_argument("model_dir", help="saved_models/<name> (its highest version is served)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8501,
+                   help='0 takes a free port; "Serving <name> at http://<host>:<port>" is printed once bound')
+    p.add_argument("--name", default=None, help="model name in the URLs; default: the folder's name")
+    p.add_argument("--max-instances", type=int, default=None,
+                   help="inputs per request (default: 64, at most --max-batch-size)")
+    p.add_argument("--max-characters", type=int, default=2000, help="characters per input")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20)
+    p.add_argument("--request-timeout", type=float, default=30.0, help="seconds")
+    p.add_argument("--max-batch-size", type=int, default=64, help="inputs per model call, across requests")
+
+
+def run(args):
+    """Serves until SIGINT or SIGTERM, then exits with status 0 once the
+    requests in flight are answered."""
+    require_server_packages()
+    from keras_transformer.serving.server import ServingLimits, serve
+
+    limits = ServingLimits(
+        max_instances=args.max_instances, max_characters=args.max_characters,
+        max_body_bytes=args.max_body_bytes, request_timeout_s=args.request_timeout,
+        max_batch_size=args.max_batch_size,
+    )
+    serve(args.model_dir, host=args.host, port=args.port, name=args.name, limits=limits)
+    return 0
+
+
+def require_server_packages():
+    """Ends the command with one line naming the extra to install unless
+    fastapi and uvicorn import (checked before TensorFlow loads)."""
+    for package in SERVER_PACKAGES:
+        try:
+            importlib.import_module(package)
+        except ImportError as error:
+            raise SystemExit(
+                f"keras-transformer serve needs the server packages ({error.name or package} is missing): "
+                f'pip install "keras-transformer[{EXTRA}]"'
+            ) from None

@@ -1,0 +1,84 @@
+"""`keras-transformer translate`: translate sentences, a file or standard input.
+
+    keras-transformer translate saved_models/tatoeba_en_fr "How are you?"
+    keras-transformer translate saved_models/tatoeba_en_fr --input en.txt --output fr.txt
+    keras-transformer translate runs/model.keras "How are you?" \
+        --tokenizer runs/tokenizer.model --plot-attention attention.png
+
+Needs no server package (fastapi, uvicorn): only TensorFlow, and
+tensorflow-text for a SavedModel.
+"""
+
+import os
+import sys
+
+from keras_transformer.cli.common import positive_int, translate_function
+
+NAME = "translate"
+HELP = "Translate sentences, a file or standard input with a SavedModel or a .keras model."
+
+
+def add_arguments(p):
+    p.add_argument("model", help="a SavedModel folder (saved_models/<name>) or a .keras file")
+    p.add_argument("text", nargs="*", help="sentences to translate; default: --input, else standard input")
+    p.add_argument("--input", help="a text file, one sentence per line")
+    p.add_argument("--output", help="write translations here, one per line (default: standard output)")
+    p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
+    p.add_argument("--batch-size", type=positive_int, default=32)
+    p.add_argument("--beam-size", type=int, default=4, help="with a .keras model")
+    p.add_argument("--alpha", type=float, default=0.6, help="with a .keras model")
+    p.add_argument("--plot-attention", metavar="FILE.png",
+                   help="draw the cross-attention of the first sentence (with a .keras model)")
+    p.add_argument("--head", type=int, default=None, help="plot one head instead of the mean and all heads")
+
+
+def run(args):
+    sentences = _sentences(args)
+    if args.plot_attention and not args.model.endswith(".keras"):
+        raise SystemExit("--plot-attention needs a .keras model and --tokenizer (a SavedModel returns no attention)")
+    translate, model, tokenizer = translate_function(args.model, args.tokenizer, args.beam_size, args.alpha)
+    progress = None
+    if args.input:
+        import keras
+
+        progress = keras.utils.Progbar(len(sentences), unit_name="sentence")
+    translations = []
+    for start in range(0, len(sentences), args.batch_size):
+        translations += translate(sentences[start : start + args.batch_size])
+        if progress:
+            progress.update(len(translations))
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.writelines(t + "\n" for t in translations)
+    else:
+        for line in translations:
+            print(line)
+    if args.plot_attention and sentences:
+        _plot(model, tokenizer, sentences[0], translations[0], args.plot_attention, args.head)
+    return 0
+
+
+def _sentences(args):
+    """The words on the command line, else the lines of `--input`, else of standard input."""
+    if args.text:
+        return args.text
+    if args.input:
+        if not os.path.isfile(args.input):
+            raise SystemExit(f"No input file at {args.input!r}")
+        with open(args.input, encoding="utf-8") as f:
+            return [line.rstrip("\n") for line in f]
+    return [line.rstrip("\n") for line in sys.stdin]
+
+
+def _plot(model, tokenizer, sentence, translation, path, head):
+    from keras_transformer.attention_plot import cross_attention_weights, plot_attention
+    from keras_transformer.tokens import pack_source, pack_target, split_target
+
+    source = pack_source(tokenizer.encode(sentence))
+    target, _ = split_target(pack_target(tokenizer.encode(translation)))
+    weights = cross_attention_weights(model, source, target)
+    plot_attention(
+        weights, tokenizer.id_to_piece(source[:-1]) + ["</s>"], ["<s>"] + tokenizer.id_to_piece(target[1:]),
+        path, head=head, title=f"{sentence} → {translation}",
+    )
+    print(f"Attention plot written to {path}", file=sys.stderr)

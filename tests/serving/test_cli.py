@@ -110,3 +110,9 @@ def test_command_modules_import_nothing_from_the_main_module():
                 assert node.module != "keras_transformer.cli", (name, ast.unparse(node))
             elif isinstance(node, ast.Import):
                 assert all(alias.name != "keras_transformer.cli" for alias in node.names), (name, ast.unparse(node))
+
+
+def test_train_names_an_unknown_corpus_before_claiming_the_directory(tmp_path):
+    with pytest.raises(ValueError, match=r"`--corpus` must be one of \[.*'synthetic-copy'.*\]. Received: --corpus='nope'"):
+        main(["train", "--corpus", "nope", "--output-dir", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()

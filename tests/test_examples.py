@@ -1,48 +1,102 @@
-"""examples/wmt14.py end to end on the shipped corpus, shortened."""
+"""examples/wmt14.py: its recipe, its argument checks, and a shortened run on
+the shipped corpus whose files give the translations it printed and scored."""
 
+import json
 import os
 import runpy
 
 import keras
 import pytest
 
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "wmt14.py")
+
+
+@pytest.fixture
+def example():
+    return runpy.run_path(SCRIPT)  # defines the parser and main(); runs nothing
+
+
+def recipe_of(example, argv):
+    r = example["recipe"](example["parser"].parse_args(argv))
+    return (r.preset, r.vocab_size, r.tokens_per_batch, r.train_steps, r.warmup_steps, r.checkpoint_every, r.average)
+
+
+def test_the_recipes(example):
+    # The shipped corpus: the README's main job (tiny, 8000 pieces, 1200 steps of
+    # 3072 tokens, warm-up a third of the run, a checkpoint every 200, mean of 3).
+    assert recipe_of(example, []) == ("tiny", 8000, 3072, 1200, 400, 200, 3)
+    # WMT14: the paper's base (37k pieces, 25k tokens, 100k steps, warm-up 4000,
+    # mean of the last 5 checkpoints) and big (300k steps, the last 20).
+    assert recipe_of(example, ["--data", "tfds"]) == ("base", 37000, 25000, 100_000, 4000, 1000, 5)
+    assert recipe_of(example, ["--data", "tfds", "--preset", "big"]) == ("big", 37000, 25000, 300_000, 4000, 1000, 20)
+    short = ["--preset", "small", "--train-steps", "60", "--vocab-size", "300", "--tokens-per-batch", "256"]
+    assert recipe_of(example, short) == ("small", 300, 256, 60, 20, 60, 3)
+    # Not a whole number of checkpoint intervals: one checkpoint, at the end.
+    assert recipe_of(example, ["--train-steps", "1100"])[3:6] == (1100, 366, 1100)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--train-steps", "0"], "--train-steps, --vocab-size, --tokens-per-batch and --test-limit must be positive"),
+    (["--tokens-per-batch", "-512"], "must be positive"),
+    (["--data", "tfds", "--pair", "de-en", "--source", "fr"], "--source must be one of ['de', 'en']"),
+])
+def test_bad_arguments_stop_the_job_before_any_work(example, tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as stopped:
+        example["main"](argv + ["--output-dir", str(tmp_path / "run")])
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "run")
+
+
+def test_offline_wmt14_names_the_archives_and_where_they_go(example, tmp_path, monkeypatch):
+    from tensorflow_datasets.core.download import downloader
+
+    def no_network(url, **kwargs):
+        raise ConnectionError(f"no network for {url}")
+
+    monkeypatch.setattr(downloader, "_open_url", no_network)  # never touch the network
+    data_dir = tmp_path / "tfds"  # nothing prepared there
+    with pytest.raises(SystemExit, match="training-parallel-europarl-v7.tgz") as stopped:
+        example["main"](["--data", "tfds", "--data-dir", str(data_dir), "--output-dir", str(tmp_path / "run")])
+    assert f"manual_dir={str(data_dir / 'downloads' / 'manual')!r}" in str(stopped.value)
+    assert not os.path.exists(tmp_path / "run")
+
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the example exports a SavedModel: TensorFlow pass")
-def test_main_job_trains_evaluates_exports_and_reloads(tmp_path, capsys):
+def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys, monkeypatch):
     """The run's own files (model.keras, tokenizer.model, the SavedModel) give
     the translations it printed and scored.
 
-    200 steps of 512 tokens with 500 pieces: the shortest run found whose
-    beam search gives non-empty translations that depend on the source
-    ("I ..." -> "J'..."); after 20 steps of 2048 tokens with 2000 pieces every
-    translation was "", which any SavedModel and any BLEU code reproduce.
-    One checkpoint (no validation pass, the average of the last one) and two
-    export buckets keep the run as short as that one.
+    300 steps of 512 tokens with 500 pieces (one checkpoint, no validation
+    pass): beam search then ends its translations and they depend on the
+    source ("I like him." -> "Je ..."), while after 200 steps every one was
+    the same "C'" and quotes up to the length limit. The SavedModel gets one
+    source-length bucket (16, which holds every test source) instead of
+    export's five: each bucket is another traced beam search.
     """
-    import json
+    import functools
 
     import sacrebleu
     import tensorflow as tf
 
+    import keras_transformer.export
     from keras_transformer import datasets
     from keras_transformer.data import SubwordTokenizer
     from keras_transformer.decoding import Translator
 
-    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "wmt14.py")
-    module = runpy.run_path(script)
-    bleu = module["main"]([
-        "--output-dir", str(tmp_path), "--preset", "tiny", "--train-steps", "200", "--checkpoint-every", "200",
-        "--average", "1", "--tokens-per-batch", "512", "--max-length", "32", "--vocab-size", "500",
-        "--test-limit", "16", "--export-buckets", "16",
+    one_bucket = functools.partial(keras_transformer.export.export, buckets=(16,))
+    monkeypatch.setattr(keras_transformer.export, "export", one_bucket)
+    bleu = example["main"]([
+        "--output-dir", str(tmp_path), "--train-steps", "300", "--tokens-per-batch", "512", "--vocab-size", "500",
+        "--test-limit", "16",
     ])
     out = capsys.readouterr().out
     assert "nrefs:" in out and "version:" in out  # the sacreBLEU signature
     saved_model = tmp_path / "saved_models" / "tatoeba_en_fr" / "1"
     assert os.path.isfile(saved_model / "saved_model.pb")
-    assert os.path.isfile(tmp_path / "model.keras") and os.path.isfile(tmp_path / "average.weights.h5")
+    assert os.path.isfile(tmp_path / "average.weights.h5")
 
     # The in-memory Translator with the trained model and vocabulary the run
-    # wrote, and the example's beam search (beam 4, alpha 0.6).
+    # wrote, and the paper's beam search (beam 4, alpha 0.6).
     model, tokenizer = keras.saving.load_model(tmp_path / "model.keras"), SubwordTokenizer.load(tmp_path)
     translator = Translator(model, tokenizer, beam_size=4, alpha=0.6)
     sources, references = datasets.references(datasets.load("tatoeba_en_fr", "test"))
@@ -68,82 +122,3 @@ def test_main_job_trains_evaluates_exports_and_reloads(tmp_path, capsys):
     assert f"chrF2 = {expected_chrf:.2f} " in out
     metadata = json.load(open(saved_model / "assets.extra" / "metadata.json"))
     assert (metadata["bleu"], metadata["chrf"]) == (round(expected_bleu, 2), round(expected_chrf, 2))
-
-
-def test_offline_wmt14_gives_the_way_out(tmp_path):
-    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "wmt14.py")
-    module = runpy.run_path(script)
-    with pytest.raises(SystemExit, match="manual_dir"):
-        module["main"](["--data", "tfds", "--data-dir", str(tmp_path / "tfds"), "--manual-dir", str(tmp_path / "m"), "--output-dir", str(tmp_path)])
-
-
-def test_invalid_step_counts_stop_the_job_before_any_work(tmp_path):
-    # 1,000 steps in checkpoint intervals of 300 would train 1,200.
-    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "wmt14.py")
-    module = runpy.run_path(script)
-    with pytest.raises(SystemExit, match="multiple of `checkpoint_every`"):
-        module["main"](["--train-steps", "1000", "--checkpoint-every", "300", "--output-dir", str(tmp_path / "run")])
-    assert not os.path.exists(tmp_path / "run")
-
-
-def test_full_tatoeba_file_with_numpy_input_stops_after_averaging(tmp_path, capsys):
-    # The GPU-machine path (no TensorFlow needed): NumPy batches, train, average, model.keras.
-    import gzip
-    import json
-
-    from keras_transformer import datasets
-
-    train = datasets.load("tatoeba_en_fr", "train")[:400]
-    test = datasets.load("tatoeba_en_fr", "test")[:50]
-    corpus = tmp_path / "tatoeba_en_fr.tsv.gz"
-    with gzip.open(corpus, "wt", encoding="utf-8") as f:
-        f.writelines(f"{en}\t{fr}\tCC-BY 2.0 (France) Attribution: tatoeba.org\n" for en, fr in train + test)
-    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "wmt14.py")
-    module = runpy.run_path(script)
-    with pytest.raises(SystemExit, match="corpus-file"):
-        module["main"](["--data", "tatoeba-full", "--corpus-file", str(tmp_path / "missing.tsv.gz")])
-    run = tmp_path / "run"
-    assert module["main"]([
-        "--data", "tatoeba-full", "--corpus-file", str(corpus), "--input", "numpy", "--stop-after", "average",
-        "--preset", "tiny", "--vocab-size", "300", "--tokens-per-batch", "1024", "--max-length", "32",
-        "--bucket-growth", "1.5", "--train-steps", "4", "--checkpoint-every", "2", "--average", "2",
-        "--dropout-rate", "0.2", "--max-train-seconds", "600", "--output-dir", str(run),
-    ]) is None
-    out = capsys.readouterr().out
-    assert "[data] tatoeba_en_fr: 400 training" in out  # the test sources are held out
-    summary = json.load(open(run / "summary.json"))
-    assert summary["steps"] == 4 and summary["config"]["dropout_rate"] == 0.2
-    assert summary["averaged"] == ["ckpt-0000000002.weights.h5", "ckpt-0000000004.weights.h5"]
-    assert summary["config"]["dtype"]["config"]["name"] == "float32"
-    assert os.path.isfile(run / "model.keras") and not os.path.exists(run / "saved_models")
-
-
-def test_local_files_that_are_missing_or_too_few_are_named(tmp_path):
-    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "wmt14.py")
-    module = runpy.run_path(script)
-    single = tmp_path / "single.tsv"
-    single.write_text("Hello.\tBonjour.\n")
-    base = ["--data", "files", "--output-dir", str(tmp_path / "run")]
-    with pytest.raises(SystemExit, match="missing.tsv"):
-        module["main"](base + ["--train-files", str(tmp_path / "missing.tsv"), "--test-files", str(single)])
-    with pytest.raises(SystemExit, match="--test-files must hold at least 2 pairs. Received: 1"):
-        module["main"](base + ["--train-files", str(single), "--test-files", str(single)])
-    assert not os.path.exists(tmp_path / "run")
-
-
-def test_local_files_are_the_same_data_by_their_contents(tmp_path):
-    import argparse
-
-    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "wmt14.py")
-    identity = runpy.run_path(script)["data_identity"]
-    train, test = tmp_path / "train.tsv", tmp_path / "test.tsv"
-    train.write_text("Hello.\tBonjour.\n")
-    test.write_text("Yes.\tOui.\nNo.\tNon.\n")
-    args = argparse.Namespace(data="files", train_files=[str(train)], test_files=[str(test)], vocab_size=100)
-    first = identity(args, "files")
-    assert identity(args, "files") == first
-    train.write_text("Hello.\tSalut.\n")  # same name, other data: another run
-    assert identity(args, "files") != first
-    shipped = identity(argparse.Namespace(data="shipped", vocab_size=100), "tatoeba_en_fr")
-    full = identity(argparse.Namespace(data="tatoeba-full", corpus_file=str(test), vocab_size=100), "tatoeba_en_fr")
-    assert shipped != full  # one corpus name, two data sets

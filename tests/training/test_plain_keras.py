@@ -37,27 +37,53 @@ def assert_same_run(distributed, single):
     assert np.linalg.norm(a["weights"] - b["weights"]) < 1e-2 * np.linalg.norm(b["weights"])
 
 
+@pytest.fixture(scope="module")
+def one_device_run(tmp_path_factory):
+    """`options -> path`: the script's one-device TensorFlow run with
+    `options`, made once per module. The script is deterministic, so the
+    mirrored and the multi-worker case compare with the same run of the
+    same options instead of making it twice."""
+    paths = {}
+
+    def reference(*options):
+        if options not in paths:
+            path = tmp_path_factory.mktemp("one-device") / "single.npz"
+            processes.run_all(run(path, *options))
+            paths[options] = path
+        return paths[options]
+
+    return reference
+
+
+def compare_with_one_device(distributed, output, options, one_device_run):
+    """Waits for the `distributed` processes (the one-device run, when it
+    is not made yet, runs beside them) and compares `output` with it."""
+    try:
+        single = one_device_run(*options)
+        processes.run_all(*distributed)
+    finally:
+        processes.stop(*distributed)
+    assert_same_run(output, single)
+
+
 @tensorflow_only
 @pytest.mark.parametrize("data,loss", [("numpy", "ours"), ("dataset", "stock")])
-def test_mirrored_strategy_over_two_cpus_matches_one_device(tmp_path, data, loss):
+def test_mirrored_strategy_over_two_cpus_matches_one_device(tmp_path, data, loss, one_device_run):
     options = ("--input", data, "--loss", loss)
     mirrored = run(tmp_path / "mirrored.npz", "--strategy", "mirrored", *options)
-    single = run(tmp_path / "single.npz", *options)
-    processes.run_all(mirrored, single)
-    assert_same_run(tmp_path / "mirrored.npz", tmp_path / "single.npz")
+    compare_with_one_device([mirrored], tmp_path / "mirrored.npz", options, one_device_run)
 
 
 @tensorflow_only
-def test_multi_worker_strategy_matches_one_device(tmp_path):
+def test_multi_worker_strategy_matches_one_device(tmp_path, one_device_run):
     ports = processes.free_ports(2)
     workers = [
         run(tmp_path / f"worker{i}.npz", "--strategy", "multi-worker",
             env={"TF_CONFIG": processes.tf_config(ports, i)})
         for i in range(2)
     ]
-    single = run(tmp_path / "single.npz")
-    processes.run_all(*workers, single)
-    assert_same_run(tmp_path / "worker0.npz", tmp_path / "single.npz")
+    options = ("--input", "numpy", "--loss", "ours")  # the script's defaults
+    compare_with_one_device(workers, tmp_path / "worker0.npz", options, one_device_run)
 
 
 @jax_only

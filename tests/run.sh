@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # The test suite: everything on TensorFlow (the default backend), then the
-# model core (layers, model, loss, schedule, decoding, plain Keras fit) again
-# on JAX and on PyTorch. The rest (data, training recipe, export, serving, CLI,
-# benchmarks) does not depend on the backend. Extra arguments go to pytest,
-# e.g. `bash tests/run.sh -x -q`.
+# tests marked `backend` (their outcome depends on the Keras backend: layers,
+# model, losses and schedule, decoding, training through Keras; see
+# tests/conftest.py) again on JAX and on PyTorch. Data, export, serving, the
+# CLI and the benchmark scripts run once, on TensorFlow. Skipped tests are
+# listed with their reasons, and the 25 slowest tests of each pass are
+# printed. Extra arguments go to pytest, e.g. `bash tests/run.sh -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::DeprecationWarning
-CORE="tests/layers tests/models tests/decoding tests/test_losses_metrics.py tests/test_schedules.py tests/training/test_plain_keras.py"
+OPTIONS=(-q -rs -p no:cacheprovider --durations=25)
 echo "== KERAS_BACKEND=tensorflow"
-KERAS_BACKEND=tensorflow python -m pytest tests -q -p no:cacheprovider --durations=25 "$@"
+KERAS_BACKEND=tensorflow python -m pytest tests "${OPTIONS[@]}" "$@"
 echo "== KERAS_BACKEND=jax"
-KERAS_BACKEND=jax python -m pytest $CORE -q -p no:cacheprovider --durations=25 "$@"
+KERAS_BACKEND=jax python -m pytest tests -m backend "${OPTIONS[@]}" "$@"
 echo "== KERAS_BACKEND=torch"
-KERAS_BACKEND=torch python -m pytest $CORE -q -p no:cacheprovider --durations=25 "$@"
+KERAS_BACKEND=torch python -m pytest tests -m backend "${OPTIONS[@]}" "$@"

@@ -6,6 +6,8 @@ from keras import ops
 from keras_transformer import LabelSmoothedCrossEntropy, MaskedAccuracy
 from tests.helpers import backend_gradients
 
+pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+
 
 def reference_loss(labels, logits, eps):
     v = logits.shape[-1]

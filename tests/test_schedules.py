@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_transformer import TransformerSchedule, paper_optimizer
 
+pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+
 
 def formula(step, d_model, warmup):
     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)

@@ -14,6 +14,8 @@ from keras_transformer.decoding.common import step_logits
 from keras_transformer.tokens import BOS_ID
 from tests.decoding.toy_models import EOS, BigramModel, CopyModel
 
+pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+
 TINY = dict(vocab_size=24, num_layers=2, d_model=16, num_heads=2, d_ff=32, dropout_rate=0.0, max_length=32)
 
 

@@ -10,6 +10,8 @@ from keras_transformer.tokens import BOS_ID, EOS_ID
 from tests.decoding.toy_models import CopyModel, WordTokenizer
 from tests.decoding.trained_copy import padded, sentences, train_copy_model
 
+pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+
 WORDS = "the cat sat on a mat and dog ran far".split()
 
 

@@ -6,6 +6,8 @@ from keras import ops
 from keras_transformer import MultiHeadAttention
 from tests.helpers import assert_config_is_constructor_arguments, assert_survives_keras_file
 
+pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+
 
 def softmax(x):
     x = x - x.max(-1, keepdims=True)

@@ -6,6 +6,8 @@ from keras import ops
 from keras_transformer import DecoderLayer, EncoderLayer, FeedForward
 from tests.helpers import assert_config_is_constructor_arguments, assert_survives_keras_file
 
+pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+
 ARGS = dict(d_model=16, num_heads=4, d_ff=32)
 
 

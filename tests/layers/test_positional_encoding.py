@@ -7,6 +7,8 @@ from keras import ops
 from keras_transformer import PositionalEncoding
 from tests.helpers import assert_config_is_constructor_arguments, assert_survives_keras_file
 
+pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+
 
 def test_sinusoids_equal_the_formula():
     layer = PositionalEncoding(max_length=50)

@@ -13,6 +13,8 @@ from keras_transformer.decoding import greedy_decode, jit_decoder
 from keras_transformer.tokens import unpack_output
 from keras_transformer.training.synthetic import copy_task
 
+pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+
 VOCAB = 16
 
 

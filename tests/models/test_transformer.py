@@ -8,6 +8,8 @@ from keras import ops
 
 from keras_transformer import PRESETS, Transformer, TransformerConfig
 
+pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+
 TINY = dict(vocab_size=50, num_layers=2, d_model=16, num_heads=4, d_ff=32, max_length=32)
 
 

@@ -34,6 +34,7 @@ def randomise(model, seed):
     model.set_weights([rng.normal(size=w.shape).astype(w.dtype) for w in model.get_weights()])
 
 
+@pytest.mark.backend
 def test_save_and_restore_round_trip_with_optimizer_and_rng(tmp_path):
     model = new_model()
     randomise(model, 0)
@@ -93,6 +94,7 @@ def test_weights_without_metadata_are_not_a_checkpoint_and_pruning_keeps_the_new
     assert latest_checkpoint(tmp_path / "missing") is None
 
 
+@pytest.mark.backend
 def test_average_equals_numpy_mean_of_the_last_n(tmp_path):
     model = new_model()
     saved = []

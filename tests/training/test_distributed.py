@@ -16,6 +16,12 @@ from tests.training import processes
 tensorflow_only = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="tf.distribute runs on the TensorFlow backend"
 )
+# The JAX case starts JAX processes whatever this process's backend: it runs
+# once, in the JAX pass of tests/run.sh (-m backend).
+jax_pass = [
+    pytest.mark.backend,
+    pytest.mark.skipif(keras.backend.backend() != "jax", reason="JAX training processes: run in the JAX pass"),
+]
 
 # One step per epoch, so the history holds the loss of every step.
 STEPS = ("--steps", 4, "--checkpoint-every", 1, "--pad", 0)
@@ -51,7 +57,7 @@ def test_train_on_two_worker_processes_matches_one_device_and_only_the_chief_wri
         # The path of JAX and PyTorch machines: TensorFlow cannot be imported,
         # the batches come from a `pass -> NumPy batches` function, and the
         # resumed run skips the consumed ones of that stream.
-        ("jax", ("--without-tensorflow",)),
+        pytest.param("jax", ("--without-tensorflow",), marks=jax_pass),
     ],
     ids=["tensorflow", "jax-without-tensorflow"],
 )

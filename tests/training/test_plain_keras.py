@@ -86,6 +86,7 @@ def test_multi_worker_strategy_matches_one_device(tmp_path, one_device_run):
     compare_with_one_device(workers, tmp_path / "worker0.npz", options, one_device_run)
 
 
+@pytest.mark.backend
 @jax_only
 def test_jax_data_parallel_over_two_host_devices_matches_one_device(tmp_path):
     flags = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}

@@ -46,10 +46,32 @@ def test_tf_config_that_does_not_parse_is_a_clear_error(text, reason, monkeypatc
         select_strategy("auto")
 
 
-def test_auto_strategy_is_one_device_here(monkeypatch):
+def _devices_seen_by_backend():
+    """How many devices the backend would split a batch over: TensorFlow's
+    GPUs, JAX's devices (one on a CPU-only machine), none on PyTorch."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return len(tf.config.list_logical_devices("GPU"))
+    if backend == "jax":
+        import jax
+
+        return len(jax.devices())
+    return 0
+
+
+@pytest.mark.backend
+def test_auto_strategy_is_one_device_unless_the_backend_sees_several(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     distributed = select_strategy("auto")
-    assert distributed.kind == "one-device" and distributed.num_replicas == 1 and distributed.is_chief
+    devices = _devices_seen_by_backend()
+    if devices > 1:  # a multi-GPU machine: every device, one process
+        kind = "mirrored" if keras.backend.backend() == "tensorflow" else "data-parallel"
+        assert (distributed.kind, distributed.num_replicas) == (kind, devices)
+    else:
+        assert (distributed.kind, distributed.num_replicas) == ("one-device", 1)
+    assert distributed.is_chief
     with pytest.raises(ValueError, match="Unknown strategy"):
         select_strategy("ring")
 
@@ -94,6 +116,7 @@ def test_auto_precision_rule(monkeypatch, bf16, expected):
         assert resolve_precision(name) == name  # asked for: kept, whatever the device
 
 
+@pytest.mark.backend
 def test_precision_and_jit_defaults_on_the_devices_the_backend_sees():
     bf16 = _bf16_accelerator_seen_by_backend()
     expected = "float32" if bf16 is None else "mixed_bfloat16" if bf16 else "mixed_float16"
@@ -118,6 +141,7 @@ def test_token_budgets_give_accumulation_steps():
         accumulation_steps(25000, -1)
 
 
+@pytest.mark.backend
 def test_schedule_sees_global_steps_under_accumulation():
     schedule = TransformerSchedule(d_model=64, warmup_steps=10)
     accumulated = GlobalStepSchedule(schedule, accumulation=4)

@@ -12,15 +12,17 @@ from keras_transformer.training.optimizer import paper_training_optimizer
 from tests.training.tasks import TINY, copy_task, numpy_passes, source_blind_loss, weights_of
 
 CONFIG = dict(vocab_size=20, **TINY, dropout_rate=0.0)
-# Output-directory and resume logic is backend-independent Python (the unit
-# tests in test_checkpoints.py run on every backend); its end-to-end runs
-# through `fit` need only one backend.
+# Output-directory and resume logic is backend-independent Python; its
+# end-to-end runs through `fit` need only one backend. Training itself
+# (`backend`: accumulation, precision, the NumPy input and its resume, the
+# time limit) runs on every backend, like checkpoints' save and restore.
 tensorflow_only = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="end-to-end resume runs once, on TensorFlow"
 )
 QUIET = dict(tensorboard=False, verbose=0, log=lambda message: None)
 
 
+@pytest.mark.backend
 def test_accumulated_micro_batches_equal_one_big_step(tmp_path):
     data = copy_task(32, pad=False)  # every batch has the same token count
     # Micro-batches 2k and 2k+1 of 4 sentences are big batch k of 8.
@@ -49,6 +51,7 @@ def test_accumulated_micro_batches_equal_one_big_step(tmp_path):
     assert compared > 0.9 * sum(w.size for w in weights_of(big))
 
 
+@pytest.mark.backend
 def test_mixed_precision_policies():
     config = TransformerConfig(**CONFIG)
     fp16 = build_model(config, "mixed_float16", TrainingOptions(), 1, "auto")
@@ -88,6 +91,7 @@ def assert_float32_statistics(norm):
     np.testing.assert_allclose(out, expected, rtol=2**-7, atol=1e-3)
 
 
+@pytest.mark.backend
 def test_mixed_bfloat16_learns_with_float32_variables_and_statistics(tmp_path):
     data = copy_task(1024)
     model = train(CONFIG, data, tmp_path, train_steps=80, checkpoint_every=40, batch_size=32,
@@ -160,6 +164,7 @@ def test_paper_training_optimizer_defaults():
     assert optimizer.gradient_accumulation_steps is None
 
 
+@pytest.mark.backend
 def test_a_numpy_pass_function_trains_and_resumes_where_it_stopped(tmp_path):
     # The input for machines without TensorFlow (JAX, PyTorch): every backend runs it.
     data = numpy_passes(copy_task(24))  # 3 batches per pass: 4 steps cross a pass
@@ -178,6 +183,7 @@ def test_an_empty_pass_is_a_clear_error(tmp_path):
         train(CONFIG, lambda index: iter(()), tmp_path, train_steps=2, checkpoint_every=2, **QUIET)
 
 
+@pytest.mark.backend
 def test_time_limit_stops_at_the_first_checkpoint_after_it(tmp_path):
     from keras_transformer.training import TimeLimit, latest_checkpoint
 

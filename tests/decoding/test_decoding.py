@@ -121,11 +121,14 @@ def test_default_length_is_source_length_plus_extra_capped_by_model():
     assert np_(tokens).shape == (1, 7)
     # No early stop: each of the 7 tokens is the arg-max of a full decoder
     # pass over the ones before it (a random model may well pick id 0).
-    memory, prefix = model.encode(short), [BOS_ID]
-    for _ in range(7):
-        logits = model.decode(np.array([prefix], "int32"), memory, short != 0)
-        prefix.append(int(np.argmax(np_(logits)[0, -1])))
-    assert np_(tokens)[0].tolist() == prefix[1:]
+    # Every pass has one shape, BOS and 7 slots (eager JAX compiles each new
+    # shape); causal attention keeps the slots after `step` from acting on it.
+    memory, prefix = model.encode(short), np.zeros((1, 8), "int32")
+    prefix[0, 0] = BOS_ID
+    for step in range(7):
+        logits = model.decode(prefix, memory, short != 0)
+        prefix[0, step + 1] = int(np.argmax(np_(logits)[0, step]))
+    assert np_(tokens)[0].tolist() == prefix[0, 1:].tolist()
     tokens, _ = greedy_decode(model, short, eos_id=None)  # 3 + 50 > 32
     assert np_(tokens).shape == (1, TINY["max_length"])
 

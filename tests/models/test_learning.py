@@ -2,6 +2,7 @@
 it learned through int8 quantization and a `.keras` file."""
 
 import os
+import types
 
 import keras
 import numpy as np
@@ -12,18 +13,24 @@ from keras_transformer import LabelSmoothedCrossEntropy, MaskedAccuracy, Transfo
 from keras_transformer.decoding import greedy_decode, jit_decoder
 from keras_transformer.tokens import unpack_output
 from keras_transformer.training.synthetic import copy_task
+from tests.helpers import quantize
 
-pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+pytestmark = [pytest.mark.backend, pytest.mark.slow]  # every backend; trains a model
 
 VOCAB = 16
 
 
 @pytest.fixture(scope="module")
-def trained():
-    """`(model, held-out inputs, held-out labels)`: the tiny preset after 8 epochs.
+def trained(tmp_path_factory):
+    """The tiny preset after 5 epochs, and what the tests compare with: a
+    namespace of the `model`, the held-out `inputs` and `labels`, the
+    model's `logits` and greedy `outputs` on them, and `path`, the model
+    saved as a `.keras` file (each quantization test loads its own copy).
 
     The held-out set is cut to 128 sentences (two greedy batches), enough
-    for the comparisons below.
+    for the comparisons below. 5 epochs (470 steps) pass every check below
+    on TensorFlow, JAX and PyTorch with the margins noted beside it; the 8
+    of before took 60% longer, in the longest fixture of the suite.
     """
     keras.utils.set_random_seed(0)
     model = Transformer.from_preset("tiny", vocab_size=VOCAB, max_length=16)
@@ -38,9 +45,15 @@ def trained():
     seen = {tuple(s) for s in train_x[0]}
     new = np.array([tuple(s) not in seen for s in test_source])
     assert new.sum() > 400
-    model.fit(train_x, train_y, batch_size=64, epochs=8, verbose=0)
+    model.fit(train_x, train_y, batch_size=64, epochs=5, verbose=0)
     keep = np.flatnonzero(new)[:128]
-    return model, (test_source[keep], test_target_in[keep]), test_y[keep]
+    inputs, labels = (test_source[keep], test_target_in[keep]), test_y[keep]
+    path = str(tmp_path_factory.mktemp("learned") / "float.keras")
+    model.save(path)
+    logits = ops.convert_to_numpy(model.predict(inputs, verbose=0))
+    return types.SimpleNamespace(
+        model=model, inputs=inputs, labels=labels, logits=logits, outputs=greedy_outputs(model, inputs[0]), path=path
+    )
 
 
 def projections(model):
@@ -64,24 +77,21 @@ def greedy_outputs(model, source):
 
 
 def test_tiny_preset_learns_to_reverse_sequences(trained):
-    model, test_x, test_y = trained
-    _, accuracy = model.evaluate(test_x, test_y, batch_size=250, verbose=0)
-    # 0.94-0.98 over seeds and backends; an untrained model gets about 1 in 12.
+    _, accuracy = trained.model.evaluate(trained.inputs, trained.labels, batch_size=250, verbose=0)
+    # After 5 epochs 0.95-0.97 on TensorFlow, JAX and PyTorch (after 8, 0.94-0.98
+    # over seeds and backends); an untrained model gets about 1 in 12.
     assert accuracy >= 0.9, f"held-out masked token accuracy {accuracy:.3f}"
-    outputs = greedy_outputs(model, test_x[0])
-    expected = [unpack_output(row) for row in test_y]
-    assert np.mean([a == b for a, b in zip(outputs, expected)]) > 0.6  # whole sentences, greedy
+    expected = [unpack_output(row) for row in trained.labels]
+    # Whole sentences, greedy: 0.69-0.84 after 5 epochs.
+    assert np.mean([a == b for a, b in zip(trained.outputs, expected)]) > 0.6
 
 
 def test_int8_quantized_model_keeps_outputs_and_loss(trained, tmp_path):
-    model, test_x, test_y = trained
-    path = os.path.join(tmp_path, "float.keras")
-    model.save(path)
-    quantized = keras.saving.load_model(path)
-    quantized.quantize("int8")
+    test_x, test_y, logits = trained.inputs, trained.labels, trained.logits
+    quantized = keras.saving.load_model(trained.path)
+    quantize(quantized, "int8")
     assert all(layer.quantization_mode == "int8" for layer in projections(quantized))
 
-    logits = ops.convert_to_numpy(model.predict(test_x, verbose=0))
     int8_logits = ops.convert_to_numpy(quantized.predict(test_x, verbose=0))
     # int8 weights and activations move the logits of real tokens by 0.1-0.2%
     # of their range on average, and 99% of them by less than 5% (a token
@@ -94,8 +104,8 @@ def test_int8_quantized_model_keeps_outputs_and_loss(trained, tmp_path):
     float_loss = float(ops.convert_to_numpy(loss(test_y, logits)))
     int8_loss = float(ops.convert_to_numpy(loss(test_y, int8_logits)))
     assert int8_loss == pytest.approx(float_loss, rel=0.03)
-    same = [a == b for a, b in zip(greedy_outputs(quantized, test_x[0]), greedy_outputs(model, test_x[0]))]
-    assert np.mean(same) > 0.95
+    same = [a == b for a, b in zip(greedy_outputs(quantized, test_x[0]), trained.outputs)]
+    assert np.mean(same) > 0.95  # 0.98-1.0
 
     # The int8 model saves and loads as a .keras file, with the same logits.
     quantized_path = os.path.join(tmp_path, "int8.keras")
@@ -106,23 +116,23 @@ def test_int8_quantized_model_keeps_outputs_and_loss(trained, tmp_path):
 
 
 def test_float8_quantized_model_keeps_its_loss_and_trains(trained, tmp_path):
-    model, test_x, test_y = trained
-    path = os.path.join(tmp_path, "float.keras")
-    model.save(path)
-    quantized = keras.saving.load_model(path)
-    quantized.quantize("float8")  # the Dense layers; Keras' Embedding has no float8 mode
+    test_x, test_y = trained.inputs, trained.labels
+    quantized = keras.saving.load_model(trained.path)
+    quantize(quantized, "float8")  # the Dense layers; Keras' Embedding has no float8 mode
     layers = projections(quantized)
     assert layers[0].quantization_mode is None
     assert all(layer.quantization_mode == "float8" for layer in layers[1:])
     loss = LabelSmoothedCrossEntropy()
-    float_loss = float(ops.convert_to_numpy(loss(test_y, model.predict(test_x, verbose=0))))
+    float_loss = float(ops.convert_to_numpy(loss(test_y, trained.logits)))
     float8_logits = quantized.predict(test_x, verbose=0)
     assert float(ops.convert_to_numpy(loss(test_y, float8_logits))) == pytest.approx(float_loss, rel=0.1)
     # float8 layers train (their scales are part of the state) and save.
     quantized.compile(optimizer=keras.optimizers.Adam(1e-4), loss=loss)
     quantized.fit(test_x, test_y, batch_size=64, epochs=1, verbose=0)
-    assert not np.allclose(quantized.predict(test_x, verbose=0), float8_logits)
+    trained_logits = quantized.predict(test_x, verbose=0)
+    assert not np.allclose(trained_logits, float8_logits)
+    path = os.path.join(tmp_path, "float8.keras")
     quantized.save(path)
     reloaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(reloaded.predict(test_x, verbose=0), quantized.predict(test_x, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(reloaded.predict(test_x, verbose=0), trained_logits, atol=1e-5)
 

@@ -48,6 +48,7 @@ setup(
             "httpx>=0.27",
             "matplotlib>=3.7",
             "pytest>=8",
+            "pytest-xdist>=3",  # tests/run.sh: two workers
         ],
     },
 )

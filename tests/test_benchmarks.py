@@ -10,9 +10,12 @@ import statistics
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow  # three models built, compiled and trained in a process of its own
 def test_train_throughput_interleaves_ours_the_peer_and_a_baseline_checkout_in_one_process(tmp_path):
     # The baseline: a copy of this package in another folder, imported beside ours.
     shutil.copytree(os.path.join(ROOT, "keras_transformer"), tmp_path / "old" / "keras_transformer")

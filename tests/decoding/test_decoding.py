@@ -269,6 +269,7 @@ def _compiled_matches_eager(model):
         np.testing.assert_allclose(np_(compiled[1]), np_(eager[1]), atol=1e-4)
 
 
+@pytest.mark.slow  # XLA compiles greedy decoding and beam search
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.function(jit_compile=True) test; the JAX pass runs the jax.jit test")
 def test_xla_compiled_tf_function_matches_eager():
     import tensorflow as tf

@@ -12,9 +12,10 @@ import keras
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="SavedModel export runs in the TensorFlow pass"
-)
+pytestmark = [
+    pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="SavedModel export runs in the TensorFlow pass"),
+    pytest.mark.slow,  # XLA-compiled beam search, exported in two buckets; fresh processes
+]
 
 SENTENCES = [
     "Hello there.", "How are you?", "I am fine, thank you.", "Where is the station?",

@@ -19,9 +19,10 @@ import httpx
 import keras
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="SavedModel export runs in the TensorFlow pass"
-)
+pytestmark = [
+    pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="SavedModel export runs in the TensorFlow pass"),
+    pytest.mark.slow,  # an exported model served by a process of its own
+]
 
 SENTENCES = [
     "Hello there.", "How are you?", "I am fine, thank you.", "Where is the station?",

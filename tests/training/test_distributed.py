@@ -23,6 +23,8 @@ jax_pass = [
     pytest.mark.skipif(keras.backend.backend() != "jax", reason="JAX training processes: run in the JAX pass"),
 ]
 
+pytestmark = pytest.mark.slow  # training processes
+
 # One step per epoch, so the history holds the loss of every step.
 STEPS = ("--steps", 4, "--checkpoint-every", 1, "--pad", 0)
 

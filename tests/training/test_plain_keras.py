@@ -16,6 +16,8 @@ tensorflow_only = pytest.mark.skipif(
 )
 jax_only = pytest.mark.skipif(keras.backend.backend() != "jax", reason="keras.distribution on JAX")
 
+pytestmark = pytest.mark.slow  # training processes
+
 SCRIPT = "plain_keras_fit.py"
 
 

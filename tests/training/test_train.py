@@ -23,6 +23,7 @@ QUIET = dict(tensorboard=False, verbose=0, log=lambda message: None)
 
 
 @pytest.mark.backend
+@pytest.mark.slow
 def test_accumulated_micro_batches_equal_one_big_step(tmp_path):
     data = copy_task(32, pad=False)  # every batch has the same token count
     # Micro-batches 2k and 2k+1 of 4 sentences are big batch k of 8.
@@ -92,6 +93,7 @@ def assert_float32_statistics(norm):
 
 
 @pytest.mark.backend
+@pytest.mark.slow
 def test_mixed_bfloat16_learns_with_float32_variables_and_statistics(tmp_path):
     data = copy_task(1024)
     model = train(CONFIG, data, tmp_path, train_steps=80, checkpoint_every=40, batch_size=32,
@@ -165,6 +167,7 @@ def test_paper_training_optimizer_defaults():
 
 
 @pytest.mark.backend
+@pytest.mark.slow
 def test_a_numpy_pass_function_trains_and_resumes_where_it_stopped(tmp_path):
     # The input for machines without TensorFlow (JAX, PyTorch): every backend runs it.
     data = numpy_passes(copy_task(24))  # 3 batches per pass: 4 steps cross a pass

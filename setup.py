@@ -13,7 +13,7 @@ setup(
     packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
     include_package_data=True,
     entry_points={"console_scripts": ["keras-transformer=keras_transformer.cli:main"]},
-    package_data={"keras_transformer": ["datasets/data/*/*"]},
+    package_data={"keras_transformer": ["datasets/data/*/*", "zoo/*/*"]},
     install_requires=[
         "keras==3.15.1",
         "numpy",

@@ -8,7 +8,7 @@ import io, logging, numpy as np, keras
 keras.config.set_dtype_policy("mixed_bfloat16")
 from keras_transformer import Transformer
 stream = io.StringIO(); logging.getLogger().addHandler(logging.StreamHandler(stream))
-m = Transformer.from_preset("tiny", vocab_size=1000)
+m = Transformer.from_architecture("tiny", vocab_size=1000)
 src = np.random.randint(1, 1000, (8, 32)); src[:, 20:] = 0
 tgt = np.random.randint(1, 1000, (8, 32)); tgt[:, 25:] = 0
 import jax

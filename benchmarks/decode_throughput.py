@@ -98,7 +98,7 @@ def main():
     print(header)
     for preset in args.presets:
         keras.utils.set_random_seed(0)
-        model = Transformer.from_preset(preset, vocab_size=args.vocab_size, max_length=max(256, args.source_length, args.output_length))
+        model = Transformer.from_architecture(preset, vocab_size=args.vocab_size, max_length=max(256, args.source_length, args.output_length))
         for method in args.methods:
             for batch_size in args.batch_sizes:
                 for use_cache in caches:

@@ -46,7 +46,7 @@ def demo_model(directory):
         pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2,
     )
     keras.utils.set_random_seed(0)
-    model = Transformer.from_preset("tiny", vocab_size=100, max_length=128)
+    model = Transformer.from_architecture("tiny", vocab_size=100, max_length=128)
     model((np.ones((1, 2), "int32"), np.ones((1, 2), "int32")))
     return os.path.dirname(export(model, buffer.getvalue(), os.path.join(directory, "demo"), buckets=(16, 32)))
 

@@ -129,15 +129,15 @@ def build(args):
     if args.model == "baseline":
         baseline, modules = import_baseline(args.baseline)
     from keras_transformer import LabelSmoothedCrossEntropy, Transformer
-    from keras_transformer.models.config import PRESETS
+    from keras_transformer.models.config import ARCHITECTURES
 
     keras.utils.set_random_seed(0)
     keras.config.set_dtype_policy(args.dtype)
-    hp = dict(PRESETS[args.preset])
+    hp = dict(ARCHITECTURES[args.preset])
     if args.dropout_rate is not None:
         hp["dropout_rate"] = args.dropout_rate
     if args.model == "ours":
-        model = Transformer.from_preset(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"])
+        model = Transformer.from_architecture(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"])
         loss = LabelSmoothedCrossEntropy(0.1)
     elif args.model == "baseline":
         model = baseline.Transformer.from_preset(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"])

@@ -2,8 +2,10 @@
 
 Example:
 
->>> from keras_transformer import Transformer
->>> model = Transformer.from_preset("base", vocab_size=37000)
+>>> from keras_transformer import Transformer, Translator
+>>> Translator.from_preset("tatoeba_en_fr").translate(["I love you."])   # a trained preset
+["Je t'aime."]
+>>> model = Transformer.from_architecture("base", vocab_size=37000)      # untrained, the paper's base
 """
 
 from keras_transformer.layers import (
@@ -14,9 +16,12 @@ from keras_transformer.layers import (
     PositionalEncoding,
     ReversibleEmbedding,
 )
+from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.decoding.translator import Translator
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
-from keras_transformer.models import PRESETS, Transformer, TransformerConfig, padding_mask
+from keras_transformer.models import ARCHITECTURES, Transformer, TransformerConfig, padding_mask
+from keras_transformer.presets import list_presets
 from keras_transformer.schedules import TransformerSchedule, paper_optimizer
 
 __version__ = "0.1.0"

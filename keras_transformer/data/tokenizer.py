@@ -185,6 +185,17 @@ class SubwordTokenizer:
         atomic_write(path, self.model_proto)
         return path
 
+    @classmethod
+    def from_preset(cls, preset):
+        """The tokenizer of a preset: a shipped name or a preset directory."""
+        from keras_transformer import presets
+
+        return presets.load_tokenizer(preset)
+
+    def save_to_preset(self, preset_dir):
+        """Writes `tokenizer.model` into a preset directory; returns its path."""
+        return self.save(preset_dir)
+
     # ------------------------------------------------------------ Python
     @property
     def vocab_size(self):

@@ -141,7 +141,7 @@ def beam_search(
 
     Example:
 
-    >>> model = Transformer.from_preset("tiny", vocab_size=100)
+    >>> model = Transformer.from_architecture("tiny", vocab_size=100)
     >>> tokens, scores = beam_search(model, [[5, 6, 7, 3]], max_length=8)
     >>> tokens.shape
     (1, 8)

@@ -51,7 +51,7 @@ def greedy_decode(
 
     Example:
 
-    >>> model = Transformer.from_preset("tiny", vocab_size=100)
+    >>> model = Transformer.from_architecture("tiny", vocab_size=100)
     >>> tokens, scores = greedy_decode(model, [[5, 6, 7, 3]], max_length=8)
     >>> tokens.shape
     (1, 8)

@@ -52,9 +52,10 @@ class Translator:
 
     Example:
 
-    >>> translator = Translator(model, tokenizer, beam_size=4)
-    >>> translator.translate(["Ein kleiner Test .", ""])
-    ['A small test .', '']
+    >>> translator = Translator.from_preset("tatoeba_en_fr", beam_size=4, alpha=0.6)
+    >>> translator.translate(["I love you.", ""])
+    ["Je t'aime.", '']
+    >>> translator = Translator(model, tokenizer, beam_size=1)   # any model, greedy
     """
 
     def __init__(
@@ -91,6 +92,20 @@ class Translator:
             self._decode = jit_decoder(model, fn, **static)
         else:
             self._decode = lambda source: fn(model, source, **static)
+
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """A `Translator` with a preset's model and tokenizer.
+
+        Args:
+            preset: a shipped preset name (`keras_transformer.list_presets()`)
+                or a directory written by `save_to_preset`.
+            **kwargs: the other arguments of `Translator` (`beam_size`,
+                `alpha`, `max_extra_length`, `batch_size`, ...).
+        """
+        from keras_transformer import presets
+
+        return cls(presets.load_model(preset), presets.load_tokenizer(preset), **kwargs)
 
     def translate(self, sentences):
         """Translates a list of strings; returns a list of strings."""

@@ -1,4 +1,4 @@
-"""Model hyper-parameters: one frozen config and the named presets."""
+"""Model hyper-parameters: one frozen config and the named architectures."""
 
 import dataclasses
 from typing import Optional
@@ -28,7 +28,9 @@ class TransformerConfig:
     layer_norm_epsilon: float = 1e-6
 
 
-PRESETS = {
+# Architectures: hyper-parameters only, no weights. Trained models with
+# weights are presets (`keras_transformer.presets`).
+ARCHITECTURES = {
     # For tests and CPU demos: trains in seconds to minutes on a laptop.
     "tiny": dict(num_layers=2, d_model=128, num_heads=4, d_ff=512, dropout_rate=0.1),
     # For small corpora (Tatoeba) and quick GPU runs.
@@ -40,17 +42,17 @@ PRESETS = {
 }
 
 
-def preset_config(name, **overrides):
-    """The `TransformerConfig` of preset `name`, with fields overridden.
+def architecture_config(name, **overrides):
+    """The `TransformerConfig` of architecture `name`, with fields overridden.
 
     Example:
 
-    >>> preset_config("base", vocab_size=37000).d_model
+    >>> architecture_config("base", vocab_size=37000).d_model
     512
     """
-    if name not in PRESETS:
+    if name not in ARCHITECTURES:
         raise ValueError(
-            f"Unknown preset. Expected one of {sorted(PRESETS)}. "
+            f"Unknown architecture. Expected one of {sorted(ARCHITECTURES)}. "
             f"Received: name={name!r}"
         )
     fields = {f.name for f in dataclasses.fields(TransformerConfig)}
@@ -60,4 +62,4 @@ def preset_config(name, **overrides):
             f"Unknown Transformer argument(s) {unknown}. Expected some of "
             f"{sorted(fields)}. Received: {', '.join(f'{k}={overrides[k]!r}' for k in unknown)}"
         )
-    return TransformerConfig(**{**PRESETS[name], **overrides})
+    return TransformerConfig(**{**ARCHITECTURES[name], **overrides})

@@ -10,7 +10,7 @@ from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.reversible_embedding import ReversibleEmbedding
-from keras_transformer.models.config import TransformerConfig, preset_config
+from keras_transformer.models.config import TransformerConfig, architecture_config
 from keras_transformer.models.multi_worker import MultiWorkerFit
 from keras_transformer.tokens import PAD_ID
 from keras_transformer.validation import (
@@ -83,7 +83,7 @@ class Transformer(MultiWorkerFit, keras.Model):
 
     Example:
 
-    >>> model = Transformer.from_preset("tiny", vocab_size=100)
+    >>> model = Transformer.from_architecture("tiny", vocab_size=100)
     >>> source = keras.ops.array([[5, 6, 7, 3, 0]])
     >>> target = keras.ops.array([[2, 8, 9]])
     >>> model((source, target)).shape
@@ -196,20 +196,49 @@ class Transformer(MultiWorkerFit, keras.Model):
         self.build(((None, None), (None, None)))
 
     @classmethod
-    def from_preset(cls, preset, vocab_size, **overrides):
-        """A new, untrained model with the hyper-parameters of a preset.
+    def from_architecture(cls, architecture, vocab_size, **overrides):
+        """A new, untrained model with the hyper-parameters of an architecture.
 
-        Presets: `"tiny"`, `"small"`, `"base"` and `"big"` (see
-        `keras_transformer.models.config.PRESETS`); keyword arguments
+        Architectures: `"tiny"`, `"small"`, `"base"` and `"big"` (see
+        `keras_transformer.models.config.ARCHITECTURES`); keyword arguments
         override any field of `TransformerConfig`.
 
         Example:
 
-        >>> model = Transformer.from_preset("base", vocab_size=37000)
+        >>> model = Transformer.from_architecture("base", vocab_size=37000)
         """
         keras_kwargs = {k: overrides.pop(k) for k in ("name", "dtype") if k in overrides}
-        config = preset_config(preset, vocab_size=vocab_size, **overrides)
+        config = architecture_config(architecture, vocab_size=vocab_size, **overrides)
         return cls(**dataclasses.asdict(config), **keras_kwargs)
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, dtype=None):
+        """A trained model from a preset: its config and weights.
+
+        Args:
+            preset: a shipped preset name (`keras_transformer.presets.list_presets()`,
+                e.g. `"tatoeba_en_fr"`) or a directory written by `save_to_preset`.
+            load_weights: bool. False: the preset's architecture, untrained.
+            dtype: optional dtype policy, e.g. `"mixed_bfloat16"` to fine-tune.
+
+        Example:
+
+        >>> model = Transformer.from_preset("tatoeba_en_fr")
+        """
+        from keras_transformer import presets
+
+        return presets.load_model(preset, load_weights=load_weights, dtype=dtype)
+
+    def save_to_preset(self, preset_dir, weights_dtype="float32", model_card=None):
+        """Writes the model's config and weights into a preset directory.
+
+        `Transformer.from_preset(preset_dir)` loads it back; with the
+        tokenizer's `save_to_preset`, `Translator.from_preset` too.
+        `weights_dtype="float16"` halves the file (see `keras_transformer.presets`).
+        """
+        from keras_transformer import presets
+
+        return presets.save_model(self, preset_dir, weights_dtype=weights_dtype, model_card=model_card)
 
     def build(self, input_shape=None):
         if self.built:  # built in __init__; Keras calls build again when loading

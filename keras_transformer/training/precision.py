@@ -10,7 +10,7 @@ slower than float32, so `"auto"` picks float32 there.
 Example:
 
 >>> policy = resolve_precision("auto")   # "mixed_bfloat16" on an A100
->>> model = Transformer.from_preset("base", vocab_size=37000, dtype=policy)
+>>> model = Transformer.from_architecture("base", vocab_size=37000, dtype=policy)
 """
 
 import warnings

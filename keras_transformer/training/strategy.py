@@ -17,7 +17,7 @@ Example:
 
 >>> dist = select_strategy()           # "auto"
 >>> with dist.scope():
-...     model = Transformer.from_preset("base", vocab_size=37000)
+...     model = Transformer.from_architecture("base", vocab_size=37000)
 ...     model.compile(...)
 >>> dist.num_replicas, dist.is_chief
 (1, True)

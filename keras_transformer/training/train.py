@@ -40,7 +40,7 @@ import keras
 
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
-from keras_transformer.models.config import TransformerConfig, preset_config
+from keras_transformer.models.config import TransformerConfig, architecture_config
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.training.callbacks import CheckpointAndRestore, NonFiniteLossGuard
 from keras_transformer.training.manifest import CHECKPOINTS, claim_output_dir
@@ -107,7 +107,7 @@ def model_config(model, vocab_size=None, **overrides):
         return TransformerConfig(**{**model, **overrides})
     if vocab_size is None:
         raise ValueError(f"Argument `vocab_size` is required with preset {model!r}.")
-    return preset_config(model, vocab_size=vocab_size, **overrides)
+    return architecture_config(model, vocab_size=vocab_size, **overrides)
 
 
 def _as_dataset(data, batch_size, seed, shuffle):

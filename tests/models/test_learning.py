@@ -33,7 +33,7 @@ def trained(tmp_path_factory):
     of before took 60% longer, in the longest fixture of the suite.
     """
     keras.utils.set_random_seed(0)
-    model = Transformer.from_preset("tiny", vocab_size=VOCAB, max_length=16)
+    model = Transformer.from_architecture("tiny", vocab_size=VOCAB, max_length=16)
     model.compile(
         optimizer=paper_optimizer(d_model=128, warmup_steps=200),
         loss=LabelSmoothedCrossEntropy(label_smoothing=0.1),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_transformer import PRESETS, Transformer, TransformerConfig
+from keras_transformer import ARCHITECTURES, Transformer, TransformerConfig
 
 pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
 
@@ -26,11 +26,11 @@ def analytic_parameter_count(vocab_size, num_layers, d_model, d_ff, **_):
     return vocab_size * d_model + num_layers * (encoder + decoder)
 
 
-@pytest.mark.parametrize("preset, approx", [("base", 63.1e6), ("big", 213e6)])
-def test_parameter_count_matches_the_paper(preset, approx):
-    model = Transformer.from_preset(preset, vocab_size=37000)
+@pytest.mark.parametrize("architecture, approx", [("base", 63.1e6), ("big", 213e6)])
+def test_parameter_count_matches_the_paper(architecture, approx):
+    model = Transformer.from_architecture(architecture, vocab_size=37000)
     model.build(((None, None), (None, None)))
-    expected = analytic_parameter_count(vocab_size=37000, **PRESETS[preset])
+    expected = analytic_parameter_count(vocab_size=37000, **ARCHITECTURES[architecture])
     assert model.count_params() == expected
     assert abs(expected - approx) / approx < 0.01
 
@@ -123,17 +123,17 @@ def test_config_and_keras_file_round_trip(tmp_path, norm_first):
     np.testing.assert_array_equal(ops.convert_to_numpy(loaded((source, target))), expected)
 
 
-def test_presets_and_config_object():
-    model = Transformer.from_preset("big", vocab_size=100, dropout_rate=0.1, name="big_model")
+def test_architectures_and_config_object():
+    model = Transformer.from_architecture("big", vocab_size=100, dropout_rate=0.1, name="big_model")
     assert model.transformer_config == TransformerConfig(
         vocab_size=100, num_layers=6, d_model=1024, num_heads=16, d_ff=4096, dropout_rate=0.1
     )
     assert model.name == "big_model"
     assert Transformer(**dataclasses.asdict(model.transformer_config)).get_config()["d_model"] == 1024
-    with pytest.raises(ValueError, match="preset"):
-        Transformer.from_preset("huge", vocab_size=100)
+    with pytest.raises(ValueError, match="architecture"):
+        Transformer.from_architecture("huge", vocab_size=100)
     with pytest.raises(ValueError, match=r"Unknown Transformer argument.*'foo'"):
-        Transformer.from_preset("tiny", vocab_size=100, foo=1)
+        Transformer.from_architecture("tiny", vocab_size=100, foo=1)
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,7 @@ def main():
     keras.utils.set_random_seed(0)
     (source, target_in), labels = paired_copy_task(batches=4)
     with scope:
-        model = Transformer.from_preset("tiny", vocab_size=32, dropout_rate=0.0, num_layers=1, max_length=16)
+        model = Transformer.from_architecture("tiny", vocab_size=32, dropout_rate=0.0, num_layers=1, max_length=16)
         if args.loss == "ours":
             model.compile(optimizer=paper_optimizer(128, warmup_steps=4), loss=LabelSmoothedCrossEntropy(),
                           metrics=[MaskedAccuracy()])

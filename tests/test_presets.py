@@ -1,0 +1,130 @@
+"""Presets: the shipped trained model, save_to_preset / from_preset round trips, fine-tuning, errors."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import (
+    LabelSmoothedCrossEntropy,
+    SubwordTokenizer,
+    Transformer,
+    Translator,
+    list_presets,
+    presets,
+)
+from keras_transformer.data import make_dataset, read_tsv
+
+pytestmark = pytest.mark.backend
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    sentences = [f"the {w} is {c}." for w in ("cat", "dog", "bird", "fish") for c in ("red", "blue", "big")] * 20
+    return SubwordTokenizer.train(sentences, vocab_size=40)
+
+
+def test_the_shipped_preset_translates():
+    assert "tatoeba_en_fr" in list_presets()
+    translator = Translator.from_preset("tatoeba_en_fr", beam_size=4, alpha=0.6)
+    assert translator.translate(["I love you.", "", "Where is the station?"]) == [
+        "Je t'aime.", "", "Où se trouve la gare ?",
+    ]
+    model = Transformer.from_preset("tatoeba_en_fr")
+    assert isinstance(model, keras.Model) and model.count_params() == 8_652_800
+    assert presets.load_metadata("tatoeba_en_fr")["weights_dtype"] == "float16"
+    assert os.path.isfile(os.path.join(presets.preset_directory("tatoeba_en_fr"), "README.md"))
+
+
+@pytest.mark.parametrize("weights_dtype", ["float32", "float16"])
+def test_save_to_preset_round_trips(tmp_path, tokenizer, weights_dtype):
+    model = Transformer.from_architecture("tiny", vocab_size=tokenizer.vocab_size, num_layers=1, max_length=32)
+    model.save_to_preset(tmp_path, weights_dtype=weights_dtype)
+    tokenizer.save_to_preset(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "metadata.json", "model.weights.h5", "tokenizer.model"]
+    reloaded = Transformer.from_preset(tmp_path)
+    assert reloaded.get_config() == model.get_config()
+    for saved, loaded in zip(model.weights, reloaded.weights):
+        assert saved.path == loaded.path and loaded.dtype == "float32"
+        expected = keras.ops.convert_to_numpy(saved).astype(weights_dtype).astype("float32")
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded), expected)
+    assert SubwordTokenizer.from_preset(tmp_path).model_proto == tokenizer.model_proto
+    with open(tmp_path / "metadata.json") as f:
+        metadata = json.load(f)
+    assert metadata["weights_dtype"] == weights_dtype and metadata["parameter_count"] == model.count_params()
+    sentences = ["the cat is red.", "the fish is big."]
+    expected = Translator(reloaded, tokenizer, beam_size=2, jit_compile=False).translate(sentences)
+    assert Translator.from_preset(tmp_path, beam_size=2, jit_compile=False).translate(sentences) == expected
+    untrained = Transformer.from_preset(tmp_path, load_weights=False)
+    assert untrained.get_config() == model.get_config()
+    assert not np.array_equal(keras.ops.convert_to_numpy(untrained.weights[0]), keras.ops.convert_to_numpy(model.weights[0]))
+
+
+def test_a_quantized_model_round_trips_through_a_preset(tmp_path):
+    model = Transformer.from_architecture("tiny", vocab_size=50, num_layers=1, max_length=16)
+    model.quantize("int8")
+    with pytest.raises(ValueError, match="weights_dtype='float32'.*Received: weights_dtype='float16'"):
+        model.save_to_preset(tmp_path, weights_dtype="float16")
+    model.save_to_preset(tmp_path)
+    reloaded = Transformer.from_preset(tmp_path)
+    source, target = np.array([[5, 6, 7, 3]]), np.array([[2, 8, 9]])
+    assert [w.dtype for w in reloaded.weights] == [w.dtype for w in model.weights]
+    assert "int8" in {w.dtype for w in reloaded.weights}
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(reloaded((source, target))), keras.ops.convert_to_numpy(model((source, target)))
+    )
+
+
+def test_preset_errors_name_what_was_received(tmp_path):
+    with pytest.raises(ValueError, match=r"architecture without weights.*from_architecture\('base'"):
+        Transformer.from_preset("base")
+    with pytest.raises(FileNotFoundError, match=r"No preset 'nope'.*tatoeba_en_fr"):
+        Transformer.from_preset("nope")
+    with pytest.raises(FileNotFoundError, match="no config.json in that directory"):
+        Translator.from_preset(tmp_path)
+    with pytest.raises(ValueError, match="Received: preset=3"):
+        Transformer.from_preset(3)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        Transformer.from_preset(tmp_path)
+    model = Transformer.from_architecture("tiny", vocab_size=50, num_layers=1, max_length=16)
+    with pytest.raises(ValueError, match="Received: weights_dtype='int4'"):
+        model.save_to_preset(tmp_path / "x", weights_dtype="int4")
+    model.save_to_preset(tmp_path / "no_weights")
+    os.remove(tmp_path / "no_weights" / "model.weights.h5")
+    with pytest.raises(FileNotFoundError, match="has no model.weights.h5"):
+        Transformer.from_preset(tmp_path / "no_weights")
+
+
+FINE_TUNING = """\
+The frobnicator is ready.\tLe frobnicateur est prêt.
+Where is the frobnicator?\tOù est le frobnicateur ?
+I bought a frobnicator.\tJ'ai acheté un frobnicateur.
+The frobnicator is broken.\tLe frobnicateur est cassé.
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the recipe's data pipeline is tf.data")
+def test_the_readme_fine_tuning_recipe_teaches_the_shipped_preset_a_new_word(tmp_path):
+    """The README's recipe, on four pairs with a word the model never saw:
+    the fine-tuned preset, saved and reloaded, uses it, and still knows French."""
+    (tmp_path / "pairs.tsv").write_text(FINE_TUNING, encoding="utf-8")
+    before = Translator.from_preset("tatoeba_en_fr").translate(["The frobnicator is ready."])
+    assert "frobnicateur" not in before[0]
+
+    model = Transformer.from_preset("tatoeba_en_fr")
+    tokenizer = SubwordTokenizer.from_preset("tatoeba_en_fr")
+    pairs = list(read_tsv(tmp_path / "pairs.tsv")) * 8
+    train, _ = make_dataset(pairs, tokenizer, tokens_per_batch=1024, repeat=True, log=None)
+    model.compile(optimizer=keras.optimizers.Adam(3e-4), loss=LabelSmoothedCrossEntropy(0.1), jit_compile=False)
+    model.fit(train, epochs=1, steps_per_epoch=10, verbose=0)
+    model.save_to_preset(tmp_path / "my_en_fr")
+    tokenizer.save_to_preset(tmp_path / "my_en_fr")
+
+    translator = Translator.from_preset(tmp_path / "my_en_fr")
+    assert translator.translate(["The frobnicator is ready.", "I love you."]) == [
+        "Le frobnicateur est prêt.", "Je t'aime.",
+    ]

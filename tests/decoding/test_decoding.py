@@ -233,13 +233,19 @@ def test_n_best_is_sorted_and_distinct():
 
 @pytest.mark.parametrize("decoder", ["greedy", "beam"])
 def test_sentence_decodes_alike_alone_and_in_a_batch(decoder):
+    # Each sentence may produce its own length + 4 tokens: 7, 10 and 13 of
+    # the batch's 13 (the model's cap of 32 would give every one 32, and the
+    # zeros after a sentence's own limit would go unchecked).
     model = tiny_model(seed=4)
     batch = sources()
-    run = (lambda s: greedy_decode(model, s)) if decoder == "greedy" else (lambda s: beam_search(model, s, beam_size=3))
-    tokens, scores = map(np_, run(batch))
+    kwargs = dict(max_extra_length=4) if decoder == "greedy" else dict(max_extra_length=4, beam_size=3)
+    decode = greedy_decode if decoder == "greedy" else beam_search
+    tokens, scores = map(np_, decode(model, batch, **kwargs))
+    assert tokens.shape == (3, 13)
     for row, length in enumerate([3, 6, 9]):
-        alone_tokens, alone_scores = map(np_, run(batch[row : row + 1, :length]))
+        alone_tokens, alone_scores = map(np_, decode(model, batch[row : row + 1, :length], **kwargs))
         n = alone_tokens.shape[1]
+        assert n == length + 4
         np.testing.assert_array_equal(tokens[row, :n], alone_tokens[0])
         assert np.all(tokens[row, n:] == 0)
         np.testing.assert_allclose(scores[row], alone_scores[0], atol=1e-4)

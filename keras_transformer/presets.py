@@ -191,11 +191,6 @@ def save_model(model, directory, weights_dtype="float32", model_card=None):
     return directory
 
 
-def save_tokenizer(tokenizer, directory):
-    """Writes the tokenizer's `tokenizer.model` into a preset directory."""
-    return tokenizer.save(directory)
-
-
 def _package_version():
     from keras_transformer import __version__
 

@@ -50,8 +50,8 @@ def _reverse(pairs, name, split):
     reversed_pairs = [(target, source) for source, target in pairs]
     if split != "train":
         return reversed_pairs
-    held_out = {" ".join(s.lower().split()) for s in (_held_out_sources(name, "validation") + _held_out_sources(name, "test"))}
-    return [pair for pair in reversed_pairs if " ".join(pair[0].lower().split()) not in held_out]
+    held_out = {tatoeba.group_key(s) for split in ("validation", "test") for s in _held_out_sources(name, split)}
+    return [pair for pair in reversed_pairs if tatoeba.group_key(pair[0]) not in held_out]
 
 
 def _held_out_sources(name, split):

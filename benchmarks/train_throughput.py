@@ -140,7 +140,9 @@ def build(args):
         model = Transformer.from_architecture(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"])
         loss = LabelSmoothedCrossEntropy(0.1)
     elif args.model == "baseline":
-        model = baseline.Transformer.from_preset(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"])
+        # Checkouts before the presets change named architectures "presets".
+        build = getattr(baseline.Transformer, "from_architecture", baseline.Transformer.from_preset)
+        model = build(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"])
         loss = modules["keras_transformer.losses"].LabelSmoothedCrossEntropy(0.1)
     else:
         from benchmarks.peers.plain_keras import PlainKerasTransformer, smoothed_loss

@@ -17,7 +17,20 @@ Keras or any keras_transformer module that imports Keras:
 True
 >>> import tensorflow as tf     # nothing on standard error
 
-`keras-transformer` calls it unless given `--verbose`.
+`import keras_transformer` calls it, through `quiet_tensorflow_if_asked()`,
+before it imports Keras: in the `keras-transformer` command line (the script,
+or `python -m keras_transformer.cli`) unless `--verbose` is given, and in any
+program that sets `KERAS_TRANSFORMER_QUIET=1` before importing it, as
+`examples/wmt14.py` does unless given `--verbose`:
+
+>>> import os
+>>> os.environ["KERAS_TRANSFORMER_QUIET"] = "1"   # as os.environ["KERAS_BACKEND"], before the import
+>>> import keras_transformer                        # imports Keras and TensorFlow: nothing on standard error
+
+Why in `import keras_transformer`: the package imports its layers and models
+as it is imported, so that `import keras_transformer` alone registers them
+for `keras.saving.load_model`; any program that imports any part of it, the
+command line included, has imported TensorFlow before its own code runs.
 """
 
 import contextlib
@@ -28,6 +41,12 @@ import sys
 # 3 hides TensorFlow's C++ INFO, WARNING and ERROR lines ("failed call to
 # cuInit" is an ERROR); errors that matter still raise Python exceptions.
 LOG_LEVEL = "3"
+
+# "1": `import keras_transformer` hides TensorFlow's start-up lines (outside the command line).
+ENVIRONMENT_VARIABLE = "KERAS_TRANSFORMER_QUIET"
+
+COMMAND = "keras-transformer"
+COMMAND_MODULE = "keras_transformer.cli"
 
 
 def quiet_tensorflow():
@@ -50,6 +69,57 @@ def quiet_tensorflow():
     if not any(isinstance(finder, _MutedImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, _MutedImport("tensorflow"))
     return True
+
+
+def quiet_tensorflow_if_asked(argv=None, orig_argv=None, environ=None):
+    """Calls `quiet_tensorflow()` if this process asks for it; returns whether it did.
+
+    `keras_transformer/__init__.py` calls it first, before it imports Keras.
+    Asked: the `keras-transformer` command line (`is_command_line`) without
+    `--verbose`; any other program with `KERAS_TRANSFORMER_QUIET=1`.
+    The arguments default to `sys.argv`, `sys.orig_argv` and `os.environ`.
+
+    >>> quiet_tensorflow_if_asked(["keras-transformer", "translate", "m", "--verbose"], environ={})
+    False
+    >>> quiet_tensorflow_if_asked(["train.py"], environ={})
+    False
+    """
+    argv = sys.argv if argv is None else argv
+    environ = os.environ if environ is None else environ
+    if is_command_line(argv, orig_argv):
+        asked = "--verbose" not in argv[1:]
+    else:
+        asked = environ.get(ENVIRONMENT_VARIABLE) == "1"
+    return asked and quiet_tensorflow()
+
+
+def is_command_line(argv=None, orig_argv=None):
+    """Whether this process is the `keras-transformer` command line: the script
+    pip installs (`sys.argv[0]`), or `python -m keras_transformer.cli`, whose
+    `sys.argv[0]` is "-m" while Python imports the packages above it.
+
+    >>> is_command_line(["/venv/bin/keras-transformer", "translate"])
+    True
+    >>> is_command_line(["-m", "translate"], ["python", "-m", "keras_transformer.cli", "translate"])
+    True
+    >>> is_command_line(["-m"], ["python", "-m", "pytest"]), is_command_line(["train.py"])
+    (False, False)
+    """
+    argv = sys.argv if argv is None else argv
+    if not argv:
+        return False
+    name = os.path.basename(argv[0])
+    for suffix in (".exe", "-script.py"):  # Windows: keras-transformer.exe
+        name = name.removesuffix(suffix)
+    if name == COMMAND:
+        return True
+    if argv[0] != "-m":
+        return False
+    orig_argv = getattr(sys, "orig_argv", []) if orig_argv is None else orig_argv
+    for i, arg in enumerate(orig_argv[1:], 1):
+        if arg.startswith("-m"):  # the first -m is Python's: its module, here or as the next word
+            return (arg[2:] or (orig_argv[i + 1] if i + 1 < len(orig_argv) else "")) == COMMAND_MODULE
+    return False
 
 
 @contextlib.contextmanager

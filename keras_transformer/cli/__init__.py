@@ -11,12 +11,13 @@
 
 `python -m keras_transformer.cli` is the same. TensorFlow's start-up lines
 (CUDA drivers, cuInit, oneDNN, CPU features) are hidden unless `--verbose`
-is given, before or after the command (`keras_transformer.quiet`).
+is given, before or after the command: `import keras_transformer`, which
+imports TensorFlow before this module runs, hides them first when it sees
+that its process is this command line (`keras_transformer.quiet`).
 
 A command is a module with `NAME`, `HELP`, `add_arguments(parser)` and
 `run(args)`, listed in `COMMANDS`. Command modules import nothing from this
-one, and Keras and TensorFlow only inside `run`: `main` hides TensorFlow's
-start-up lines first.
+one, and Keras and TensorFlow only inside `run`.
 
 Example:
 

@@ -58,10 +58,9 @@ def main(argv=None):
     if args.data == "tfds" and args.source not in languages:
         parser.error(f"--source must be one of {languages} for --pair {args.pair}")
     r = recipe(args)
-    if not args.verbose:  # before TensorFlow's first import
-        from keras_transformer.quiet import quiet_tensorflow
-
-        quiet_tensorflow()
+    if not args.verbose:  # hides TensorFlow's start-up lines: read by `import keras_transformer`, so set first
+        os.environ["KERAS_TRANSFORMER_QUIET"] = "1"
+    import keras_transformer  # before Keras: it imports TensorFlow, quietly if asked (keras_transformer.quiet)
     import keras
     import tensorflow as tf
 

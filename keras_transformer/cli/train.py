@@ -1,12 +1,17 @@
 """`keras-transformer train`: train a Transformer with `model.fit`; rerun to resume.
 
-    keras-transformer train --corpus tatoeba_en_fr --preset small --output-dir runs/small \
+    keras-transformer train --corpus tatoeba_en_fr --architecture small --output-dir runs/small \
         --tokens-per-batch 4096 --train-steps 20000
-    keras-transformer train --corpus synthetic-copy --preset tiny --output-dir /tmp/run \
+    keras-transformer train --corpus tatoeba_en_fr --corpus-file tatoeba_en_fr.tsv.gz \
+        --architecture small --output-dir runs/full      # the whole corpus, held-out sources left out
+    keras-transformer train --corpus synthetic-copy --architecture tiny --output-dir /tmp/run \
         --train-steps 4 --checkpoint-every 2 --fit-verbose 0
 
 The run directory gets run.json, checkpoints/, logs/, tokenizer.model and,
-at the end, model.keras (what `export` and `translate` load).
+at the end, model.keras (what `export` and `translate` load); `keras-transformer
+preset RUN_DIR` turns it into a preset. Without TensorFlow (a JAX or PyTorch
+machine) the corpus is batched with NumPy (`read_corpus`) and TensorBoard
+logs are not written.
 """
 
 import os
@@ -21,7 +26,11 @@ def add_arguments(p):
     p.add_argument("--corpus", required=True,
                    help=f"corpus name for keras_transformer.datasets.load, or one of {SYNTHETIC_CORPORA}")
     p.add_argument("--output-dir", required=True, help="run directory: run.json, checkpoints/, logs/")
-    p.add_argument("--preset", default="base", choices=["tiny", "small", "base", "big"])
+    p.add_argument("--architecture", default="base", choices=["tiny", "small", "base", "big"],
+                   help="the untrained model's size (keras_transformer.ARCHITECTURES)")
+    p.add_argument("--corpus-file", default=None,
+                   help="the corpus's full .tsv(.gz) file to train on instead of its shipped training split "
+                        "(e.g. tatoeba_en_fr.tsv.gz); the shipped validation and test sources are left out")
     p.add_argument("--vocab-size", type=int, default=None,
                    help="subword vocabulary learned from the corpus (default 8000; synthetic: 20)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
@@ -64,6 +73,9 @@ def run(args):
     vocab_size = _vocab_size(args)
     overrides = parse_overrides(args.overrides)
     data = {"corpus": args.corpus, "vocab_size": vocab_size}  # part of the run's identity
+    if args.corpus_file is not None:
+        check_corpus_file(args)
+        data["corpus_file"] = os.path.basename(args.corpus_file)
     # The options, the model config and the directory are checked before
     # any data is read, a vocabulary learned or a file written.
     options = TrainingOptions(
@@ -85,13 +97,13 @@ def run(args):
         verbose=args.fit_verbose if args.fit_verbose == "auto" else int(args.fit_verbose),
         **({"batch_size": args.batch_size} if synthetic else {"tokens_per_batch": args.tokens_per_batch}),
     )
-    Transformer(**dataclasses.asdict(model_config(args.preset, vocab_size, **overrides)))  # unbuilt: checks only
+    Transformer(**dataclasses.asdict(model_config(args.architecture, vocab_size, **overrides)))  # unbuilt: checks only
     same_data = check_output_dir(args.output_dir, {"data": data, "seed": args.seed}, args.overwrite, partial=True)
     train_data, valid_data, tokenizer = corpus_datasets(args, vocab_size, reuse_tokenizer=same_data == "resume")
     if tokenizer is not None and same_data == "resume" and not os.path.exists(tokenizer_path(args.output_dir)):
         tokenizer.save(args.output_dir)  # a resumed run whose tokenizer was removed: learned again alike
     model = train(
-        args.preset,
+        args.architecture,
         train_data,
         args.output_dir,
         validation_data=valid_data,
@@ -112,6 +124,19 @@ def check_corpus(corpus):
     known = sorted(datasets.CORPORA) + list(SYNTHETIC_CORPORA)
     if corpus not in known:
         raise ValueError(f"Argument `--corpus` must be one of {known}. Received: --corpus={corpus!r}")
+
+
+def check_corpus_file(args):
+    """Raises unless `--corpus-file` is a readable file of a corpus that has a full file."""
+    from keras_transformer import datasets
+
+    if args.corpus in SYNTHETIC_CORPORA or args.corpus not in datasets.FULL_FILES:
+        raise ValueError(
+            f"Argument `--corpus-file` is for corpora shipped as a split of a larger file "
+            f"({sorted(datasets.FULL_FILES)}). Received: --corpus={args.corpus!r}"
+        )
+    if not os.path.isfile(args.corpus_file):
+        raise FileNotFoundError(f"Argument `--corpus-file`: no such file. Received: {args.corpus_file!r}")
 
 
 def parse_overrides(pairs):
@@ -183,4 +208,5 @@ def corpus_datasets(args, vocab_size, reuse_tokenizer=False):
     return read_corpus(
         args.corpus, args.tokens_per_batch, args.seed, vocab_size=vocab_size,
         tokenizer_path=path if reuse_tokenizer and os.path.exists(path) else None,
+        corpus_file=args.corpus_file,
     )

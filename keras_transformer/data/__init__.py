@@ -1,7 +1,7 @@
 """Data: a shared subword tokenizer, corpus readers and the tf.data pipeline.
 
 Nothing here imports TensorFlow at import time: `SubwordTokenizer.encode`,
-the readers and `numpy_batches` work without it.
+the readers, `numpy_batches` and `encoded_batches` work without it.
 
 Example:
 
@@ -19,6 +19,7 @@ from keras_transformer.data.pipeline import (
     batch_sizes,
     bucket_boundaries,
     encode_pairs,
+    encoded_batches,
     make_dataset,
     numpy_batches,
 )

@@ -50,7 +50,7 @@ from keras_transformer.tokens import (
     target_capacity,
 )
 
-__all__ = ["LengthReport", "batch_sizes", "bucket_boundaries", "encode_pairs", "make_dataset", "numpy_batches"]
+__all__ = ["LengthReport", "batch_sizes", "bucket_boundaries", "encode_pairs", "encoded_batches", "make_dataset", "numpy_batches"]
 
 
 def make_dataset(
@@ -253,6 +253,20 @@ def numpy_batches(
     sources, targets, counts = encode_pairs(pairs, tokenizer, max_length, length_policy)
     if report is not None:
         report._counts = counts._counts
+    return encoded_batches(
+        sources, targets, tokens_per_batch, max_length, shuffle, seed, num_replicas, boundaries, fixed_shapes
+    )
+
+
+def encoded_batches(
+    sources, targets, tokens_per_batch=4096, max_length=128, shuffle=True, seed=0, num_replicas=1,
+    boundaries=None, fixed_shapes=False,
+):
+    """`numpy_batches` of pairs encoded already (`encode_pairs`' packed ids).
+
+    Encode once, then call this for every pass: a pass then costs only the
+    shuffling and the padding.
+    """
     boundaries = resolve_boundaries(boundaries, max_length)
     sizes = batch_sizes(boundaries, tokens_per_batch, num_replicas)
     order = np.random.default_rng(seed).permutation(len(sources)) if shuffle else np.arange(len(sources))

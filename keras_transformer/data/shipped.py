@@ -1,4 +1,4 @@
-"""Training and validation datasets of a corpus that ships with the package.
+"""Training and validation data of a corpus that ships with the package.
 
 Example:
 
@@ -8,9 +8,18 @@ Example:
 8000
 """
 
+import importlib.util
 
-def read_corpus(name, tokens_per_batch, seed, vocab_size=8000, max_length=128, tokenizer_path=None):
-    """`(train_ds, valid_ds, tokenizer)` of a shipped corpus, via the data pipeline.
+
+def read_corpus(
+    name, tokens_per_batch, seed, vocab_size=8000, max_length=128, tokenizer_path=None, corpus_file=None,
+):
+    """`(train, validation, tokenizer)` of a shipped corpus, batched by tokens.
+
+    With TensorFlow installed, `train` and `validation` are `tf.data`
+    datasets (`make_dataset`). Without it (a JAX or PyTorch machine), they
+    are functions `pass_index -> NumPy batches` (`numpy_batches`, the same
+    buckets and padding), which `keras_transformer.training.train` takes.
 
     Args:
         name: a corpus of `keras_transformer.datasets` (e.g. "tatoeba_en_fr").
@@ -21,23 +30,61 @@ def read_corpus(name, tokens_per_batch, seed, vocab_size=8000, max_length=128, t
         max_length: longest sentence, in tokens, kept.
         tokenizer_path: load the shared subword vocabulary from this
             `.model` file (e.g. a resumed run's) instead of learning it.
+        corpus_file: train on this full corpus file instead of the shipped
+            training split (e.g. the whole `tatoeba_en_fr.tsv.gz`); the
+            shipped validation and test sources are left out of it
+            (`keras_transformer.datasets.full_train_pairs`).
 
     Returns:
-        The training `tf.data.Dataset` (shuffled, repeating), the validation
-        one (in order, once) and the `SubwordTokenizer`.
+        The training data (shuffled, repeating), the validation data (in
+        order, once) and the `SubwordTokenizer`.
 
     Raises:
-        ValueError: if `name` is no shipped corpus (the message lists them).
+        ValueError: if `name` is no shipped corpus (the message lists them),
+            or has no full file to read.
+        OSError: if `corpus_file` cannot be read.
     """
     from keras_transformer import datasets
-    from keras_transformer.data import SubwordTokenizer, make_dataset
+    from keras_transformer.data import SubwordTokenizer
 
-    train_pairs = datasets.load(name, "train")
+    if corpus_file is None:
+        train_pairs = datasets.load(name, "train")
+    else:
+        train_pairs = list(datasets.full_train_pairs(corpus_file, name))
     valid_pairs = datasets.load(name, "validation")
     if tokenizer_path:
         tokenizer = SubwordTokenizer.load(tokenizer_path)
     else:
         tokenizer = SubwordTokenizer.train([s for pair in train_pairs for s in pair], vocab_size, seed=seed)
+    if importlib.util.find_spec("tensorflow") is None:
+        return _numpy_data(train_pairs, valid_pairs, tokenizer, tokens_per_batch, max_length, seed)
+    from keras_transformer.data import make_dataset
+
     train, _ = make_dataset(train_pairs, tokenizer, tokens_per_batch, max_length, seed=seed)
     valid, _ = make_dataset(valid_pairs, tokenizer, tokens_per_batch, max_length, shuffle=False)
+    return train, valid, tokenizer
+
+
+def _numpy_data(train_pairs, valid_pairs, tokenizer, tokens_per_batch, max_length, seed):
+    """`read_corpus`'s result without TensorFlow: pass functions of NumPy batches.
+
+    The pairs are encoded once. Batches have one of a few fixed shapes
+    (padded lengths growing by about 1.5x, full batches), so a compiled
+    step (`jax.jit`) is traced once per shape, not once per batch.
+    """
+    from keras_transformer.data import encode_pairs, encoded_batches
+
+    boundaries = [b for b in (8, 12, 16, 24, 32, 48, 64, 96) if b < max_length] + [max_length]
+    train_ids, valid_ids = (encode_pairs(pairs, tokenizer, max_length)[:2] for pairs in (train_pairs, valid_pairs))
+
+    def train(index):  # pass `index`, shuffled anew with (seed, index)
+        return encoded_batches(
+            *train_ids, tokens_per_batch, max_length, seed=[seed, index], boundaries=boundaries, fixed_shapes=True
+        )
+
+    def valid(index):
+        return encoded_batches(
+            *valid_ids, tokens_per_batch, max_length, shuffle=False, boundaries=boundaries, fixed_shapes=True
+        )
+
     return train, valid, tokenizer

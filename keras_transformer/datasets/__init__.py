@@ -29,6 +29,9 @@ from keras_transformer.datasets import libreoffice, tatoeba
 CORPORA = {tatoeba.NAME: tatoeba, "tatoeba_fr_en": tatoeba, libreoffice.NAME: libreoffice}
 # Corpora read from another's files, target -> source.
 REVERSED = {"tatoeba_fr_en": "tatoeba_en_fr"}
+# Corpora whose shipped training split is a part of a larger file (its name
+# upstream), which `full_train_pairs` reads. The others ship whole.
+FULL_FILES = {"tatoeba_en_fr": "tatoeba_en_fr.tsv.gz", "tatoeba_fr_en": "tatoeba_en_fr.tsv.gz"}
 
 
 def _corpus(name, split=None):
@@ -96,6 +99,6 @@ def full_train_pairs(source_path, name="tatoeba_en_fr"):
     if name in REVERSED:
         return _reverse(list(full_train_pairs(source_path, REVERSED[name])), name, "train")
     module = _corpus(name)
-    if not hasattr(module, "full_train_pairs"):
+    if name not in FULL_FILES:
         raise ValueError(f"Corpus {name!r} ships whole: use `load({name!r}, 'train')`.")
     return module.full_train_pairs(source_path)

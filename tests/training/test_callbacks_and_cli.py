@@ -216,7 +216,7 @@ def test_cli_help(capsys):
 def test_cli_trains_a_tiny_model_and_resumes(tmp_path, capsys):
     def argv(steps, *extra):
         return [
-            "train", "--corpus", "synthetic-reverse", "--preset", "tiny", "--output-dir", str(tmp_path),
+            "train", "--corpus", "synthetic-reverse", "--architecture", "tiny", "--output-dir", str(tmp_path),
             "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
             "--train-steps", str(steps), "--checkpoint-every", "1", "--batch-size", "16", "--fit-verbose", "0",
             *extra,
@@ -249,7 +249,7 @@ def test_cli_errors_are_one_line_and_an_invalid_config_claims_no_directory(tmp_p
     assert exit_.value.code == f"keras-transformer translate: error: No model folder at {missing!r}"
     # From Python the exception itself; and a config that fails validation
     # leaves no run behind that a corrected command would then refuse.
-    argv = ["train", "--corpus", "synthetic-copy", "--preset", "tiny", "--output-dir", str(tmp_path / "run"),
+    argv = ["train", "--corpus", "synthetic-copy", "--architecture", "tiny", "--output-dir", str(tmp_path / "run"),
             "--train-steps", "1", "--checkpoint-every", "1", "--fit-verbose", "0"]
     with pytest.raises(ValueError, match="d_model"):
         main(argv + ["--set", "d_model=0"])
@@ -258,7 +258,7 @@ def test_cli_errors_are_one_line_and_an_invalid_config_claims_no_directory(tmp_p
 
 def _tiny_argv(output_dir, corpus, *extra):
     return [
-        "train", "--corpus", corpus, "--preset", "tiny", "--output-dir", str(output_dir),
+        "train", "--corpus", corpus, "--architecture", "tiny", "--output-dir", str(output_dir),
         "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
         "--train-steps", "1", "--checkpoint-every", "1", "--batch-size", "16", "--fit-verbose", "0", "--no-tensorboard",
         *extra,

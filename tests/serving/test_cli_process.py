@@ -1,21 +1,30 @@
 """`keras-transformer translate` and `serve` as real processes: translate needs
 no server package, serve without them stops with one line naming the extra,
-and TensorFlow's start-up lines stay off standard error unless `--verbose`."""
+and TensorFlow's start-up lines stay off standard error unless `--verbose`,
+in the pip script, `python -m keras_transformer.cli` and examples/wmt14.py,
+while a plain `import keras_transformer` changes nothing."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 
 import keras
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="the command line runs in the TensorFlow pass"
-)
+from keras_transformer import quiet
+from keras_transformer.quiet import ENVIRONMENT_VARIABLE, is_command_line, quiet_tensorflow_if_asked
+
+pytestmark = [
+    pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the command line runs in the TensorFlow pass"),
+    pytest.mark.slow,  # processes that import TensorFlow
+]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, "saved_models", "tatoeba_en_fr")
+EXAMPLE = os.path.join(ROOT, "examples", "wmt14.py")
+SCRIPT = shutil.which("keras-transformer", path=os.path.dirname(sys.executable))  # pip install -e . puts it there
 
 # The command line in a process where fastapi and uvicorn cannot be imported.
 WITHOUT_SERVER_PACKAGES = """
@@ -34,11 +43,23 @@ TENSORFLOW_START_UP = re.compile(
 )
 
 
-def run_command(*argv, code=WITHOUT_SERVER_PACKAGES, timeout=300):
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # the real default
+def run_process(command, timeout=300):
+    # The real defaults: neither TensorFlow's log level nor KERAS_TRANSFORMER_QUIET set.
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", ENVIRONMENT_VARIABLE)}
     env["KERAS_BACKEND"] = "tensorflow"
-    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=timeout)
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
+
+
+def run_command(*argv, code=WITHOUT_SERVER_PACKAGES, timeout=300):
+    return run_process([sys.executable, "-c", code, *argv], timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def start_up_lines():
+    """What TensorFlow itself writes to standard error as it starts on this machine."""
+    run = run_command(code="import tensorflow as tf; tf.ones([1])", timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return [line for line in run.stderr.splitlines() if TENSORFLOW_START_UP.search(line)]
 
 
 @pytest.fixture(scope="module")
@@ -63,21 +84,75 @@ def test_serve_without_server_packages_is_one_line_naming_the_extra():
 
 
 def test_translate_writes_no_tensorflow_start_up_lines(translated):
-    imports = run_command(code="import sys, keras_transformer.cli; print('tensorflow' in sys.modules)", timeout=120)
-    if imports.stdout.strip() != "False":
-        pytest.xfail("importing keras_transformer imports TensorFlow before the CLI can hide its start-up lines")
     assert translated.returncode == 0 and translated.stderr == "", translated.stderr[-3000:]
 
 
-def test_quiet_tensorflow_hides_everything_tensorflow_writes_as_it_starts():
-    # quiet.py loaded by path: keras_transformer's own imports play no part here.
+@pytest.mark.parametrize("how", ["script", "python -m", "python -m, --verbose"])
+def test_script_and_python_m_hide_tensorflow_start_up_lines_unless_verbose(how, start_up_lines):
+    if how == "script":
+        if SCRIPT is None:
+            pytest.skip("no keras-transformer script beside this Python (pip install -e .)")
+        command = [SCRIPT]
+    else:
+        command = [sys.executable, "-m", "keras_transformer.cli"]
+    command += ["translate", MODEL, "I love you."] + (["--verbose"] if "verbose" in how else [])
+    run = run_process(command)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout in ("Je t'aime.\n", "Je vous aime.\n")
+    if "verbose" not in how:
+        assert run.stderr == ""
+    elif not start_up_lines:
+        pytest.skip("TensorFlow writes no start-up lines on this machine")
+    else:
+        assert TENSORFLOW_START_UP.search(run.stderr), run.stderr[-3000:]
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_example_hides_tensorflow_start_up_lines_unless_verbose(verbose, start_up_lines, tmp_path):
+    # --vocab-size 1 stops the run at the tokenizer's argument check, after
+    # the example has imported TensorFlow and loaded the shipped corpus.
+    command = [sys.executable, EXAMPLE, "--vocab-size", "1", "--output-dir", str(tmp_path)]
+    run = run_process(command + (["--verbose"] if verbose else []), timeout=120)
+    assert run.returncode == 1 and run.stdout.startswith("[data] tatoeba_en_fr:"), run.stderr[-3000:]
+    assert run.stderr.splitlines()[-1].startswith("ValueError: Argument `vocab_size`")
+    if not verbose:
+        assert not TENSORFLOW_START_UP.search(run.stderr), run.stderr[-3000:]
+    elif not start_up_lines:
+        pytest.skip("TensorFlow writes no start-up lines on this machine")
+    else:
+        assert TENSORFLOW_START_UP.search(run.stderr), run.stderr[-3000:]
+
+
+def test_importing_the_library_registers_its_classes_and_leaves_tensorflow_as_it_is(start_up_lines):
     code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('quiet', {os.path.join(ROOT, 'keras_transformer', 'quiet.py')!r})\n"
-        "quiet = importlib.util.module_from_spec(spec); spec.loader.exec_module(quiet)\n"
-        "assert quiet.quiet_tensorflow()\n"
-        "import tensorflow as tf\n"
-        "print(float(tf.reduce_sum(tf.ones([2, 2]))), quiet.quiet_tensorflow())\n"
+        "import sys, keras_transformer, keras\n"
+        "print(keras.saving.get_registered_object('keras_transformer>Transformer') is keras_transformer.Transformer,"
+        " 'tensorflow' in sys.modules)\n"
     )
     run = run_command(code=code, timeout=120)
-    assert (run.returncode, run.stdout, run.stderr) == (0, "4.0 False\n", "")
+    assert (run.returncode, run.stdout) == (0, "True True\n"), run.stderr[-3000:]
+    ours = [line for line in run.stderr.splitlines() if TENSORFLOW_START_UP.search(line)]
+    assert bool(ours) == bool(start_up_lines), run.stderr[-3000:]  # not hidden: nobody asked
+
+
+def test_who_asks_for_quiet(monkeypatch):
+    assert is_command_line(["/venv/bin/keras-transformer", "translate"])
+    assert is_command_line(["/venv/Scripts/keras-transformer.exe"])
+    # python -m: sys.argv[0] is "-m" while Python imports the packages above the module.
+    assert is_command_line(["-m", "translate"], ["python", "-X", "utf8", "-m", "keras_transformer.cli", "translate"])
+    assert is_command_line(["-m"], ["python", "-mkeras_transformer.cli"])
+    assert not is_command_line(["-m", "x"], ["python", "-m", "pytest", "keras_transformer.cli"])
+    assert not is_command_line(["train.py"]) and not is_command_line([])
+    # TensorFlow is imported here already: quiet_tensorflow() would change nothing, and says so.
+    assert not quiet_tensorflow_if_asked(["keras-transformer", "translate"], environ={})
+    monkeypatch.setattr(quiet, "quiet_tensorflow", lambda: True)  # as before TensorFlow's import
+    cases = [
+        (["keras-transformer", "translate", "m"], {}),  # the command line: quiet
+        (["keras-transformer", "--verbose", "translate", "m"], {}),  # unless --verbose
+        (["keras-transformer", "translate", "m", "--verbose"], {ENVIRONMENT_VARIABLE: "1"}),  # --verbose wins
+        (["train.py"], {}),  # another program: only if asked
+        (["train.py"], {ENVIRONMENT_VARIABLE: "1"}),
+        (["train.py"], {ENVIRONMENT_VARIABLE: "0"}),
+    ]
+    assert [quiet_tensorflow_if_asked(argv, environ=env) for argv, env in cases] == [
+        True, False, False, False, True, False]

@@ -34,14 +34,17 @@ def test_the_zoo_model_translates_held_out_sentences_well():
 
     translate = tf.saved_model.load(MODEL).signatures["serving_default"]
     sources, references = datasets.load_references("tatoeba_en_fr", "test")
-    sources, references = sources[:256], references[:256]
+    # The first 128 (two batches; each costs seconds of beam search on 2 CPU
+    # cores): BLEU 64.2 on them, 65.9 on the first 256.
+    sources, references = sources[:128], references[:128]
     hypotheses = []
     for start in range(0, len(sources), 64):
         out = translate(inputs=tf.constant(sources[start : start + 64]))["translations"].numpy()
         hypotheses += [t.decode("utf-8") for t in out]
     bleu = corpus_bleu(hypotheses, references)[0]
-    # The card's 54.7 is on all 1,918 test sources; an untrained model scores about 0.
-    assert bleu.score > 45, bleu
+    # The card's 54.7 is on all 1,918 test sources (64.2 on these 128); an
+    # untrained model scores about 0.
+    assert bleu.score > 55, bleu
     out = translate(inputs=tf.constant(["I love you.", ""]))["translations"].numpy()
     assert out[1] == b"" and out[0].decode("utf-8").startswith(("Je t'aime", "Je vous aime"))
 

@@ -1,11 +1,18 @@
 """What several commands share: argument types and loading a model to translate with.
 
+A command's MODEL argument is a preset (a shipped name such as
+`tatoeba_en_fr`, or a directory holding `config.json`), a SavedModel folder
+(`saved_models/<name>`), a `.keras` file, or (for `export`) a training run
+folder with `--weights`. Presets come first: a shipped name wins over a
+folder of the same name in the working directory, as in `from_preset`.
+
 Example:
 
 >>> from keras_transformer.cli.common import translate_function
 >>> translate, _, _ = translate_function("saved_models/tatoeba_en_fr")
 >>> translate(["I love you."])
 ["Je t'aime."]
+>>> translate, model, tokenizer = translate_function("tatoeba_en_fr")   # the shipped preset
 """
 
 import argparse
@@ -51,6 +58,46 @@ def load_keras_model(path, weights=None):
     return keras.saving.load_model(path, compile=False)
 
 
+def preset_path(name):
+    """The directory of the preset `name` names (a shipped preset name, or a
+    directory holding `config.json`), else None. An architecture name
+    (`tiny`, ...) is a `ValueError` saying it has no weights.
+
+    >>> os.path.basename(preset_path("tatoeba_en_fr"))
+    'tatoeba_en_fr'
+    >>> preset_path("saved_models/tatoeba_en_fr") is None
+    True
+    """
+    from keras_transformer.models.config import ARCHITECTURES
+    from keras_transformer.presets import CONFIG_FILE, list_presets, preset_directory
+
+    if name in list_presets() or os.path.isfile(os.path.join(name, CONFIG_FILE)):
+        return preset_directory(name)
+    if name in ARCHITECTURES and not os.path.exists(name):
+        preset_directory(name)  # raises: an architecture has no weights
+    return None
+
+
+def no_tokenizer_with_preset(model, tokenizer):
+    """A preset carries its own tokenizer: `--tokenizer` beside one is an error."""
+    if tokenizer is not None:
+        raise ValueError(
+            f"--tokenizer is for a .keras model or a run folder; the preset {model!r} has its own "
+            f"tokenizer.model. Received: --tokenizer={tokenizer!r}"
+        )
+
+
+def no_such_model(model):
+    """The error for a MODEL that is no preset, SavedModel folder or .keras file."""
+    from keras_transformer.presets import list_presets
+
+    return FileNotFoundError(
+        f"No model at {model!r}: expected a shipped preset (one of {list_presets()}), a preset "
+        f"directory (config.json), a SavedModel folder (saved_models/<name>) or a .keras file. "
+        f"Received: model={model!r}"
+    )
+
+
 def load_tokenizer(path):
     """The SentencePiece processor of the `.model` file given as `--tokenizer`."""
     import sentencepiece as spm
@@ -60,18 +107,30 @@ def load_tokenizer(path):
     return spm.SentencePieceProcessor(model_file=path)
 
 
-def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6):
-    """`translate(sentences) -> translations` with a SavedModel folder, or a
-    `.keras` file and its `tokenizer` file (decoded with `beam_size`, `alpha`).
+def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6, batch_size=32):
+    """`translate(sentences) -> translations` with a preset (name or
+    directory), a SavedModel folder, or a `.keras` file and its `tokenizer`
+    file. A preset or `.keras` model decodes with `beam_size`, `alpha` in
+    batches of `batch_size`.
 
     Returns `(translate, keras_model, tokenizer)`, the last two None with a
     SavedModel (which carries its own tokenizer and decoding settings).
     """
+    preset = preset_path(model)
+    if preset is not None:
+        from keras_transformer.decoding import Translator
+
+        no_tokenizer_with_preset(model, tokenizer)
+        translator = Translator.from_preset(preset, beam_size=beam_size, alpha=alpha, batch_size=batch_size)
+        return translator.translate, translator.model, translator.tokenizer
     if model.endswith(".keras"):
         from keras_transformer.decoding import Translator
 
         keras_model, sp = load_keras_model(model), load_tokenizer(tokenizer)
-        return Translator(keras_model, sp, beam_size=beam_size, alpha=alpha).translate, keras_model, sp
+        translator = Translator(keras_model, sp, beam_size=beam_size, alpha=alpha, batch_size=batch_size)
+        return translator.translate, keras_model, sp
+    if not os.path.isdir(model):
+        raise no_such_model(model)
     from keras_transformer.serving.predictor import load_saved_model_predictor
 
     predict, _ = load_saved_model_predictor(model)

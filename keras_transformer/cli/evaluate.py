@@ -1,7 +1,12 @@
 """`keras-transformer evaluate`: translate a test set, score it with sacreBLEU and chrF.
 
     keras-transformer evaluate saved_models/tatoeba_en_fr --corpus tatoeba_en_fr --split test
+    keras-transformer evaluate tatoeba_en_fr --corpus tatoeba_en_fr --limit 100    # a preset, name or directory
     keras-transformer evaluate runs/model.keras --tokenizer runs/tokenizer.model --tsv test.tsv
+
+MODEL is a preset (a shipped name or a preset directory; its own
+tokenizer, decoded with `--beam-size` and `--alpha`), a SavedModel folder
+(its own decoding settings), or a `.keras` file with `--tokenizer`.
 
 Every reference of a source counts (`keras_transformer.evaluation.corpus_bleu`).
 """
@@ -13,15 +18,16 @@ HELP = "Translate a test set and score it with sacreBLEU and chrF (every referen
 
 
 def add_arguments(p):
-    p.add_argument("model", help="a SavedModel folder (saved_models/<name>) or a .keras file")
+    p.add_argument("model", help="a preset (a shipped name such as tatoeba_en_fr, or a preset directory), "
+                                 "a SavedModel folder (saved_models/<name>) or a .keras file")
     p.add_argument("--corpus", default="tatoeba_en_fr", help="a shipped corpus (keras_transformer.datasets)")
     p.add_argument("--split", default="test", choices=["train", "validation", "test"])
     p.add_argument("--tsv", help="score a TSV file (source, reference) instead of --corpus")
     p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
     p.add_argument("--limit", type=positive_int, default=None, help="only the first N sources")
     p.add_argument("--batch-size", type=positive_int, default=64)
-    p.add_argument("--beam-size", type=int, default=4, help="with a .keras model")
-    p.add_argument("--alpha", type=float, default=0.6, help="with a .keras model")
+    p.add_argument("--beam-size", type=int, default=4, help="with a preset or a .keras model")
+    p.add_argument("--alpha", type=float, default=0.6, help="with a preset or a .keras model")
 
 
 def run(args):
@@ -34,7 +40,9 @@ def run(args):
     pairs = list(read_tsv(args.tsv)) if args.tsv else datasets.load(args.corpus, args.split)
     sources, references = datasets.references(pairs)
     sources, references = sources[: args.limit], references[: args.limit]
-    translate, _, _ = translate_function(args.model, args.tokenizer, args.beam_size, args.alpha)
+    translate, _, _ = translate_function(
+        args.model, args.tokenizer, args.beam_size, args.alpha, batch_size=args.batch_size
+    )
     progress = keras.utils.Progbar(len(sources), unit_name="sentence")
     hypotheses = []
     for start in range(0, len(sources), args.batch_size):

@@ -1,25 +1,34 @@
 """`keras-transformer export`: a trained model as a SavedModel that translates strings.
 
+    keras-transformer export tatoeba_en_fr --output-dir saved_models/tatoeba_en_fr --buckets 16 32 64
+    keras-transformer export my_preset --output-dir saved_models/mine      # a preset directory
     keras-transformer export runs/small/model.keras --tokenizer runs/small/tokenizer.model \
         --output-dir saved_models/mine --metadata '{"bleu": 50.1}'
     keras-transformer export runs/small --weights runs/small/average.weights.h5 \
         --tokenizer runs/small/tokenizer.model --output-dir saved_models/mine
 
-The version folder (TF Serving's layout) goes inside `--output-dir`.
+The version folder (TF Serving's layout) goes inside `--output-dir`. A
+preset (a shipped name or a preset directory) brings its own tokenizer;
+its name and its metadata.json go into the SavedModel's
+`assets.extra/metadata.json` (as `preset` and `preset_metadata`), beside
+the decoding settings and `--metadata`. A `.keras` file or a run folder
+needs `--tokenizer`.
 """
 
 import json
+import os
 
-from keras_transformer.cli.common import load_keras_model
+from keras_transformer.cli.common import load_keras_model, no_tokenizer_with_preset, preset_path
 
 NAME = "export"
-HELP = "Export a trained model as a SavedModel that translates strings (TF Serving layout)."
+HELP = "Export a preset or a trained model as a SavedModel that translates strings (TF Serving layout)."
 
 
 def add_arguments(p):
-    p.add_argument("model", help="the trained model: a .keras file, or a training run folder with --weights")
+    p.add_argument("model", help="a preset (a shipped name such as tatoeba_en_fr, or a preset directory), "
+                                 "a .keras file, or a training run folder with --weights")
     p.add_argument("--weights", help="with a run folder: the .weights.h5 to export (e.g. averaged checkpoints)")
-    p.add_argument("--tokenizer", required=True, help="its SentencePiece .model file")
+    p.add_argument("--tokenizer", help="its SentencePiece .model file (required unless MODEL is a preset)")
     p.add_argument("--output-dir", required=True, help="saved_models/<name>; the version folder goes inside")
     p.add_argument("--version", type=int, default=None, help="default: one more than the highest there")
     p.add_argument("--beam-size", type=int, default=4)
@@ -36,15 +45,45 @@ def add_arguments(p):
 def run(args):
     from keras_transformer.export import DEFAULT_BUCKETS, export
 
-    metadata = None if args.metadata is None else parse_metadata(args.metadata)
-    model = load_keras_model(args.model, args.weights)
+    metadata = {} if args.metadata is None else parse_metadata(args.metadata)
+    model, tokenizer, preset_metadata = load_model_and_tokenizer(args)
+    if preset_metadata is not None:
+        metadata = {"preset": args.model, "preset_metadata": preset_metadata, **metadata}
     path = export(
-        model, args.tokenizer, args.output_dir, version=args.version, beam_size=args.beam_size,
+        model, tokenizer, args.output_dir, version=args.version, beam_size=args.beam_size,
         alpha=args.alpha, max_extra_length=args.max_extra_length, n_best=args.n_best,
-        buckets=tuple(args.buckets or DEFAULT_BUCKETS), metadata=metadata,
+        buckets=tuple(args.buckets or DEFAULT_BUCKETS), metadata=metadata or None,
     )
     print(f"Exported {path}")
     return 0
+
+
+def load_model_and_tokenizer(args):
+    """`(model, tokenizer, preset_metadata)` for MODEL; the metadata is None
+    unless MODEL is a preset."""
+    from keras_transformer import presets
+
+    preset = preset_path(args.model)
+    if preset is not None:
+        no_tokenizer_with_preset(args.model, args.tokenizer)
+        if args.weights is not None:
+            raise ValueError(
+                f"--weights is for a training run folder; the preset {args.model!r} has its own "
+                f"model.weights.h5. Received: --weights={args.weights!r}"
+            )
+        return presets.load_model(preset), presets.load_tokenizer(preset), presets.load_metadata(preset)
+    if not os.path.exists(args.model):
+        raise FileNotFoundError(
+            f"No preset, .keras file or run folder {args.model!r}: expected a shipped preset (one of "
+            f"{presets.list_presets()}), a preset directory (config.json), a .keras file, or a run folder "
+            f"with --weights. Received: model={args.model!r}"
+        )
+    if args.tokenizer is None:
+        raise ValueError(
+            "--tokenizer is required with a .keras file or a run folder (its SentencePiece .model file; "
+            f"only a preset carries its own). Received: model={args.model!r}, --tokenizer=None"
+        )
+    return load_keras_model(args.model, args.weights), args.tokenizer, None
 
 
 def parse_metadata(text):

@@ -2,9 +2,12 @@
 
     keras-transformer translate saved_models/tatoeba_en_fr "How are you?"
     keras-transformer translate saved_models/tatoeba_en_fr --input en.txt --output fr.txt
+    keras-transformer translate tatoeba_en_fr "How are you?" --beam-size 1    # a preset, name or directory
     keras-transformer translate runs/model.keras "How are you?" \
         --tokenizer runs/tokenizer.model --plot-attention attention.png
 
+MODEL is a preset (a shipped name or a preset directory; its own
+tokenizer), a SavedModel folder, or a `.keras` file with `--tokenizer`.
 Needs no server package (fastapi, uvicorn): only TensorFlow, and
 tensorflow-text for a SavedModel.
 """
@@ -12,31 +15,37 @@ tensorflow-text for a SavedModel.
 import os
 import sys
 
-from keras_transformer.cli.common import positive_int, translate_function
+from keras_transformer.cli.common import positive_int, preset_path, translate_function
 
 NAME = "translate"
-HELP = "Translate sentences, a file or standard input with a SavedModel or a .keras model."
+HELP = "Translate sentences, a file or standard input with a preset, a SavedModel or a .keras model."
 
 
 def add_arguments(p):
-    p.add_argument("model", help="a SavedModel folder (saved_models/<name>) or a .keras file")
+    p.add_argument("model", help="a preset (a shipped name such as tatoeba_en_fr, or a preset directory), "
+                                 "a SavedModel folder (saved_models/<name>) or a .keras file")
     p.add_argument("text", nargs="*", help="sentences to translate; default: --input, else standard input")
     p.add_argument("--input", help="a text file, one sentence per line")
     p.add_argument("--output", help="write translations here, one per line (default: standard output)")
     p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
     p.add_argument("--batch-size", type=positive_int, default=32)
-    p.add_argument("--beam-size", type=int, default=4, help="with a .keras model")
-    p.add_argument("--alpha", type=float, default=0.6, help="with a .keras model")
+    p.add_argument("--beam-size", type=int, default=4, help="with a preset or a .keras model")
+    p.add_argument("--alpha", type=float, default=0.6, help="with a preset or a .keras model")
     p.add_argument("--plot-attention", metavar="FILE.png",
-                   help="draw the cross-attention of the first sentence (with a .keras model)")
+                   help="draw the cross-attention of the first sentence (with a preset or a .keras model)")
     p.add_argument("--head", type=int, default=None, help="plot one head instead of the mean and all heads")
 
 
 def run(args):
     sentences = _sentences(args)
-    if args.plot_attention and not args.model.endswith(".keras"):
-        raise SystemExit("--plot-attention needs a .keras model and --tokenizer (a SavedModel returns no attention)")
-    translate, model, tokenizer = translate_function(args.model, args.tokenizer, args.beam_size, args.alpha)
+    if args.plot_attention and not args.model.endswith(".keras") and preset_path(args.model) is None:
+        raise SystemExit(
+            "--plot-attention needs a preset, or a .keras model and --tokenizer (a SavedModel returns no "
+            f"attention). Received: model={args.model!r}"
+        )
+    translate, model, tokenizer = translate_function(
+        args.model, args.tokenizer, args.beam_size, args.alpha, batch_size=args.batch_size
+    )
     progress = None
     if args.input:
         import keras

@@ -1,0 +1,62 @@
+"""`translate`, `evaluate` and `export` with a preset (a shipped name or a preset directory).
+
+The shipped name end to end (translate, evaluate --limit, export) is run as
+processes by tests/test_readme_commands.py.
+"""
+
+import os
+import shutil
+
+import keras
+import pytest
+
+from keras_transformer.cli import main
+
+
+def test_export_needs_a_tokenizer_except_with_a_preset(tmp_path):
+    model = tmp_path / "model.keras"
+    model.write_bytes(b"")  # exists; refused before it is read
+    with pytest.raises(ValueError, match=r"--tokenizer is required .*Received: model='[^']*model\.keras', --tokenizer=None"):
+        main(["export", str(model), "--output-dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flag", ["--tokenizer", "--weights"])
+def test_a_preset_brings_its_own_tokenizer_and_weights(flag, tmp_path):
+    with pytest.raises(ValueError, match=f"the preset 'tatoeba_en_fr' has its own .*Received: {flag}='x.bin'"):
+        main(["export", "tatoeba_en_fr", flag, "x.bin", "--output-dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_translate_refuses_a_tokenizer_beside_a_preset():
+    with pytest.raises(ValueError, match="the preset 'tatoeba_en_fr' has its own tokenizer.model. Received: --tokenizer='x.model'"):
+        main(["translate", "tatoeba_en_fr", "Hi.", "--tokenizer", "x.model"])
+
+
+@pytest.mark.parametrize("command", [["translate", "no_such_model", "Hi."], ["evaluate", "no_such_model", "--limit", "1"],
+                                     ["export", "no_such_model", "--output-dir", "unused"]])
+def test_an_unknown_model_is_named_with_the_shipped_presets(command):
+    with pytest.raises(FileNotFoundError, match=r"'no_such_model'.*\['tatoeba_en_fr'.*Received: model='no_such_model'"):
+        main(command)
+    assert not os.path.exists("unused")
+
+
+def test_an_architecture_is_not_a_preset():
+    with pytest.raises(ValueError, match=r"'tiny' is an architecture without weights.*Received: preset='tiny'"):
+        main(["translate", "tiny", "Hi."])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI runs in the TensorFlow pass")
+def test_translate_and_plot_with_a_preset_directory(tmp_path, capsys):
+    from keras_transformer.presets import preset_directory
+
+    pytest.importorskip("matplotlib")
+    preset = tmp_path / "my_preset"  # not a shipped name: found by its config.json
+    shutil.copytree(preset_directory("tatoeba_en_fr"), preset)
+    plot = tmp_path / "attention.png"
+    capsys.readouterr()
+    assert main(["translate", str(preset), "Where is the station?", "--plot-attention", str(plot)]) == 0
+    # The shipped SavedModel's translation (README.md; tests/test_readme_commands.py runs it).
+    assert capsys.readouterr().out == "Où se trouve la gare ?\n"
+    assert plot.read_bytes()[:4] == b"\x89PNG"

@@ -194,7 +194,11 @@ def check_cli_inputs(args, number):
 
     if args.command in ("translate", "evaluate", "export", "serve"):
         check_model(model_of(args), number)
-    for name in ("input", "tokenizer", "tsv", "weights", "model_card", "run_dir", "corpus_file"):
+    corpus_file = getattr(args, "corpus_file", None)
+    if corpus_file and not os.path.exists(os.path.join(ROOT, corpus_file)):
+        # The user's download of the corpus's full file: the one that corpus is a split of.
+        assert os.path.basename(corpus_file) == datasets.FULL_FILES.get(args.corpus), (number, corpus_file)
+    for name in ("input", "tokenizer", "tsv", "weights", "model_card", "run_dir"):
         if getattr(args, name, None):
             check_path(f"--{name.replace('_', '-')}", getattr(args, name), number)
     if args.command == "average-checkpoints":

@@ -5,7 +5,9 @@
         --output runs/small/average.weights.h5
     keras-transformer export runs/small/model.keras --tokenizer runs/small/tokenizer.model \
         --output-dir saved_models/mine
+    keras-transformer export tatoeba_en_fr --output-dir saved_models/mine   # a preset brings its tokenizer
     keras-transformer translate saved_models/tatoeba_en_fr "Where is the station?"
+    keras-transformer translate tatoeba_en_fr "Where is the station?"       # a preset: name or directory
     keras-transformer evaluate saved_models/tatoeba_en_fr --corpus tatoeba_en_fr --split test
     keras-transformer serve saved_models/tatoeba_en_fr --port 8501   # pip install "keras-transformer[serve]"
 

@@ -67,9 +67,11 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
     the translations it printed and scored.
 
     300 steps of 512 tokens with 500 pieces (one checkpoint, no validation
-    pass): beam search then ends its translations and they depend on the
-    source ("I like him." -> "Je ..."), while after 200 steps every one was
-    the same "C'" and quotes up to the length limit. The SavedModel gets one
+    pass), on the first 10,000 training pairs: beam search then ends its
+    translations and they depend on the source ("Fix this." -> "Personne
+    n'est pas dite.", "I like him." -> "J'ai oude."), with a BLEU above 0;
+    after 200 steps on the whole corpus every one was the same "C'" and
+    quotes up to the length limit. The SavedModel gets one
     source-length bucket (16, which holds every test source) instead of
     export's five: each bucket is another traced beam search.
     """
@@ -85,12 +87,18 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
 
     one_bucket = functools.partial(keras_transformer.export.export, buckets=(16,))
     monkeypatch.setattr(keras_transformer.export, "export", one_bucket)
+    # The first 10,000 of the 81,864 training pairs: 300 batches of 512 tokens
+    # use about 12,000 pairs, and tokenizing, bucketing and shuffling all of
+    # them took a third of the run. The validation and test splits are whole.
+    load = datasets.load
+    monkeypatch.setattr(datasets, "load", lambda name, split: load(name, split)[:10_000] if split == "train" else load(name, split))
     bleu = example["main"]([
         "--output-dir", str(tmp_path), "--train-steps", "300", "--tokens-per-batch", "512", "--vocab-size", "500",
         "--test-limit", "16",
     ])
     out = capsys.readouterr().out
     assert "nrefs:" in out and "version:" in out  # the sacreBLEU signature
+    assert "tatoeba_en_fr: 10000 training, " in out
     saved_model = tmp_path / "saved_models" / "tatoeba_en_fr" / "1"
     assert os.path.isfile(saved_model / "saved_model.pb")
     assert os.path.isfile(tmp_path / "average.weights.h5")

@@ -1,8 +1,9 @@
 """The `keras-transformer` command line, one module per command.
 
-    keras-transformer train --corpus tatoeba_en_fr --preset small --output-dir runs/small
+    keras-transformer train --corpus tatoeba_en_fr --architecture small --output-dir runs/small
     keras-transformer average-checkpoints runs/small/checkpoints --last 5 \
         --output runs/small/average.weights.h5
+    keras-transformer preset runs/small --average 5 --weights-dtype float16 --output my_preset
     keras-transformer export runs/small/model.keras --tokenizer runs/small/tokenizer.model \
         --output-dir saved_models/mine
     keras-transformer export tatoeba_en_fr --output-dir saved_models/mine   # a preset brings its tokenizer

@@ -56,13 +56,17 @@ def read_corpus(
         tokenizer = SubwordTokenizer.load(tokenizer_path)
     else:
         tokenizer = SubwordTokenizer.train([s for pair in train_pairs for s in pair], vocab_size, seed=seed)
-    if importlib.util.find_spec("tensorflow") is None:
+    if not _has_tensorflow():
         return _numpy_data(train_pairs, valid_pairs, tokenizer, tokens_per_batch, max_length, seed)
     from keras_transformer.data import make_dataset
 
     train, _ = make_dataset(train_pairs, tokenizer, tokens_per_batch, max_length, seed=seed)
     valid, _ = make_dataset(valid_pairs, tokenizer, tokens_per_batch, max_length, shuffle=False)
     return train, valid, tokenizer
+
+
+def _has_tensorflow():
+    return importlib.util.find_spec("tensorflow") is not None
 
 
 def _numpy_data(train_pairs, valid_pairs, tokenizer, tokens_per_batch, max_length, seed):

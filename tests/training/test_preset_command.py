@@ -1,0 +1,105 @@
+"""`keras-transformer preset` (a run as a preset), `train --corpus-file`, and
+`read_corpus` without TensorFlow (NumPy batches, what a JAX GPU machine trains on)."""
+
+import gzip
+import json
+import os
+from collections import Counter
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import Transformer, datasets
+from keras_transformer.cli import main
+from keras_transformer.data import SubwordTokenizer, shipped
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
+
+PAIRS = datasets.load("libreoffice_en_de", "validation")[:300]
+
+
+def _rows(batch):
+    """The (source, labels) ids of a batch's real rows (filler rows carry no label)."""
+    (source, target_in), labels = batch
+    rows = []
+    for s, t, l in zip(source, target_in, labels):
+        if (l != PAD_ID).any():
+            assert t[0] == BOS_ID and (t[1:][l[:-1] != PAD_ID] == l[:-1][l[:-1] != PAD_ID]).all()  # labels = inputs shifted
+            rows.append((tuple(int(i) for i in s if i != PAD_ID), tuple(int(i) for i in l if i != PAD_ID)))
+    return rows
+
+
+def test_read_corpus_without_tensorflow_gives_every_pair_once_per_pass_in_a_few_shapes(monkeypatch):
+    monkeypatch.setattr(datasets, "load", lambda name, split: PAIRS)
+    monkeypatch.setattr(shipped, "_has_tensorflow", lambda: False)
+    train, valid, tokenizer = shipped.read_corpus("libreoffice_en_de", tokens_per_batch=1024, seed=3, vocab_size=300)
+    assert callable(train) and callable(valid) and tokenizer.vocab_size == 300
+    # Reference: each pair encoded on its own; source [ids, EOS], labels [ids, EOS].
+    expected = Counter()
+    for source, target in PAIRS:
+        s, t = tokenizer.encode([source])[0], tokenizer.encode([target])[0]
+        if len(s) + 1 <= 128 and len(t) + 2 <= 129:
+            expected[(tuple(s) + (EOS_ID,), tuple(t) + (EOS_ID,))] += 1
+    passes = [list(train(index)) for index in (0, 1)]
+    for batches in passes:
+        assert Counter(row for batch in batches for row in _rows(batch)) == expected
+        shapes = {batch[0][0].shape for batch in batches}
+        assert len(shapes) <= 9 and all(rows * length <= 1024 for rows, length in shapes)
+    orders = [[row for batch in batches for row in _rows(batch)] for batches in passes]
+    assert orders[0] != orders[1]  # each pass reshuffled
+    assert [_rows(b) for b in valid(0)] == [_rows(b) for b in valid(0)]  # validation: in order, every time
+
+
+def test_train_corpus_file_leaves_held_out_sources_out_and_is_checked(tmp_path, monkeypatch):
+    train_pairs = datasets.load("tatoeba_en_fr", "train")[:40]
+    held_out = datasets.load("tatoeba_en_fr", "test")[:5]
+    full = tmp_path / "tatoeba_en_fr.tsv.gz"
+    with gzip.open(full, "wt", encoding="utf-8") as f:
+        for english, french in train_pairs + held_out:
+            f.write(f"{english}\t{french}\tCC-BY 2.0 (France)\n")
+    monkeypatch.setattr(shipped, "_has_tensorflow", lambda: False)
+    train, _, tokenizer = shipped.read_corpus("tatoeba_en_fr", 2048, seed=0, vocab_size=200, corpus_file=str(full))
+    sources = {tokenizer.decode([list(s[:-1])])[0] for batch in train(0) for s, _ in _rows(batch)}
+    assert sources == {english for english, _ in train_pairs}
+    run = tmp_path / "run"
+    base = ["train", "--architecture", "tiny", "--output-dir", str(run), "--train-steps", "1"]
+    with pytest.raises(ValueError, match="--corpus-file.*Received: --corpus='libreoffice_en_de'"):
+        main(base + ["--corpus", "libreoffice_en_de", "--corpus-file", str(full)])
+    with pytest.raises(FileNotFoundError, match="--corpus-file.*missing.tsv.gz"):
+        main(base + ["--corpus", "tatoeba_en_fr", "--corpus-file", str(tmp_path / "missing.tsv.gz")])
+    assert not os.path.exists(run)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
+def test_preset_command_writes_the_mean_of_the_last_checkpoints_with_the_runs_tokenizer(tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets, "load", lambda name, split: PAIRS)
+    run = tmp_path / "run"
+    assert main([
+        "train", "--corpus", "libreoffice_en_de", "--architecture", "tiny", "--output-dir", str(run),
+        "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
+        "--vocab-size", "120", "--tokens-per-batch", "512", "--tokens-per-step", "512", "--train-steps", "3",
+        "--checkpoint-every", "1", "--fit-verbose", "0", "--no-tensorboard", "--jit-compile", "off",
+    ]) == 0
+    checkpoints = [run / "checkpoints" / f"ckpt-{step:010d}.weights.h5" for step in (2, 3)]
+    model = keras.saving.load_model(run / "model.keras", compile=False)
+    weights = []
+    for path in checkpoints:
+        model.load_weights(path)
+        weights.append([np.asarray(w, np.float64) for w in model.get_weights()])
+    mean = [(a + b) / 2 for a, b in zip(*weights)]
+    for dtype, tolerance in (("float32", 1e-6), ("float16", 1e-3)):
+        out = tmp_path / f"preset_{dtype}"
+        assert main(["preset", str(run), "--average", "2", "--weights-dtype", dtype, "--output", str(out)]) == 0
+        loaded = Transformer.from_preset(str(out))
+        for got, want in zip(loaded.get_weights(), mean):
+            np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+        assert open(out / "tokenizer.model", "rb").read() == open(run / "tokenizer.model", "rb").read()
+        metadata = json.load(open(out / "metadata.json"))
+        assert metadata["averaged_checkpoints"] == [p.name for p in checkpoints]
+        assert metadata["data"] == {"corpus": "libreoffice_en_de", "vocab_size": 120}
+        assert metadata["weights_dtype"] == dtype
+    assert SubwordTokenizer.from_preset(str(out)).vocab_size == 120
+    with pytest.raises(FileNotFoundError, match="run_dir.*no run.json"):
+        main(["preset", str(tmp_path), "--output", str(tmp_path / "x")])
+    with pytest.raises(ValueError, match="--average.*Received: --average=0"):
+        main(["preset", str(run), "--average", "0", "--output", str(tmp_path / "x")])

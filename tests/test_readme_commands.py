@@ -438,3 +438,30 @@ def test_readme_commands_are_read_as_a_shell_reads_them(tmp_path):
         (2, ["pip", "install", "-e", ".[x]"], ""),
         (2, ["keras-transformer", "translate", "m", "a # b", "--batch-size", "2"], "c d"),
     ]
+
+
+ZOO_CARDS = sorted(
+    os.path.join(ROOT, "keras_transformer", "zoo", name, "README.md")
+    for name in os.listdir(os.path.join(ROOT, "keras_transformer", "zoo"))
+)
+
+
+@pytest.mark.parametrize("card", ZOO_CARDS, ids=lambda path: os.path.basename(os.path.dirname(path)))
+def test_each_zoo_card_reproduces_with_commands_that_exist(card):
+    # A card's Reproduce block: train, then preset of that run, then evaluate of that preset,
+    # each accepted by today's parser, on the corpus the preset was trained on.
+    from keras_transformer import presets
+
+    argvs = [cli_argv(argv) for _, argv, _ in readme_commands(card)]
+    assert argvs and None not in argvs, card
+    train, preset, evaluate = (parse_cli(argv) for argv in argvs)
+    assert (train.command, preset.command, evaluate.command) == ("train", "preset", "evaluate")
+    assert preset.run_dir == train.output_dir and evaluate.model == preset.output
+    name = os.path.basename(os.path.dirname(card))
+    assert train.corpus == evaluate.corpus == presets.load_metadata(name).get("data", {"corpus": train.corpus})["corpus"]
+    config = presets.load_model(name, load_weights=False).transformer_config
+    from keras_transformer.models.config import architecture_config
+
+    expected = architecture_config(train.architecture, vocab_size=train.vocab_size)
+    assert (expected.vocab_size, expected.num_layers, expected.d_model, expected.d_ff) == (
+        config.vocab_size, config.num_layers, config.d_model, config.d_ff)

@@ -3,12 +3,13 @@
 # TensorFlow: the corpora are batched with NumPy), turns each run into a float16 preset, scores
 # it on its held-out test split with beam 4, and packs everything into $OUT.
 # Needs: .whl/ (keras, namex, optree) and .zoo/data/tatoeba_en_fr.tsv.gz (the full Tatoeba file)
-# carried. MODELS="en_de" trains one of them; DECODE=1 adds a decoding benchmark. Each training stops at its step count or at its time limit, whichever comes first;
-# the preset averages the newest 5 checkpoints that exist then.
+# carried. MODELS="en_de" trains one of them; DECODE=1 adds a decoding benchmark. Each training
+# stops at its step count or at its time limit, whichever comes first; the preset averages the
+# newest 5 checkpoints that exist then.
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD KERAS_BACKEND=jax PYTHONUNBUFFERED=1
-export XLA_PYTHON_CLIENT_MEM_FRACTION=0.45  # two trainings share the GPU
-R=/tmp/zoo && mkdir -p $R
+export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.45}  # two trainings share the GPU
+R=$(mktemp -d /tmp/zoo.XXXXXX)  # fresh: a warm machine keeps the last call's runs
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee $R/gpu.txt
 kt="python3 -m keras_transformer.cli"
 common="--architecture small --checkpoint-every 250 --keep-checkpoints 5 --fit-verbose 2"

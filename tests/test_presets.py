@@ -16,6 +16,7 @@ from keras_transformer import (
     presets,
 )
 from keras_transformer.data import make_dataset, read_tsv
+from tests.helpers import quantize
 
 pytestmark = pytest.mark.backend
 
@@ -82,7 +83,7 @@ def test_save_to_preset_round_trips(tmp_path, tokenizer, weights_dtype):
 
 def test_a_quantized_model_round_trips_through_a_preset(tmp_path):
     model = Transformer.from_architecture("tiny", vocab_size=50, num_layers=1, max_length=16)
-    model.quantize("int8")
+    quantize(model, "int8")  # model.quantize("int8") without a gc.collect() per dropped kernel
     with pytest.raises(ValueError, match="weights_dtype='float32'.*Received: weights_dtype='float16'"):
         model.save_to_preset(tmp_path, weights_dtype="float16")
     model.save_to_preset(tmp_path)
@@ -90,8 +91,10 @@ def test_a_quantized_model_round_trips_through_a_preset(tmp_path):
     source, target = np.array([[5, 6, 7, 3]]), np.array([[2, 8, 9]])
     assert [w.dtype for w in reloaded.weights] == [w.dtype for w in model.weights]
     assert "int8" in {w.dtype for w in reloaded.weights}
+    # Through predict, one compiled function a model: on JAX, calling the int8
+    # model eagerly compiled each of its small ops, 17 s against 10.
     np.testing.assert_array_equal(
-        keras.ops.convert_to_numpy(reloaded((source, target))), keras.ops.convert_to_numpy(model((source, target)))
+        reloaded.predict((source, target), verbose=0), model.predict((source, target), verbose=0)
     )
 
 

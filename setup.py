@@ -31,6 +31,8 @@ setup(
         "torch": ["torch>=2.4"],
         "serve": ["fastapi>=0.110", "uvicorn>=0.29"],
         "plot": ["matplotlib>=3.7"],
+        # benchmarks/translate_speed.py: CTranslate2 beside our engines.
+        "bench": ["ctranslate2>=4.8,<5"],
         "test": [
             "tensorflow==2.21.*",
             "tensorflow-text==2.21.*",

@@ -1,0 +1,266 @@
+"""Converts a `Transformer` into a CTranslate2 model, for comparing engines.
+
+Written against CTranslate2's own specification API
+(`ctranslate2.specs.TransformerSpec`, `ModelSpec.save`), so that the same
+weights run in CTranslate2 (`pip install -e ".[bench]"`, which
+`benchmarks/translate_speed.py` uses). What differs between the two and how
+it is matched:
+
+- Positions. Ours are the paper's sinusoids interleaved (even dimensions
+  sin, odd dimensions cos), positions counted from 0 in the encoder and from
+  the BOS of the decoder input. CTranslate2 builds its own table when none is
+  given, with the sin half first and the cos half second, which is not ours;
+  so the converter writes our table (`positional_encoding.sinusoids`,
+  `max_length` rows) into `position_encodings.encodings`, which CTranslate2
+  indexes from position 0 in both stacks (as it does a learned table).
+  A model with learned positions gets its table the same way.
+- Embeddings are scaled by sqrt(d_model) in both (`scale_embeddings`).
+- Post-norm (`norm_first=False`): `pre_norm=False`, no final LayerNorm;
+  pre-norm models get the final LayerNorms.
+- Self-attention: our fused `(d_model, 3 * d_model)` Q/K/V Dense splits into
+  Q, K and V blocks along its output axis, each `(d_model, d_model)` with the
+  heads side by side; CTranslate2's first self-attention linear is the same
+  three blocks stacked (Q, K, V) in its `(out, in)` layout, so each block is
+  transposed and stacked. Cross-attention: Q alone, then K and V stacked.
+- The output projection is the (shared) embedding matrix, without a bias.
+- Vocabulary: the SentencePiece pieces in id order (PAD 0, UNK 1, BOS 2,
+  EOS 3 are `<pad> <unk> <s> </s>`), one vocabulary for source and target.
+  CTranslate2 adds nothing to the source: callers append `</s>` themselves
+  (`tokens.pack_source`), as `ctranslate2_source_tokens` does.
+- Length normalisation is a decoding option, not part of the model: ours is
+  GNMT's `((5 + length) / 6) ** alpha`; CTranslate2 divides by
+  `length ** length_penalty`. `gnmt_rescore` reranks CTranslate2's n-best
+  with ours.
+
+Example:
+
+>>> from keras_transformer.ctranslate2_converter import convert_preset
+>>> convert_preset("tatoeba_en_fr", "/tmp/tatoeba_en_fr_ct2")
+'/tmp/tatoeba_en_fr_ct2'
+>>> import ctranslate2
+>>> translator = ctranslate2.Translator("/tmp/tatoeba_en_fr_ct2", compute_type="int8")
+"""
+
+import os
+
+import numpy as np
+
+from keras_transformer.tokens import BOS_ID, EOS_ID, UNK_ID
+
+
+def _numpy(variable):
+    from keras import ops
+
+    return np.asarray(ops.convert_to_numpy(variable), dtype="float32")
+
+
+def _check_float(model):
+    for weight in model.weights:
+        if "int" in str(weight.dtype):
+            raise ValueError(
+                "Convert the float model: CTranslate2 quantizes at load "
+                "(`compute_type='int8'`). Received a model with the integer weight "
+                f"{weight.path!r} ({weight.dtype})."
+            )
+
+
+def _dense(spec, layer):
+    """Sets a `LinearSpec` from a Keras Dense: kernel `(in, out)` -> `(out, in)`."""
+    _stack(spec, _blocks(layer, 1))
+
+
+def _blocks(layer, count):
+    """A fused Dense's `count` output blocks: [(weight (out, in), bias)]."""
+    kernel = _numpy(layer.kernel)  # (in, count * d)
+    bias = _numpy(layer.bias) if layer.use_bias else None
+    width = kernel.shape[1] // count
+    return [
+        (
+            np.ascontiguousarray(kernel[:, i * width : (i + 1) * width].T),
+            None if bias is None else bias[i * width : (i + 1) * width],
+        )
+        for i in range(count)
+    ]
+
+
+def _stack(spec, blocks):
+    """Sets a `LinearSpec` to `blocks` stacked along the output axis."""
+    spec.weight = np.concatenate([weight for weight, _ in blocks], axis=0)
+    if blocks[0][1] is not None:
+        spec.bias = np.concatenate([bias for _, bias in blocks], axis=0)
+
+
+def _norm(spec, layer):
+    spec.gamma = _numpy(layer.gamma)
+    spec.beta = _numpy(layer.beta)
+
+
+def _attention(spec, attention, norm):
+    if attention.cross_attention:
+        q, k, v = _blocks(attention.query_dense, 1) + _blocks(attention.key_value_dense, 2)
+        _stack(spec.linear[0], [q])
+        _stack(spec.linear[1], [k, v])
+    else:
+        _stack(spec.linear[0], _blocks(attention.query_key_value_dense, 3))  # Q, K, V
+    _dense(spec.linear[-1], attention.output_dense)
+    _norm(spec.layer_norm, norm)
+
+
+def _feed_forward(spec, layer):
+    _dense(spec.linear_0, layer.feed_forward.inner)
+    _dense(spec.linear_1, layer.feed_forward.outer)
+    _norm(spec.layer_norm, layer.feed_forward_norm)
+
+
+def _position_table(model, positions):
+    from keras_transformer.layers.positional_encoding import sinusoids
+
+    config = model.transformer_config
+    if positions.learned:
+        return _numpy(positions.table)
+    return _numpy(sinusoids(0, config.max_length, config.d_model))
+
+
+def _activation(name):
+    from ctranslate2.specs import common_spec
+
+    table = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+    if name not in table:
+        raise ValueError(f"CTranslate2 conversion supports relu and gelu. Received: activation={name!r}")
+    return table[name]
+
+
+def vocabulary(tokenizer):
+    """The tokenizer's pieces in id order."""
+    processor = tokenizer.processor
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    if len(set(pieces)) != len(pieces):
+        raise ValueError("The tokenizer's pieces are not unique; CTranslate2 needs a vocabulary of distinct tokens.")
+    return pieces
+
+
+def transformer_spec(model, tokenizer):
+    """A validated `ctranslate2.specs.TransformerSpec` holding `model`'s weights."""
+    from ctranslate2.specs import transformer_spec as ts
+
+    config = model.transformer_config
+    if config.target_vocab_size not in (None, config.vocab_size) or getattr(model, "target_embedding", None) is not None:
+        raise ValueError("The converter handles a shared vocabulary (one embedding) only.")
+    _check_float(model)
+    if not model.built:
+        raise ValueError("Build the model (or load its weights) before converting it.")
+    pieces = vocabulary(tokenizer)
+    if len(pieces) != config.vocab_size:
+        raise ValueError(
+            f"The tokenizer has {len(pieces)} pieces and the model {config.vocab_size} ids."
+        )
+    for name, index in (("unk", UNK_ID), ("bos", BOS_ID), ("eos", EOS_ID)):
+        expected = {"unk": "<unk>", "bos": "<s>", "eos": "</s>"}[name]
+        if pieces[index] != expected:
+            raise ValueError(f"Piece {index} is {pieces[index]!r}, expected {expected!r} ({name}).")
+
+    common = dict(pre_norm=config.norm_first, activation=_activation(config.activation))
+    encoder = ts.TransformerEncoderSpec(config.num_layers, config.num_heads, **common)
+    decoder = ts.TransformerDecoderSpec(config.num_layers, config.num_heads, **common)
+    spec = ts.TransformerSpec(encoder, decoder)
+    spec.config.layer_norm_epsilon = float(config.layer_norm_epsilon)
+
+    embeddings = _numpy(model.embedding.embeddings)  # (vocab, d_model), also the output layer
+    encoder.embeddings[0].weight = embeddings
+    decoder.embeddings.weight = embeddings
+    encoder.scale_embeddings = decoder.scale_embeddings = True
+    encoder.position_encodings.encodings = _position_table(model, model.encoder_positions)
+    decoder.position_encodings.encodings = _position_table(model, model.decoder_positions)
+    decoder.projection.weight = embeddings
+
+    for layer_spec, layer in zip(encoder.layer, model.encoder_layers):
+        _attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_norm)
+        _feed_forward(layer_spec.ffn, layer)
+    for layer_spec, layer in zip(decoder.layer, model.decoder_layers):
+        _attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_norm)
+        _attention(layer_spec.attention, layer.cross_attention, layer.cross_attention_norm)
+        _feed_forward(layer_spec.ffn, layer)
+    if config.norm_first:
+        _norm(encoder.layer_norm, model.encoder_norm)
+        _norm(decoder.layer_norm, model.decoder_norm)
+
+    spec.register_source_vocabulary(pieces)
+    spec.register_target_vocabulary(pieces)
+    spec.validate()
+    return spec
+
+
+def convert(model, tokenizer, output_dir, quantization=None):
+    """Writes `model` as a CTranslate2 model in `output_dir` (created); returns it.
+
+    Args:
+        model: a float `Transformer` with its weights.
+        tokenizer: its `SubwordTokenizer` (the vocabulary).
+        output_dir: folder for `model.bin`, `config.json` and the vocabularies.
+        quantization: optional CTranslate2 storage type (`"int8"`,
+            `"float16"`, ...); `None` keeps float32. The compute type can
+            still be chosen at load (`compute_type="int8"`).
+    """
+    spec = transformer_spec(model, tokenizer)
+    spec.optimize(quantization=quantization)
+    os.makedirs(output_dir, exist_ok=True)
+    spec.save(output_dir)
+    return output_dir
+
+
+def convert_preset(preset, output_dir, quantization=None):
+    """`convert` for a preset's (float32) model and tokenizer."""
+    from keras_transformer import presets
+
+    return convert(presets.load_model(preset), presets.load_tokenizer(preset), output_dir, quantization)
+
+
+def ctranslate2_source_tokens(tokenizer, sentences):
+    """CTranslate2's input for `sentences`: each sentence's pieces and `</s>`
+    (`tokens.pack_source`); a blank sentence gives `[]` (translate it to "")."""
+    encoded = tokenizer.encode(list(sentences)) if sentences else []
+    processor = tokenizer.processor
+    return [
+        [processor.id_to_piece(i) for i in ids] + ["</s>"] if s.strip() and ids else []
+        for s, ids in zip(sentences, encoded)
+    ]
+
+
+def gnmt_score(log_prob, length, alpha):
+    """Our beam score: `log_prob / ((5 + length) / 6) ** alpha`, `length`
+    counting EOS."""
+    return log_prob / ((5.0 + length) / 6.0) ** alpha
+
+
+def gnmt_rescore(hypotheses, scores, length_penalty, alpha):
+    """Picks the best of CTranslate2's n-best by our length penalty.
+
+    CTranslate2's scores are `sum log p / length ** length_penalty`, length
+    counting EOS; the sum is recovered and divided by GNMT's penalty.
+
+    Returns:
+        `(index, score)` of the best hypothesis under our scoring.
+    """
+    best, best_score = 0, -np.inf
+    for i, (hypothesis, score) in enumerate(zip(hypotheses, scores)):
+        length = len(hypothesis) + 1  # + EOS
+        log_prob = score * length**length_penalty
+        ours = gnmt_score(log_prob, length, alpha)
+        if ours > best_score:
+            best, best_score = i, ours
+    return best, float(best_score)
+
+
+def main(argv=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Converts a preset to a CTranslate2 model.")
+    parser.add_argument("preset", help="a shipped preset name or a preset directory")
+    parser.add_argument("output_dir")
+    parser.add_argument("--quantization", default=None, help="CTranslate2 storage type, e.g. int8")
+    args = parser.parse_args(argv)
+    print(convert_preset(args.preset, args.output_dir, args.quantization))
+
+
+if __name__ == "__main__":
+    main()

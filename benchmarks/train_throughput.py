@@ -310,9 +310,15 @@ def worker_environment(host_memory):
     return {**released, **RETAIN} if host_memory == "retain" else released
 
 
+WORKER_TIMEOUT_S = 3600  # one measurement process; a hung one is killed, not left behind
+
+
 def _run_worker(command, env=None):
     """One measurement in a fresh process: its RESULT dict, or an error."""
-    run = subprocess.run(command, capture_output=True, text=True, env=env)
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=WORKER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return dict(error=f"timeout after {WORKER_TIMEOUT_S} s")
     lines = [l for l in run.stdout.splitlines() if l.startswith("RESULT ")]
     if run.returncode or not lines:
         sys.stderr.write(run.stderr[-3000:])
@@ -369,7 +375,7 @@ def main(argv=None):
     peak_source = "stated"
     if not peak:
         run = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "--model", "peak", "--dtype", args.dtype],
-                             capture_output=True, text=True, env=env)
+                             capture_output=True, text=True, env=env, timeout=WORKER_TIMEOUT_S)
         peak = json.loads(run.stdout.split("RESULT ")[-1])["tflops_per_s"]
         peak_source = "measured: this backend's compiled 2048^3 matmul on this machine"
     results = []

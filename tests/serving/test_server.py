@@ -180,7 +180,7 @@ def test_bind_socket_takes_a_free_port_and_names_a_port_it_cannot_bind():
 
     with bind_socket("127.0.0.1", 0) as sock:
         port = sock.getsockname()[1]
-        assert port > 0 and socket_url(sock) == f"http://127.0.0.1:{port}"
+        assert socket_url(sock) == f"http://127.0.0.1:{port}"
         with socket.create_connection(("127.0.0.1", port), timeout=5):  # listening: waits in the backlog
             pass
         with pytest.raises(OSError, match=f"Cannot listen on 127.0.0.1:{port}: "):

@@ -74,12 +74,31 @@ def results(output_dir, tag="worker0"):
 
 
 def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
+    """`count` distinct ports free now, for TF_CONFIG workers that bind them later.
+
+    A worker binds its port itself, after this returns, so the port cannot
+    stay held here. Ports the kernel hands out on its own (`bind(0)`,
+    outgoing connections) come from `ip_local_port_range`; these are picked
+    below that range, where nothing else is given them in the meantime.
+    """
+    import random
+
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_start = int(f.read().split()[0])
+    except OSError:
+        ephemeral_start = 32768
+    ports, rng = [], random.Random()
+    while len(ports) < count:
+        port = rng.randrange(max(1024, ephemeral_start - 12000), ephemeral_start)
+        if port in ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("localhost", port))
+            except OSError:
+                continue
+        ports.append(port)
     return ports
 
 

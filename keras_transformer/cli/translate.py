@@ -51,11 +51,7 @@ def run(args):
         import keras
 
         progress = keras.utils.Progbar(len(sentences), unit_name="sentence")
-    translations = []
-    for start in range(0, len(sentences), args.batch_size):
-        translations += translate(sentences[start : start + args.batch_size])
-        if progress:
-            progress.update(len(translations))
+    translations = translate_sorted(translate, sentences, args.batch_size, progress)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.writelines(t + "\n" for t in translations)
@@ -65,6 +61,26 @@ def run(args):
     if args.plot_attention and sentences:
         _plot(model, tokenizer, sentences[0], translations[0], args.plot_attention, args.head)
     return 0
+
+
+def translate_sorted(translate, sentences, batch_size, progress=None):
+    """`translate` over `sentences` in batches of similar length; results in input order.
+
+    Sorting by length first means a batch is padded to about its own
+    sentences' length, not to that of the longest sentence of a file.
+
+    >>> translate_sorted(lambda batch: [s.upper() for s in batch], ["a b c", "d", "e f"], 2)
+    ['A B C', 'D', 'E F']
+    """
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    translations = [None] * len(sentences)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        for index, translation in zip(chunk, translate([sentences[i] for i in chunk])):
+            translations[index] = translation
+        if progress:
+            progress.update(min(start + batch_size, len(order)))
+    return translations
 
 
 def _sentences(args):

@@ -1,5 +1,6 @@
 """Argument checks of the `translate`, `evaluate` and `serve` commands, before any model loads."""
 
+import numpy as np
 import pytest
 
 from keras_transformer.cli import main
@@ -116,3 +117,21 @@ def test_train_names_an_unknown_corpus_before_claiming_the_directory(tmp_path):
     with pytest.raises(ValueError, match=r"`--corpus` must be one of \[.*'synthetic-copy'.*\]. Received: --corpus='nope'"):
         main(["train", "--corpus", "nope", "--output-dir", str(tmp_path / "run")])
     assert not (tmp_path / "run").exists()
+
+
+def test_translate_batches_sentences_of_similar_length_and_keeps_the_input_order():
+    from keras_transformer.cli.translate import translate_sorted
+
+    rng = np.random.default_rng(0)
+    sentences = [" ".join(["w"] * int(n)) + f" {i}" for i, n in enumerate(rng.integers(1, 40, size=23))]
+    batches = []
+
+    def translate(batch):
+        batches.append(batch)
+        return [s.upper() for s in batch]
+
+    assert translate_sorted(translate, sentences, 5) == [s.upper() for s in sentences]
+    assert [len(b) for b in batches] == [5, 5, 5, 5, 3]
+    lengths = [len(s) for b in batches for s in b]
+    assert lengths == sorted(lengths) and sorted(s for b in batches for s in b) == sorted(sentences)
+    assert translate_sorted(translate, [], 5) == []

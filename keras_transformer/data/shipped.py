@@ -18,8 +18,9 @@ def read_corpus(
 
     With TensorFlow installed, `train` and `validation` are `tf.data`
     datasets (`make_dataset`). Without it (a JAX or PyTorch machine), they
-    are functions `pass_index -> NumPy batches` (`numpy_batches`, the same
-    buckets and padding), which `keras_transformer.training.train` takes.
+    are functions `pass_index -> NumPy batches` (`encoded_batches`: the same
+    packing and padding, coarser length buckets), which
+    `keras_transformer.training.train` takes.
 
     Args:
         name: a corpus of `keras_transformer.datasets` (e.g. "tatoeba_en_fr").

@@ -14,10 +14,11 @@ Documented edge cases, per sentence (they never fail the batch):
 - an input longer than the model allows is truncated to its first
   `max_input_length - 1` subword tokens (EOS takes the last place).
 
-Sources are padded to the smallest of a few fixed lengths (`buckets`) that
-fits the longest sentence of the batch, and each bucket has its own branch
-of the graph (`tf.switch_case`), so shapes are static inside the loop and a
-short batch does not pay for the longest possible input.
+Each source is padded to the smallest of a few fixed lengths (`buckets`)
+that fits it, and the sentences of each bucket are decoded together in
+that bucket's own branch of the graph, so shapes are static inside the
+loop, a short sentence never pays for a long one in the same request, and
+a sentence is padded to the same length whatever else the request holds.
 """
 
 import json
@@ -93,12 +94,25 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
         blank = tf.strings.regex_full_match(inputs, r"[\s\v\x{1c}-\x{1f}\x{85}\pZ]*")
         empty = (tokens.row_lengths() == 0) | blank  # (batch,)
         tokens = pack_source_ragged(tokens)
-        longest = tf.maximum(tf.reduce_max(tokens.row_lengths()), 1)  # 1 for an empty batch
-        index = tf.searchsorted(tf.constant(buckets, tf.int64), tf.reshape(longest, [1]))[0]
-        branches = [lambda size=size: decode_bucket(tokens, size, tokenizer) for size in buckets]
-        text, scores = tf.switch_case(tf.cast(index, tf.int32), branches)
-        text = tf.where(empty[:, None], tf.constant(""), text)
-        scores = tf.where(empty[:, None], 0.0, scores)
+        # Each sentence goes to the smallest bucket that fits it, and each
+        # bucket's sentences are decoded together: one long sentence does not
+        # pad, nor lengthen the decoding of, the short ones. Blank inputs
+        # (the last partition) are not decoded at all.
+        bucket = tf.searchsorted(tf.constant(buckets, tf.int64), tokens.row_lengths())  # (batch,)
+        bucket = tf.where(empty, len(buckets), tf.cast(bucket, tf.int32))
+        rows = tf.dynamic_partition(tf.range(tf.size(inputs)), bucket, len(buckets) + 1)
+        texts, scores = [], []
+        for size, part in zip(buckets, rows):
+            text, score = tf.cond(
+                tf.size(part) > 0,
+                lambda size=size, part=part: decode_bucket(tf.gather(tokens, part), size, tokenizer),
+                lambda: (tf.zeros([0, n_best], tf.string), tf.zeros([0, n_best], tf.float32)),
+            )
+            texts.append(text)
+            scores.append(score)
+        texts.append(tf.fill([tf.size(rows[-1]), n_best], ""))  # blank inputs: "", score 0
+        scores.append(tf.zeros([tf.size(rows[-1]), n_best], tf.float32))
+        text, scores = tf.dynamic_stitch(rows, texts), tf.dynamic_stitch(rows, scores)  # (batch, n_best)
         outputs = {"translations": text[:, 0], "scores": scores[:, 0]}
         if n_best > 1:
             outputs.update(nbest_translations=text, nbest_scores=scores)

@@ -140,6 +140,21 @@ def test_empty_and_over_long_inputs_never_fail_the_batch(exported):
     assert empty["translations"].shape == (0,)
 
 
+def test_each_sentence_is_decoded_in_its_own_bucket_whatever_the_batch_holds(exported):
+    import tensorflow as tf
+
+    _, _, path = exported
+    translate = tf.saved_model.load(path).signatures["serving_default"]
+    long_input = " ".join(SENTENCES[:4])  # over the 8-token bucket: decoded in the 16 (or longest) one
+    batch = [SENTENCES[0], long_input, "", SENTENCES[7], SENTENCES[3]]
+    together = translate(inputs=tf.constant(batch))
+    for i, sentence in enumerate(batch):
+        alone = translate(inputs=tf.constant([sentence]))
+        assert together["translations"].numpy()[i] == alone["translations"].numpy()[0], sentence
+        np.testing.assert_allclose(together["scores"].numpy()[i], alone["scores"].numpy()[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(together["nbest_translations"].numpy()[i], alone["nbest_translations"].numpy()[0])
+
+
 def test_whitespace_only_inputs_give_an_empty_translation_as_in_python(exported):
     import tensorflow as tf
 

@@ -51,6 +51,7 @@ setup(
             "matplotlib>=3.7",
             "pytest>=8",
             "pytest-xdist>=3",  # tests/run.sh: two workers
+            "ctranslate2>=4.8,<5",  # tests/test_translate_speed.py: the converter
         ],
     },
 )

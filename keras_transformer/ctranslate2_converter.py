@@ -29,8 +29,8 @@ it is matched:
   (`tokens.pack_source`), as `ctranslate2_source_tokens` does.
 - Length normalisation is a decoding option, not part of the model: ours is
   GNMT's `((5 + length) / 6) ** alpha`; CTranslate2 divides by
-  `length ** length_penalty`. `gnmt_rescore` reranks CTranslate2's n-best
-  with ours.
+  `length ** length_penalty` (`length` counting EOS in both).
+  `benchmarks/translate_speed.py` reranks CTranslate2's n-best with ours.
 
 Example:
 
@@ -224,31 +224,6 @@ def ctranslate2_source_tokens(tokenizer, sentences):
         [processor.id_to_piece(i) for i in ids] + ["</s>"] if s.strip() and ids else []
         for s, ids in zip(sentences, encoded)
     ]
-
-
-def gnmt_score(log_prob, length, alpha):
-    """Our beam score: `log_prob / ((5 + length) / 6) ** alpha`, `length`
-    counting EOS."""
-    return log_prob / ((5.0 + length) / 6.0) ** alpha
-
-
-def gnmt_rescore(hypotheses, scores, length_penalty, alpha):
-    """Picks the best of CTranslate2's n-best by our length penalty.
-
-    CTranslate2's scores are `sum log p / length ** length_penalty`, length
-    counting EOS; the sum is recovered and divided by GNMT's penalty.
-
-    Returns:
-        `(index, score)` of the best hypothesis under our scoring.
-    """
-    best, best_score = 0, -np.inf
-    for i, (hypothesis, score) in enumerate(zip(hypotheses, scores)):
-        length = len(hypothesis) + 1  # + EOS
-        log_prob = score * length**length_penalty
-        ours = gnmt_score(log_prob, length, alpha)
-        if ours > best_score:
-            best, best_score = i, ours
-    return best, float(best_score)
 
 
 def main(argv=None):

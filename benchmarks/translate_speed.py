@@ -1,0 +1,470 @@
+"""Translation speed on CPU: our engines beside CTranslate2, same weights, one run.
+
+    pip install -e ".[bench]"
+    python benchmarks/translate_speed.py --limit 256 --output benchmarks/results/translate_speed.json
+
+Engines (`--engines`, each in a process of its own, pinned to `--threads`
+CPUs):
+- `savedmodel`: the exported SavedModel (`--saved-model`) through
+  `tf.saved_model.load`, its `serving_default` signature (strings in,
+  strings out); TensorFlow intra/inter-op threads = `--threads`.
+- `translator-tf-float32`, `translator-tf-int8`, `translator-jax-float32`,
+  `translator-jax-int8`: `keras_transformer.Translator` on the preset's
+  model (KERAS_BACKEND=tensorflow or jax, `model.quantize("int8")` for
+  int8), beam 4, alpha 0.6, `batch_size` 64; JAX gets `XLA_FLAGS` for
+  `--threads` Eigen threads.
+- `ctranslate2-float32`, `ctranslate2-int8`: CTranslate2 on the preset's
+  weights converted by `keras_transformer.ctranslate2_converter` (ctranslate2's
+  spec API; our position table, our vocabulary), `compute_type` float32 or
+  int8, `intra_threads=--threads`, beam 4, `length_penalty` 0.6 and
+  `patience` `--ct2-patience`. CTranslate2 divides a hypothesis's
+  log-probability by `length ** 0.6`, we by GNMT's `((5 + length) / 6) **
+  0.6`: it returns its 4-best with scores and the best under our penalty is
+  taken (`gnmt_rescore`; `--ct2-no-rescore` keeps its own first).
+
+Figures per engine, on the first `--limit` sources of the test split of
+`--preset`'s corpus (all 1,918 by default):
+- throughput in sentences/s and output tokens/s (the outputs' pieces + EOS,
+  counted with the preset's tokenizer for every engine) at batch
+  `--batch-size`, over the sources sorted by length and in file order;
+  before the timed passes, one batch of each distinct (rows, width rounded
+  up to 8) shape is translated, so that compiled shapes are warm for every
+  engine alike;
+- p50/p90 latency of one sentence at a time over the first
+  `--latency-sentences` sources (warmed the same way);
+- the load time, and the time of the first translation after it (one
+  sentence), both in the fresh process;
+- BLEU and chrF of the file-order outputs against every reference;
+- the fraction of outputs identical to `translator-tf-float32`'s (and, for
+  CTranslate2, of its own first hypothesis before rescoring).
+
+The machine is named in the JSON (`--output`); figures from a machine shared
+with other work are noisy: compare within one run.
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from benchmarks.report import write_json  # noqa: E402
+
+ENGINES = (
+    "savedmodel",
+    "translator-tf-float32",
+    "translator-tf-int8",
+    "translator-jax-float32",
+    "translator-jax-int8",
+    "ctranslate2-float32",
+    "ctranslate2-int8",
+)
+REFERENCE_ENGINE = "translator-tf-float32"
+
+
+def backend_of(engine):
+    return "jax" if "-jax-" in engine else "tensorflow"
+
+
+# ---------------------------------------------------------------- the worker
+
+
+def pin_threads(threads):
+    """Keeps this process on `threads` CPUs (those it may use, lowest first)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))[:threads]
+        os.sched_setaffinity(0, cpus)
+        return cpus
+    except (AttributeError, OSError):
+        return None
+
+
+def load_engine(engine, args):
+    """`translate(list[str]) -> (list[str], extra)` for `engine`; `extra`
+    is a per-sentence list (CTranslate2: its own first hypothesis) or None."""
+    if engine == "savedmodel":
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401 - registers the tokenizer ops
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        signature = tf.saved_model.load(args.saved_model).signatures["serving_default"]
+
+        def translate(texts):
+            texts = [t if t.strip() else "" for t in texts]
+            out = signature(inputs=tf.constant(texts))["translations"].numpy()
+            return [t.decode("utf-8") for t in out], None
+
+        return translate
+
+    if engine.startswith("ctranslate2-"):
+        # CTranslate2 and SentencePiece only: no Keras or TensorFlow import
+        # counted in its start-up (the pieces of keras_transformer.
+        # ctranslate2_converter.ctranslate2_source_tokens, the scoring of
+        # gnmt_rescore below).
+        import ctranslate2
+        import sentencepiece
+
+        processor = sentencepiece.SentencePieceProcessor(model_file=args.tokenizer_path)
+        compute_type = engine.split("-", 1)[1]
+        translator = ctranslate2.Translator(
+            args.ct2_model, device="cpu", compute_type=compute_type, intra_threads=args.threads, inter_threads=1
+        )
+
+        def translate(texts):
+            rows = [i for i, t in enumerate(texts) if t.strip()]
+            outputs, natives = [""] * len(texts), [""] * len(texts)
+            if rows:
+                pieces = processor.encode([texts[i] for i in rows], out_type=str)
+                results = translator.translate_batch(
+                    [p + ["</s>"] for p in pieces], beam_size=args.beam_size, num_hypotheses=args.beam_size,
+                    length_penalty=args.alpha, patience=args.ct2_patience, return_scores=True,
+                    max_decoding_length=args.max_decoding_length,
+                )
+                for i, result in zip(rows, results):
+                    best = 0
+                    if not args.ct2_no_rescore:
+                        best, _ = gnmt_rescore(result.hypotheses, result.scores, args.alpha, args.alpha)
+                    outputs[i] = processor.decode_pieces(result.hypotheses[best])
+                    natives[i] = processor.decode_pieces(result.hypotheses[0])
+            return outputs, natives
+
+        return translate
+
+    # Translator on this process's backend
+    from keras_transformer import presets
+    from keras_transformer.decoding import Translator
+
+    if backend_of(engine) == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    model = presets.load_model(args.preset)
+    if engine.endswith("int8"):
+        model.quantize("int8")
+    translator = Translator(
+        model, presets.load_tokenizer(args.preset), beam_size=args.beam_size, alpha=args.alpha,
+        batch_size=args.batch_size,
+    )
+    return lambda texts: (translator.translate(list(texts)), None)
+
+
+def gnmt_rescore(hypotheses, scores, length_penalty, alpha):
+    """`(index, score)` of the best of CTranslate2's n-best under our length penalty.
+
+    CTranslate2 scores a hypothesis `sum log p / length ** length_penalty`
+    (`length` counting EOS); the sum is recovered and divided by GNMT's
+    `((5 + length) / 6) ** alpha`, as `keras_transformer.decoding.beam_search`
+    scores.
+    """
+    best, best_score = 0, -float("inf")
+    for i, (hypothesis, score) in enumerate(zip(hypotheses, scores)):
+        length = len(hypothesis) + 1  # + EOS
+        ours = score * length**length_penalty / ((5.0 + length) / 6.0) ** alpha
+        if ours > best_score:
+            best, best_score = i, ours
+    return best, best_score
+
+
+def shape_of(texts, lengths, batch_size):
+    """The (rows, width) a batch compiles to: rows to a power of two, width
+    to a multiple of 8 (the Translator's padding)."""
+    rows = 1
+    while rows < len(texts):
+        rows *= 2
+    rows = min(rows, max(batch_size, len(texts)))
+    width = max(lengths)
+    return rows, -(-width // 8) * 8
+
+
+def batches(order, size):
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+def worker(args):
+    started = time.perf_counter()
+    cpus = pin_threads(args.threads)
+    with open(args.worker_input) as f:
+        job = json.load(f)
+    sources, lengths = job["sources"], job["source_lengths"]
+    engine = args.worker
+
+    start = time.perf_counter()
+    translate = load_engine(engine, args)  # imports the engine's libraries, loads the model
+    load_s = time.perf_counter() - start
+    start = time.perf_counter()
+    translate([sources[0]])
+    first_s = time.perf_counter() - start
+    result = {
+        "engine": engine,
+        "backend": None if engine.startswith("ctranslate2") or engine == "savedmodel" else backend_of(engine),
+        "cpus": cpus,
+        "worker_start_to_first_translation_s": time.perf_counter() - started,
+        "load_s": load_s,
+        "first_translation_s": first_s,
+        "load_and_first_translation_s": load_s + first_s,
+    }
+
+    n = len(sources)
+    sorted_order = sorted(range(n), key=lambda i: (lengths[i], i))
+    orders = {"sorted": batches(sorted_order, args.batch_size), "file": batches(list(range(n)), args.batch_size)}
+    # Warm every compiled shape once, the same rule for every engine.
+    warm = {}
+    for chunks in orders.values():
+        for chunk in chunks:
+            warm.setdefault(shape_of(chunk, [lengths[i] for i in chunk], args.batch_size), chunk)
+    latency_rows = list(range(min(args.latency_sentences, n)))
+    for i in latency_rows:
+        warm.setdefault(shape_of([i], [lengths[i]], 1), [i])
+    start = time.perf_counter()
+    for chunk in warm.values():
+        translate([sources[i] for i in chunk])
+    result["warmup_s"] = time.perf_counter() - start
+    result["warmup_shapes"] = len(warm)
+
+    outputs = {}
+    for name, chunks in orders.items():
+        texts, natives = [None] * n, [None] * n
+        start = time.perf_counter()
+        for chunk in chunks:
+            out, native = translate([sources[i] for i in chunk])
+            for j, i in enumerate(chunk):
+                texts[i] = out[j]
+                natives[i] = None if native is None else native[j]
+        seconds = time.perf_counter() - start
+        outputs[name] = (texts, natives)
+        result[f"{name}_seconds"] = seconds
+    latencies = []
+    for i in latency_rows:
+        start = time.perf_counter()
+        translate([sources[i]])
+        latencies.append(time.perf_counter() - start)
+    result["latency_ms"] = [1000 * t for t in latencies]
+    result["outputs"] = outputs["file"][0]
+    result["outputs_sorted_pass"] = outputs["sorted"][0]
+    if any(x is not None for x in outputs["file"][1]):
+        result["native_outputs"] = outputs["file"][1]
+    with open(args.worker_output, "w") as f:
+        json.dump(result, f)
+
+
+# ---------------------------------------------------------------- the parent
+
+
+def run_engine(engine, args, job_path, workdir):
+    output = os.path.join(workdir, f"{engine}.json")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env["KERAS_BACKEND"] = backend_of(engine)
+    env["KERAS_TRANSFORMER_QUIET"] = "1"
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(args.threads)
+    if backend_of(engine) == "jax":
+        env["JAX_PLATFORMS"] = "cpu"
+        env["XLA_FLAGS"] = (
+            env.get("XLA_FLAGS", "") + f" --xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={args.threads}"
+        ).strip()
+    command = [sys.executable, os.path.abspath(__file__), "--worker", engine, "--worker-input", job_path,
+               "--worker-output", output] + args.forward
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+    if run.returncode != 0:
+        raise RuntimeError(f"{engine} failed ({run.returncode}):\n{run.stderr[-4000:]}")
+    with open(output) as f:
+        return json.load(f)
+
+
+def token_count(tokenizer, texts):
+    """Output tokens: each output's pieces + its EOS (an empty output: 0)."""
+    encoded = tokenizer.encode(list(texts))
+    return sum(len(ids) + 1 for text, ids in zip(texts, encoded) if text)
+
+
+def percentile(values, q):
+    return float(np.percentile(np.asarray(values), q)) if values else None
+
+
+def summarise(result, tokenizer, references, reference_outputs, n):
+    from keras_transformer.evaluation import corpus_bleu
+
+    outputs = result.pop("outputs")
+    sorted_outputs = result.pop("outputs_sorted_pass")
+    native = result.pop("native_outputs", None)
+    tokens = token_count(tokenizer, outputs)
+    tokens_sorted = token_count(tokenizer, sorted_outputs)
+    summary = dict(result)
+    summary.update(
+        sentences=n,
+        output_tokens=tokens,
+        sorted_sentences_per_s=n / result["sorted_seconds"],
+        sorted_tokens_per_s=tokens_sorted / result["sorted_seconds"],
+        file_sentences_per_s=n / result["file_seconds"],
+        file_tokens_per_s=tokens / result["file_seconds"],
+        latency_p50_ms=percentile(result["latency_ms"], 50),
+        latency_p90_ms=percentile(result["latency_ms"], 90),
+        sorted_and_file_outputs_identical=float(np.mean([a == b for a, b in zip(outputs, sorted_outputs)])),
+    )
+    if references is not None:
+        bleu, bleu_signature, chrf, chrf_signature = corpus_bleu(outputs, references)
+        summary.update(bleu=bleu.score, chrf=chrf.score, bleu_signature=str(bleu_signature),
+                       chrf_signature=str(chrf_signature))
+    if reference_outputs is not None:
+        summary["identical_to_" + REFERENCE_ENGINE] = float(np.mean([a == b for a, b in zip(outputs, reference_outputs)]))
+        if native is not None:
+            summary["native_identical_to_" + REFERENCE_ENGINE] = float(
+                np.mean([a == b for a, b in zip(native, reference_outputs)])
+            )
+    if native is not None:
+        summary["rescoring_changed"] = float(np.mean([a != b for a, b in zip(outputs, native)]))
+    return summary, outputs
+
+
+def print_table(results):
+    header = ("engine", "sorted sent/s", "sorted tok/s", "file sent/s", "file tok/s", "p50 ms", "p90 ms",
+              "load s", "1st s", "BLEU", "chrF", "same as tf-f32")
+    rows = []
+    for r in results:
+        same = r.get("identical_to_" + REFERENCE_ENGINE)
+        rows.append((
+            r["engine"], f"{r['sorted_sentences_per_s']:.1f}", f"{r['sorted_tokens_per_s']:.0f}",
+            f"{r['file_sentences_per_s']:.1f}", f"{r['file_tokens_per_s']:.0f}", f"{r['latency_p50_ms']:.1f}",
+            f"{r['latency_p90_ms']:.1f}", f"{r['load_s']:.2f}", f"{r['first_translation_s']:.2f}",
+            "-" if r.get("bleu") is None else f"{r['bleu']:.2f}", "-" if r.get("chrf") is None else f"{r['chrf']:.2f}",
+            "-" if same is None else f"{100 * same:.1f}%",
+        ))
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
+    for row in (header, *rows):
+        print("  ".join(str(x).rjust(w) for x, w in zip(row, widths)))
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
+    parser.add_argument("--preset", default="tatoeba_en_fr")
+    parser.add_argument("--saved-model", default=os.path.join(ROOT, "saved_models", "tatoeba_en_fr", "1"),
+                        help="the SavedModel version folder of the preset's model")
+    parser.add_argument("--corpus", default=None, help="test sources and references (default: the preset's name)")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--limit", type=int, default=None, help="the first N sources (default: all)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--latency-sentences", type=int, default=100)
+    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--alpha", type=float, default=0.6)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--ct2-patience", type=float, default=1.0)
+    parser.add_argument("--ct2-no-rescore", action="store_true", help="CTranslate2's own first hypothesis")
+    parser.add_argument("--ct2-model", default=None, help="a converted model (default: converted into a temporary folder)")
+    parser.add_argument("--tokenizer-path", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--max-decoding-length", type=int, default=256)
+    parser.add_argument("--timeout", type=float, default=7200, help="seconds per engine process")
+    parser.add_argument("--keep-outputs", action="store_true", help="each engine's translations in the JSON")
+    parser.add_argument("--output", default=None)
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-input", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-output", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        parser.error("--limit must be >= 1")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        return worker(args)
+
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    from keras_transformer import datasets, presets
+
+    sources, references = datasets.load_references(args.corpus or args.preset, args.split)
+    if args.limit is not None:
+        sources, references = sources[: args.limit], references[: args.limit]
+    tokenizer = presets.load_tokenizer(args.preset)
+    lengths = [len(ids) + 1 for ids in tokenizer.encode(sources)]  # + EOS
+
+    engines = list(args.engines)
+    if REFERENCE_ENGINE in engines:  # first, so the others are compared with it
+        engines.remove(REFERENCE_ENGINE)
+        engines.insert(0, REFERENCE_ENGINE)
+    with tempfile.TemporaryDirectory() as workdir:
+        ct2_convert_s = None
+        if any(e.startswith("ctranslate2") for e in engines) and args.ct2_model is None:
+            from keras_transformer.ctranslate2_converter import convert_preset
+
+            args.ct2_model = os.path.join(workdir, "ctranslate2")
+            start = time.perf_counter()
+            convert_preset(args.preset, args.ct2_model)
+            ct2_convert_s = time.perf_counter() - start
+        job_path = os.path.join(workdir, "job.json")
+        with open(job_path, "w") as f:
+            json.dump({"sources": sources, "source_lengths": lengths}, f)
+        args.forward = [
+            "--preset", args.preset, "--saved-model", args.saved_model, "--batch-size", str(args.batch_size),
+            "--latency-sentences", str(args.latency_sentences), "--beam-size", str(args.beam_size),
+            "--alpha", str(args.alpha), "--threads", str(args.threads), "--ct2-patience", str(args.ct2_patience),
+            "--max-decoding-length", str(args.max_decoding_length),
+            "--tokenizer-path", os.path.join(presets.preset_directory(args.preset), presets.TOKENIZER_FILE),
+        ] + (["--ct2-model", args.ct2_model] if args.ct2_model else []) + (
+            ["--ct2-no-rescore"] if args.ct2_no_rescore else [])
+        results, reference_outputs, all_outputs = [], None, {}
+        for engine in engines:
+            print(f"[{engine}] ...", file=sys.stderr, flush=True)
+            raw = run_engine(engine, args, job_path, workdir)
+            summary, outputs = summarise(raw, tokenizer, references, reference_outputs, len(sources))
+            if engine == REFERENCE_ENGINE:
+                reference_outputs = outputs
+            all_outputs[engine] = outputs
+            results.append(summary)
+    print_table(results)
+    report = {
+        "benchmark": "translate_speed",
+        "command": " ".join([os.path.basename(sys.executable), "benchmarks/translate_speed.py"] + list(argv if argv is not None else sys.argv[1:])),
+        "machine": {"platform": platform.platform(), "processor": _cpu_name(), "cpu_count": os.cpu_count(),
+                    "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
+        "preset": args.preset, "saved_model": args.saved_model, "corpus": args.corpus or args.preset,
+        "split": args.split, "sentences": len(sources), "batch_size": args.batch_size, "beam_size": args.beam_size,
+        "alpha": args.alpha, "threads": args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
+        "ctranslate2": {"length_penalty": args.alpha, "patience": args.ct2_patience,
+                        "rescored_with_gnmt": not args.ct2_no_rescore, "convert_s": ct2_convert_s,
+                        "version": _version("ctranslate2")},
+        "reference_engine": REFERENCE_ENGINE if reference_outputs is not None else None,
+        "results": results,
+    }
+    if args.keep_outputs:
+        report["outputs"] = all_outputs
+    if args.output:
+        write_json(args.output, report)
+    return report
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _version(name):
+    try:
+        from importlib.metadata import version
+
+        return version(name)
+    except Exception:  # not installed
+        return None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""The CTranslate2 converter and benchmarks/translate_speed.py.
+
+The converter is right when CTranslate2 computes what our model computes on
+the same weights: the same greedy translations and scores with the shipped
+model, and the same per-token log-probabilities of a fixed target with small
+random models (post-norm, pre-norm, learned positions). The benchmark's
+JSON has every engine's figures (timings are never asserted).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+
+from keras_transformer import Transformer, presets  # noqa: E402
+from keras_transformer.ctranslate2_converter import convert, ctranslate2_source_tokens, transformer_spec  # noqa: E402
+from keras_transformer.decoding import greedy_decode  # noqa: E402
+from keras_transformer.tokens import pack_source, pack_target, split_target, unpack_output  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRESET = "tatoeba_en_fr"
+SENTENCES = ["I love you.", "Look at me.", "Where is the station?", "She has been reading that book since Monday.",
+             "We will meet at ten o'clock tomorrow.", "Tom doesn't like cats."]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return presets.load_tokenizer(PRESET)
+
+
+def padded(rows):
+    batch = np.zeros((len(rows), max(map(len, rows))), "int32")
+    for i, row in enumerate(rows):
+        batch[i, : len(row)] = row
+    return batch
+
+
+def test_shipped_model_greedy_translations_and_scores_match_ctranslate2(tmp_path, tokenizer):
+    model = presets.load_model(PRESET)
+    translator = ctranslate2.Translator(convert(model, tokenizer, str(tmp_path / "ct2")), intra_threads=2)
+    results = translator.translate_batch(
+        ctranslate2_source_tokens(tokenizer, SENTENCES), beam_size=1, length_penalty=0, return_scores=True
+    )
+    tokens, scores = greedy_decode(model, padded([pack_source(ids) for ids in tokenizer.encode(SENTENCES)]))
+    tokens, scores = np.asarray(tokens), np.asarray(scores)
+    for i, result in enumerate(results):
+        theirs = [tokenizer.processor.piece_to_id(p) for p in result.hypotheses[0]]
+        assert theirs == unpack_output(tokens[i]), (SENTENCES[i], tokenizer.decode([theirs]))
+        # length_penalty=0: CTranslate2's score is the sum of the log-probs, EOS's included, as ours.
+        assert abs(result.scores[0] - scores[i]) < 1e-3 * max(1.0, abs(scores[i]))
+    # The outputs are translations, not a degenerate decode.
+    assert tokenizer.decode([[tokenizer.processor.piece_to_id(p) for p in results[0].hypotheses[0]]]) == ["Je t'aime."]
+
+
+def teacher_forced_log_probs(model, source_ids, target_ids):
+    from keras import ops
+
+    decoder_input, labels = split_target(pack_target(target_ids))
+    logits = model((padded([pack_source(source_ids)]), padded([decoder_input])))
+    log_probs = ops.convert_to_numpy(ops.log_softmax(ops.cast(logits, "float32"), axis=-1))[0]
+    return log_probs[np.arange(len(labels)), labels]  # one per target token, EOS last
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [dict(), dict(norm_first=True), dict(learned_positions=True, activation="gelu")],
+    ids=["post-norm", "pre-norm", "learned-positions-gelu"],
+)
+def test_random_model_log_probs_match_ctranslate2(tmp_path, tokenizer, overrides):
+    import keras
+
+    keras.utils.set_random_seed(1)
+    model = Transformer.from_architecture(
+        "tiny", vocab_size=tokenizer.vocab_size, max_length=64, dropout_rate=0.0, **overrides
+    )
+    source, target = tokenizer.encode(["Where is the station?", "Où est la gare ?"])
+    ours = teacher_forced_log_probs(model, source, target)  # builds the model
+    translator = ctranslate2.Translator(convert(model, tokenizer, str(tmp_path / "ct2")), intra_threads=2)
+    pieces = [tokenizer.processor.id_to_piece(i) for i in target]
+    (result,) = translator.score_batch(ctranslate2_source_tokens(tokenizer, ["Where is the station?"]), [pieces])
+    np.testing.assert_allclose(result.log_probs, ours, atol=2e-4, rtol=1e-4)
+
+
+def test_ctranslate2s_own_position_table_is_not_ours(tokenizer):
+    """Left to build its own sinusoids (sin half, then cos half), CTranslate2
+    would compute another model: the converter must write our table."""
+    model = Transformer.from_architecture("tiny", vocab_size=tokenizer.vocab_size, max_length=64)
+    model((padded([[5, 3]]), padded([[2, 5]])))
+    table = transformer_spec(model, tokenizer).encoder.position_encodings.encodings.numpy()
+    position = np.arange(64, dtype="float32")[:, None] / np.power(10000.0, np.arange(0, table.shape[1], 2) / table.shape[1])
+    halves = np.concatenate([np.sin(position), np.cos(position)], axis=1)
+    interleaved = np.stack([np.sin(position), np.cos(position)], axis=-1).reshape(64, -1)
+    np.testing.assert_allclose(table, interleaved, atol=1e-5)
+    assert not np.allclose(table[1:], halves[1:], atol=1e-2)
+
+
+def run_benchmark(tmp_path, engines, limit):
+    output = tmp_path / "translate_speed.json"
+    command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", str(limit),
+               "--batch-size", "2", "--latency-sentences", "2", "--keep-outputs", "--output", str(output),
+               "--engines", *engines]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(output.read_text())
+    results = {r["engine"]: r for r in report["results"]}
+    assert sorted(results) == sorted(engines)
+    for engine in engines:
+        assert engine in run.stdout  # the table
+        r = results[engine]
+        assert r["sentences"] == limit and len(report["outputs"][engine]) == limit
+        assert len(r["latency_ms"]) == 2
+        for key in ("sorted_sentences_per_s", "sorted_tokens_per_s", "file_sentences_per_s", "file_tokens_per_s",
+                    "latency_p50_ms", "latency_p90_ms", "load_s", "first_translation_s", "chrf"):
+            assert isinstance(r[key], float) and r[key] > 0, (engine, key, r[key])
+        assert 0.0 <= r["bleu"] <= 100.0
+        assert r["sorted_tokens_per_s"] > r["sorted_sentences_per_s"]  # several tokens per sentence
+        assert r["file_sentences_per_s"] == pytest.approx(limit / r["file_seconds"])
+        assert all(report["outputs"][engine])  # every sentence translated
+    return report, results
+
+
+def test_benchmark_smoke_ctranslate2(tmp_path):
+    report, results = run_benchmark(tmp_path, ["ctranslate2-float32", "ctranslate2-int8"], limit=4)
+    assert report["sentences"] == 4 and report["ctranslate2"]["rescored_with_gnmt"]
+    assert report["reference_engine"] is None  # translator-tf-float32 did not run
+    assert report["machine"]["cpu_count"] and report["threads"] == 2
+    assert results["ctranslate2-float32"]["cpus"] is None or len(results["ctranslate2-float32"]["cpus"]) <= 2
+
+
+@pytest.mark.slow  # seven processes, four of them compiling beam search
+def test_benchmark_smoke_every_engine(tmp_path):
+    sys.path.insert(0, ROOT)
+    from benchmarks.translate_speed import ENGINES
+
+    report, results = run_benchmark(tmp_path, list(ENGINES), limit=3)
+    assert report["reference_engine"] == "translator-tf-float32"
+    for engine in ENGINES:
+        if engine != "translator-tf-float32":
+            assert 0.0 <= results[engine]["identical_to_translator-tf-float32"] <= 1.0
+    assert results["translator-tf-float32"]["backend"] == "tensorflow"
+    assert results["translator-jax-int8"]["backend"] == "jax"
+    # float32 engines on the same weights (the SavedModel exported from the
+    # preset, CTranslate2 converted from it) translate these three alike.
+    for engine in ("savedmodel", "translator-jax-float32", "ctranslate2-float32"):
+        assert results[engine]["identical_to_translator-tf-float32"] == 1.0, engine
+
+
+def test_gnmt_rescore_ranks_ctranslate2s_n_best_by_our_length_penalty():
+    sys.path.insert(0, ROOT)
+    from benchmarks.translate_speed import gnmt_rescore
+
+    # Log-probs -3.0 (9 tokens + EOS) and -1.5 (2 tokens + EOS): CTranslate2's
+    # length ** 0.6 puts the long one first, GNMT's ((5 + length) / 6) ** 0.6 the short one.
+    hypotheses = [["a"] * 9, ["b"] * 2]
+    scores = [-3.0 / 10**0.6, -1.5 / 3**0.6]
+    assert scores[0] > scores[1]
+    best, score = gnmt_rescore(hypotheses, scores, 0.6, 0.6)
+    assert best == 1 and score == pytest.approx(-1.5 / (8 / 6) ** 0.6)
+    # With length_penalty 0 the scores are the sums themselves.
+    assert gnmt_rescore([["a"] * 9, ["b"] * 2], [-3.0, -1.5], 0.0, 0.6)[0] == 1

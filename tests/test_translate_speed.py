@@ -132,24 +132,6 @@ def test_benchmark_smoke_ctranslate2(tmp_path):
     assert results["ctranslate2-float32"]["cpus"] is None or len(results["ctranslate2-float32"]["cpus"]) <= 2
 
 
-@pytest.mark.slow  # seven processes, four of them compiling beam search
-def test_benchmark_smoke_every_engine(tmp_path):
-    sys.path.insert(0, ROOT)
-    from benchmarks.translate_speed import ENGINES
-
-    report, results = run_benchmark(tmp_path, list(ENGINES), limit=3)
-    assert report["reference_engine"] == "translator-tf-float32"
-    for engine in ENGINES:
-        if engine != "translator-tf-float32":
-            assert 0.0 <= results[engine]["identical_to_translator-tf-float32"] <= 1.0
-    assert results["translator-tf-float32"]["backend"] == "tensorflow"
-    assert results["translator-jax-int8"]["backend"] == "jax"
-    # float32 engines on the same weights (the SavedModel exported from the
-    # preset, CTranslate2 converted from it) translate these three alike.
-    for engine in ("savedmodel", "translator-jax-float32", "ctranslate2-float32"):
-        assert results[engine]["identical_to_translator-tf-float32"] == 1.0, engine
-
-
 def test_gnmt_rescore_ranks_ctranslate2s_n_best_by_our_length_penalty():
     sys.path.insert(0, ROOT)
     from benchmarks.translate_speed import gnmt_rescore

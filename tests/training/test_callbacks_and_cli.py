@@ -246,7 +246,9 @@ def test_cli_errors_are_one_line_and_an_invalid_config_claims_no_directory(tmp_p
     monkeypatch.setattr("sys.argv", ["keras-transformer", "translate", missing, "Hello."])
     with pytest.raises(SystemExit) as exit_:
         main()
-    assert exit_.value.code == f"keras-transformer translate: error: No model folder at {missing!r}"
+    message = exit_.value.code
+    assert message.startswith(f"keras-transformer translate: error: No model at {missing!r}: expected a shipped preset")
+    assert "\n" not in message and message.endswith(f"Received: model={missing!r}")
     # From Python the exception itself; and a config that fails validation
     # leaves no run behind that a corrected command would then refuse.
     argv = ["train", "--corpus", "synthetic-copy", "--architecture", "tiny", "--output-dir", str(tmp_path / "run"),

@@ -9,9 +9,9 @@ The English->French corpus shipped with the package, offline (25 minutes on 2 CP
 
 WMT14 English->German, the paper's base model, from TensorFlow Datasets'
 wmt14_translate (offline: place the archives its error lists in
-<data-dir>/downloads/manual). `--preset big` trains 300k steps, averages 20:
+<data-dir>/downloads/manual). `--architecture big` trains 300k steps, averages 20:
 
-    python examples/wmt14.py --data tfds --pair de-en --source en --preset base --output-dir runs/wmt14
+    python examples/wmt14.py --data tfds --pair de-en --source en --architecture base --output-dir runs/wmt14
 
 Rerun a command to resume from its newest checkpoint. Other corpora, local
 files, checks that a resumed directory holds the same run, gradient accumulation,
@@ -28,7 +28,7 @@ parser.add_argument("--data", default="shipped", choices=["shipped", "tfds"],
 parser.add_argument("--pair", default="de-en", choices=["de-en", "fr-en"], help="WMT14 pair (--data tfds)")
 parser.add_argument("--source", default="en", help="source language of --pair")
 parser.add_argument("--data-dir", help="TensorFlow Datasets' data_dir (default ~/tensorflow_datasets)")
-parser.add_argument("--preset", choices=["tiny", "small", "base", "big"], help="default: tiny (shipped), base (tfds)")
+parser.add_argument("--architecture", choices=["tiny", "small", "base", "big"], help="default: tiny (shipped), base (tfds)")
 parser.add_argument("--train-steps", type=int, help="default: 1200 (shipped), 100k (base), 300k (big)")
 parser.add_argument("--vocab-size", type=int, help="BPE pieces; default: 8000 (shipped), 37000 (tfds)")
 parser.add_argument("--tokens-per-batch", type=int, help="default: 3072 (shipped), 25000 (tfds)")
@@ -39,14 +39,14 @@ parser.add_argument("--verbose", action="store_true", help="show TensorFlow's st
 def recipe(args):
     """The paper's recipe on WMT14 (sections 5.1-5.3, 6.1); one sized for a CPU on the shipped corpus."""
     paper = args.data == "tfds"
-    preset = args.preset or ("base" if paper else "tiny")
-    steps = args.train_steps or (300_000 if preset == "big" else 100_000 if paper else 1200)
+    architecture = args.architecture or ("base" if paper else "tiny")
+    steps = args.train_steps or (300_000 if architecture == "big" else 100_000 if paper else 1200)
     interval = 1000 if paper else 200  # steps between checkpoints; a run of other length: one, at its end
     return argparse.Namespace(
-        preset=preset, train_steps=steps, vocab_size=args.vocab_size or (37000 if paper else 8000),
+        architecture=architecture, train_steps=steps, vocab_size=args.vocab_size or (37000 if paper else 8000),
         tokens_per_batch=args.tokens_per_batch or (25000 if paper else 3072),
         warmup_steps=min(4000, max(1, steps // 3)), checkpoint_every=interval if steps % interval == 0 else steps,
-        average=(20 if preset == "big" else 5) if paper else 3)
+        average=(20 if architecture == "big" else 5) if paper else 3)
 
 
 def main(argv=None):
@@ -95,10 +95,10 @@ def main(argv=None):
 
     # 3 and Table 3: the model, float32 on a CPU, mixed precision on a GPU.
     keras.utils.set_random_seed(0)
-    model = Transformer.from_architecture(r.preset, vocab_size=tokenizer.vocab_size, max_length=256,
+    model = Transformer.from_architecture(r.architecture, vocab_size=tokenizer.vocab_size, max_length=256,
                                           dtype=resolve_precision("auto"))
     # 5.3 Adam(0.9, 0.98, 1e-9), the rate rising for `warmup_steps` (4000 in the paper, a third of
-    # a shorter run), then falling as 1/sqrt(step). 5.4 Label smoothing 0.1 (dropout: the preset's).
+    # a shorter run), then falling as 1/sqrt(step). 5.4 Label smoothing 0.1 (dropout: the architecture's).
     model.compile(optimizer=paper_optimizer(model.transformer_config.d_model, r.warmup_steps),
                   loss=LabelSmoothedCrossEntropy(0.1), metrics=[MaskedAccuracy()])
 

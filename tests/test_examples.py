@@ -18,7 +18,7 @@ def example():
 
 def recipe_of(example, argv):
     r = example["recipe"](example["parser"].parse_args(argv))
-    return (r.preset, r.vocab_size, r.tokens_per_batch, r.train_steps, r.warmup_steps, r.checkpoint_every, r.average)
+    return (r.architecture, r.vocab_size, r.tokens_per_batch, r.train_steps, r.warmup_steps, r.checkpoint_every, r.average)
 
 
 def test_the_recipes(example):
@@ -28,8 +28,8 @@ def test_the_recipes(example):
     # WMT14: the paper's base (37k pieces, 25k tokens, 100k steps, warm-up 4000,
     # mean of the last 5 checkpoints) and big (300k steps, the last 20).
     assert recipe_of(example, ["--data", "tfds"]) == ("base", 37000, 25000, 100_000, 4000, 1000, 5)
-    assert recipe_of(example, ["--data", "tfds", "--preset", "big"]) == ("big", 37000, 25000, 300_000, 4000, 1000, 20)
-    short = ["--preset", "small", "--train-steps", "60", "--vocab-size", "300", "--tokens-per-batch", "256"]
+    assert recipe_of(example, ["--data", "tfds", "--architecture", "big"]) == ("big", 37000, 25000, 300_000, 4000, 1000, 20)
+    short = ["--architecture", "small", "--train-steps", "60", "--vocab-size", "300", "--tokens-per-batch", "256"]
     assert recipe_of(example, short) == ("small", 300, 256, 60, 20, 60, 3)
     # Not a whole number of checkpoint intervals: one checkpoint, at the end.
     assert recipe_of(example, ["--train-steps", "1100"])[3:6] == (1100, 366, 1100)

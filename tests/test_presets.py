@@ -151,7 +151,11 @@ def test_the_readme_fine_tuning_recipe_teaches_the_shipped_preset_a_new_word(tmp
     # The model learns the word in 5 steps as in the 10 of before; graph-mode
     # fit of the same model is tested elsewhere (tests/models/test_learning.py).
     model.compile(optimizer=keras.optimizers.Adam(3e-4), loss=LabelSmoothedCrossEntropy(0.1), run_eagerly=True)
+    fixed, _ = make_dataset(pairs[:4], tokenizer, tokens_per_batch=1024, shuffle=False, log=None)
+    loss_before = model.evaluate(fixed, verbose=0, return_dict=True)["loss"]
     model.fit(train, epochs=1, steps_per_epoch=5, verbose=0)
+    loss_after = model.evaluate(fixed, verbose=0, return_dict=True)["loss"]
+    assert loss_after < 0.8 * loss_before, (loss_before, loss_after)  # the loss on the new pairs falls
     model.save_to_preset(tmp_path / "my_en_fr")
     tokenizer.save_to_preset(tmp_path / "my_en_fr")
 

@@ -2,20 +2,37 @@
 # The test suite: everything on TensorFlow (the default backend), then the
 # tests marked `backend` (their outcome depends on the Keras backend: layers,
 # model, losses and schedule, decoding, training through Keras; see
-# tests/conftest.py) again on JAX and on PyTorch. Data, export, serving, the
-# CLI and the benchmark scripts run once, on TensorFlow. Each pass runs on two
-# pytest-xdist workers, a test file at a time (--dist loadfile: a module's
-# fixtures, such as a trained model, are made once), the files with a `slow`
-# test first (tests/conftest.py). Skipped tests are listed with their reasons,
-# and the 25 slowest tests of each pass are printed. Extra arguments go to
-# pytest, e.g. `bash tests/run.sh -x` or `bash tests/run.sh -n 0` (one process).
+# tests/conftest.py) again on JAX and on PyTorch, these two passes side by
+# side (the PyTorch pass's output is printed after the JAX pass's). Data,
+# export, serving, the CLI and the benchmark scripts run once, on TensorFlow.
+# Each pass runs on two pytest-xdist workers, a test file at a time (--dist
+# loadfile: a module's fixtures, such as a trained model, are made once), the
+# files with a `slow` test first (tests/conftest.py). Skipped tests are listed
+# with their reasons, and the 25 slowest tests of each pass are printed.
+# Python writes the bytecode of the modules it imports (the README's install
+# skips pip's compiling of every installed file), once, for every later
+# process, even where the environment says not to. XLA compiles without
+# LLVM's optimisation passes: the tests' models are tiny,
+# so compiling, not running, is what XLA costs them (a quarter less time for
+# the JAX pass's decoding tests). Extra arguments go to pytest, e.g.
+# `bash tests/run.sh -x` or `bash tests/run.sh -n 0` (one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::DeprecationWarning
+unset PYTHONDONTWRITEBYTECODE
+export XLA_FLAGS="--xla_backend_optimization_level=0 ${XLA_FLAGS:-}"
 OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loadscope-reorder)
 echo "== KERAS_BACKEND=tensorflow"
 KERAS_BACKEND=tensorflow python -m pytest tests "${OPTIONS[@]}" "$@"
+torch_log=$(mktemp)
+trap 'rm -f "$torch_log"' EXIT
+KERAS_BACKEND=torch python -m pytest tests -m backend "${OPTIONS[@]}" "$@" >"$torch_log" 2>&1 &
+torch_pass=$!
 echo "== KERAS_BACKEND=jax"
-KERAS_BACKEND=jax python -m pytest tests -m backend "${OPTIONS[@]}" "$@"
+jax_status=0
+KERAS_BACKEND=jax python -m pytest tests -m backend "${OPTIONS[@]}" "$@" || jax_status=$?
+torch_status=0
+wait "$torch_pass" || torch_status=$?
 echo "== KERAS_BACKEND=torch"
-KERAS_BACKEND=torch python -m pytest tests -m backend "${OPTIONS[@]}" "$@"
+cat "$torch_log"
+exit $((jax_status != 0 ? jax_status : torch_status))

@@ -136,13 +136,16 @@ def build(args):
     hp = dict(ARCHITECTURES[args.preset])
     if args.dropout_rate is not None:
         hp["dropout_rate"] = args.dropout_rate
+    if args.num_layers is not None:
+        hp["num_layers"] = args.num_layers
     if args.model == "ours":
-        model = Transformer.from_architecture(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"])
+        model = Transformer.from_architecture(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"],
+                                              num_layers=hp["num_layers"])
         loss = LabelSmoothedCrossEntropy(0.1)
     elif args.model == "baseline":
         # Checkouts before the presets change named architectures "presets".
         build = getattr(baseline.Transformer, "from_architecture", baseline.Transformer.from_preset)
-        model = build(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"])
+        model = build(args.preset, vocab_size=args.vocab_size, dropout_rate=hp["dropout_rate"], num_layers=hp["num_layers"])
         loss = modules["keras_transformer.losses"].LabelSmoothedCrossEntropy(0.1)
     else:
         from benchmarks.peers.plain_keras import PlainKerasTransformer, smoothed_loss
@@ -243,6 +246,7 @@ def summarize(args, run):
         model=run["name"],
         preset=args.preset,
         dropout_rate=run["hp"]["dropout_rate"],
+        num_layers=run["hp"]["num_layers"],
         backend=keras.backend.backend(),
         dtype=args.dtype,
         jit_compile=args.jit,
@@ -346,6 +350,9 @@ def main(argv=None):
                              "fit: the fastest whole fit() call / --steps, as the peer scripts time it")
     parser.add_argument("--dropout-rate", type=float, default=None,
                         help="override the preset's dropout rate in every model (0 shows what dropout costs)")
+    parser.add_argument("--num-layers", type=int, default=None,
+                        help="override the preset's number of encoder and decoder layers in every model "
+                             "(1: a quick check that the script runs)")
     parser.add_argument("--windows", type=int, default=1,
                         help="timed windows of --steps steps per process; the fastest is reported")
     parser.add_argument("--repeats", type=int, default=1,
@@ -386,7 +393,7 @@ def main(argv=None):
             names = group.split(",")
             command = [sys.executable, os.path.abspath(__file__), "--worker", "--model", group, "--preset", preset]
             for flag in ("batch_size", "source_length", "target_length", "vocab_size", "steps", "warmup_steps", "windows", "dtype", "jit", "baseline",
-                         "timing", "dropout_rate"):
+                         "timing", "dropout_rate", "num_layers"):
                 if getattr(args, flag) is not None:
                     command += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
             runs = [_run_worker(command, env) for _ in range(args.repeats)]
@@ -413,6 +420,7 @@ def main(argv=None):
           f"{args.source_length}/{args.target_length} tokens, vocab {args.vocab_size}, {args.dtype}, jit {args.jit}, "
           f"{'median steady-state step' if args.timing == 'steps' else 'fastest fit() window'}"
           + (f", dropout {args.dropout_rate}" if args.dropout_rate is not None else "")
+          + (f", {args.num_layers} layer(s)" if args.num_layers is not None else "")
           + f", host memory {args.host_memory}"
           + (", models interleaved in one process" if args.interleave else "")
           + (f"; fastest of {args.repeats} processes each" if args.repeats > 1 else ""))

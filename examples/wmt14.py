@@ -133,6 +133,10 @@ def main(argv=None):
     bleu, bleu_signature, chrf, chrf_signature = corpus_bleu(hypotheses, references)
     print(f"[test] {len(sources)} sources, beam 4, alpha 0.6\n[test] {bleu}  ({bleu_signature})")
     print(f"[test] {chrf}  ({chrf_signature})")
+    translations = os.path.join(args.output_dir, "test_translations.txt")
+    with open(translations, "w", encoding="utf-8") as f:
+        f.writelines(h + "\n" for h in hypotheses)  # one per source, in order
+    print(f"[test] translations -> {translations}")
 
     # A SavedModel that tokenizes, searches and detokenizes in its graph, reloaded by TensorFlow alone.
     path = export(model, tokenizer, os.path.join(args.output_dir, "saved_models", name),

@@ -25,7 +25,7 @@ def test_train_throughput_interleaves_ours_the_peer_and_a_baseline_checkout_in_o
         "--models", "ours", "plain-keras", "baseline", "--baseline", str(tmp_path / "old"),
         "--presets", "tiny", "--batch-size", "2", "--source-length", "6", "--target-length", "5",
         "--vocab-size", "64", "--steps", "3", "--warmup-steps", "1", "--windows", "3", "--repeats", "1",
-        "--jit", "auto", "--peak-tflops", "1.5", "--dropout-rate", "0.2", "--host-memory", "retain",
+        "--jit", "auto", "--peak-tflops", "1.5", "--dropout-rate", "0.2", "--num-layers", "1", "--host-memory", "retain",
         "--output", str(output),
     ]
     run = subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=ROOT))
@@ -44,7 +44,7 @@ def test_train_throughput_interleaves_ours_the_peer_and_a_baseline_checkout_in_o
         # The worker ran with the allocator setting of --host-memory, read from its environment.
         assert result["host_memory"] == "retain"
         assert (result["batch_size"], result["source_length"], result["target_length"]) == (2, 6, 5)
-        assert result["dropout_rate"] == 0.2
+        assert result["dropout_rate"] == 0.2 and result["num_layers"] == 1
         # The reported step is the median steady-state step: 3 windows of 3
         # steps give 2 intervals each between step ends.
         assert len(result["ms_per_step_window_medians"]) == 3 and len(result["ms_all_steps"]) == 6

@@ -6,6 +6,7 @@ import os
 import runpy
 
 import keras
+import numpy as np
 import pytest
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "wmt14.py")
@@ -63,8 +64,9 @@ def test_offline_wmt14_names_the_archives_and_where_they_go(example, tmp_path, m
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the example exports a SavedModel: TensorFlow pass")
 def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys, monkeypatch):
-    """The run's own files (model.keras, tokenizer.model, the SavedModel) give
-    the translations it printed and scored.
+    """The run's own files: model.keras holds the averaged weights, and the
+    SavedModel translates as the in-memory Translator did for the BLEU it
+    printed and returned.
 
     300 steps of 512 tokens with 500 pieces (one checkpoint, no validation
     pass), on the first 10,000 training pairs: beam search then ends its
@@ -81,9 +83,7 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
     import tensorflow as tf
 
     import keras_transformer.export
-    from keras_transformer import datasets
-    from keras_transformer.data import SubwordTokenizer
-    from keras_transformer.decoding import Translator
+    from keras_transformer import Transformer, datasets
 
     one_bucket = functools.partial(keras_transformer.export.export, buckets=(16,))
     monkeypatch.setattr(keras_transformer.export, "export", one_bucket)
@@ -103,21 +103,26 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
     assert os.path.isfile(saved_model / "saved_model.pb")
     assert os.path.isfile(tmp_path / "average.weights.h5")
 
-    # The in-memory Translator with the trained model and vocabulary the run
-    # wrote, and the paper's beam search (beam 4, alpha 0.6).
-    model, tokenizer = keras.saving.load_model(tmp_path / "model.keras"), SubwordTokenizer.load(tmp_path)
-    translator = Translator(model, tokenizer, beam_size=4, alpha=0.6)
+    # The model file holds the averaged weights (those the run translated with).
+    model = keras.saving.load_model(tmp_path / "model.keras")
+    averaged = Transformer(**model.get_config())
+    averaged.build(((None, None), (None, None)))
+    averaged.load_weights(tmp_path / "average.weights.h5")
+    for saved, mean in zip(model.get_weights(), averaged.get_weights()):
+        np.testing.assert_array_equal(saved, mean)
+
+    # The in-memory `Translator` (beam 4, alpha 0.6) translated the first 16
+    # test sources into test_translations.txt; the SavedModel, loaded here,
+    # translates them alike (the example printed its first 5 after reloading it).
     sources, references = datasets.references(datasets.load("tatoeba_en_fr", "test"))
     sources, references = sources[:16], references[:16]
-    hypotheses = translator.translate(sources)
-    assert len({h for h in hypotheses if h}) >= 2, hypotheses  # not "" or one sentence for every source
-
-    # The SavedModel the example reloaded printed the Translator's translations
-    # of the first 5 sources; loaded here, it translates all 16 alike.
-    printed = out.split("[reloaded SavedModel]\n", 1)[1].splitlines()[:5]
-    assert printed == [f"  {s}  ->  {h}" for s, h in zip(sources[:5], hypotheses)]
+    with open(tmp_path / "test_translations.txt", encoding="utf-8") as f:
+        hypotheses = f.read().split("\n")[:-1]
+    assert len(hypotheses) == 16 and len({h for h in hypotheses if h}) >= 2, hypotheses  # not all "" or one sentence
     reloaded = tf.saved_model.load(str(saved_model)).signatures["serving_default"]
     assert [t.decode() for t in reloaded(inputs=tf.constant(sources))["translations"].numpy()] == hypotheses
+    printed = out.split("[reloaded SavedModel]\n", 1)[1].splitlines()[:5]
+    assert printed == [f"  {s}  ->  {h}" for s, h in zip(sources[:5], hypotheses)]
 
     # The BLEU it returns and the chrF it prints and stores are sacreBLEU's on
     # those translations against every reference of each source (None where

@@ -13,7 +13,8 @@ Strategies: `one-device`, `mirrored` (two logical CPUs), `multi-worker`
 (`TF_CONFIG` set by the caller, one CPU per worker) and `data-parallel`
 (JAX, two host devices: `XLA_FLAGS=--xla_force_host_platform_device_count=2`).
 Logical devices, `TF_CONFIG` and `XLA_FLAGS` are fixed when TensorFlow or
-JAX starts, which is why each case is a process of its own.
+JAX starts, which is why each distributed case is a process of its own;
+the one-device run can also be `main([OUT.npz, ...])` in a TensorFlow process.
 """
 
 import argparse
@@ -75,14 +76,14 @@ def strategy_scope(kind):
     return strategy.scope(), strategy.num_replicas_in_sync
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("output")
     parser.add_argument("--strategy", default="one-device",
                         choices=["one-device", "mirrored", "multi-worker", "data-parallel"])
     parser.add_argument("--input", default="numpy", choices=["numpy", "dataset"])
     parser.add_argument("--loss", default="ours", choices=["ours", "stock"])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import keras
     import numpy as np

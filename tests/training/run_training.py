@@ -10,6 +10,7 @@ per epoch to `OUTPUT_DIR/<task>-losses.npy`. `--kill-at-step k` sends
 SIGKILL to this process at the end of step k. `--without-tensorflow` runs
 as on a machine without TensorFlow (JAX, PyTorch): importing it fails, and
 `train()` gets a `pass -> NumPy batches` function instead of the arrays.
+A one-device run can also be `main([OUTPUT_DIR, ...])` in a test's process.
 """
 
 import argparse
@@ -21,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("output_dir")
     parser.add_argument("--steps", type=int, default=6)
@@ -35,7 +36,7 @@ def main():
     parser.add_argument("--pad", type=int, default=1)
     parser.add_argument("--tag", default="")
     parser.add_argument("--without-tensorflow", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.without_tensorflow:
         sys.meta_path.insert(0, NoTensorFlow())
 

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.training import processes
+from tests.training import processes, run_training
 
 tensorflow_only = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="tf.distribute runs on the TensorFlow backend"
@@ -38,8 +38,12 @@ def test_train_on_two_worker_processes_matches_one_device_and_only_the_chief_wri
         processes.start(tmp_path / "workers", *STEPS, "--batch-size", 16, env={"TF_CONFIG": processes.tf_config(ports, i)})
         for i in range(2)
     ]
-    single = processes.start(tmp_path / "single", *STEPS, "--batch-size", 16, "--strategy", "one-device")
-    outputs = processes.run_all(*workers, single)  # kills the others if one fails
+    try:  # the one-device run in this process (the TensorFlow pass's), while the workers run
+        run_training.main([str(tmp_path / "single"), *map(str, STEPS), "--batch-size", "16", "--strategy", "one-device"])
+    except BaseException:
+        processes.stop(*workers)
+        raise
+    outputs = processes.run_all(*workers)  # kills the other if one fails
     assert "multi-worker (2 replica(s), worker:1)" in outputs[1]
     (weights, losses), (single_weights, single_losses) = (
         processes.results(tmp_path / "workers", "worker0"),

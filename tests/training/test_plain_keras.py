@@ -42,15 +42,18 @@ def assert_same_run(distributed, single):
 @pytest.fixture(scope="module")
 def one_device_run(tmp_path_factory):
     """`options -> path`: the script's one-device TensorFlow run with
-    `options`, made once per module. The script is deterministic, so the
-    mirrored and the multi-worker case compare with the same run of the
-    same options instead of making it twice."""
+    `options`, made once per module, in this process (the TensorFlow
+    pass's: one device, nothing distributed), while the distributed
+    processes start. The script is deterministic, so the mirrored and the
+    multi-worker case compare with the same run of the same options."""
+    from tests.training import plain_keras_fit
+
     paths = {}
 
     def reference(*options):
         if options not in paths:
             path = tmp_path_factory.mktemp("one-device") / "single.npz"
-            processes.run_all(run(path, *options))
+            plain_keras_fit.main([str(path), *map(str, options)])
             paths[options] = path
         return paths[options]
 

@@ -22,10 +22,13 @@ export TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::DeprecationWarning
 unset PYTHONDONTWRITEBYTECODE
 export XLA_FLAGS="--xla_backend_optimization_level=0 ${XLA_FLAGS:-}"
 OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loadscope-reorder)
+# A folder for all three passes: the JAX and PyTorch passes load the model
+# that tests/models/test_learning.py trained in the TensorFlow pass.
+export KERAS_TRANSFORMER_TEST_SHARED=$(mktemp -d)
+trap 'rm -rf "$KERAS_TRANSFORMER_TEST_SHARED"' EXIT
+torch_log=$KERAS_TRANSFORMER_TEST_SHARED/torch.log
 echo "== KERAS_BACKEND=tensorflow"
 KERAS_BACKEND=tensorflow python -m pytest tests "${OPTIONS[@]}" "$@"
-torch_log=$(mktemp)
-trap 'rm -f "$torch_log"' EXIT
 KERAS_BACKEND=torch python -m pytest tests -m backend "${OPTIONS[@]}" "$@" >"$torch_log" 2>&1 &
 torch_pass=$!
 echo "== KERAS_BACKEND=jax"

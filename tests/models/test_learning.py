@@ -18,6 +18,9 @@ from tests.helpers import quantize
 pytestmark = [pytest.mark.backend, pytest.mark.slow]  # every backend; trains a model
 
 VOCAB = 16
+# A folder that tests/run.sh gives every pass: the model trained by the first
+# (TensorFlow) pass is saved there, and the JAX and PyTorch passes load it.
+SHARED = "KERAS_TRANSFORMER_TEST_SHARED"
 
 
 @pytest.fixture(scope="module")
@@ -31,24 +34,39 @@ def trained(tmp_path_factory):
     d_model 64 learns the task in 5 epochs (470 steps) to 0.98-0.99
     held-out token accuracy on TensorFlow, JAX and PyTorch, in about half
     the time the tiny preset's width took for 0.95-0.97. The held-out set
-    is cut to 128 sentences (one batch), enough for the comparisons below. The logits
-    come from calling the model, not `predict`, and the greedy outputs from
-    `greedy_decode` as it is: on TensorFlow each `predict` or XLA compile
+    is cut to 128 sentences (one batch), enough for the comparisons below.
+    The logits come from calling the model, not `predict`, and the greedy
+    outputs from `greedy_decode` as it is: on TensorFlow each `predict` or XLA compile
     is another trace of the model, tens of seconds of the suite.
+
+    Under tests/run.sh only the TensorFlow pass trains it; the JAX and
+    PyTorch passes load its `.keras` file (`SHARED`), so there these tests
+    check the trained model's predictions, greedy decoding and quantization
+    on that backend, 45 s less each. Training on those backends is checked
+    by tests/training/test_train.py (bfloat16: the loss falls below any
+    source-blind model's) and tests/decoding/test_translator.py (a trained
+    copy model). Run alone, each backend trains its own.
     """
     keras.utils.set_random_seed(0)
-    model = Transformer(vocab_size=VOCAB, num_layers=2, d_model=64, num_heads=4, d_ff=256, max_length=16)
-    model.compile(
-        optimizer=paper_optimizer(d_model=128, warmup_steps=100),  # the tiny preset's rates, a short warm-up
-        loss=LabelSmoothedCrossEntropy(label_smoothing=0.1),
-    )
     train_x, train_y = copy_task(6000, length=10, vocab_size=VOCAB, seed=0, reverse=True)
     (test_source, test_target_in), test_y = copy_task(600, length=10, vocab_size=VOCAB, seed=1, reverse=True)
     # Held out: drop the test sequences that also occur in training.
     seen = {tuple(s) for s in train_x[0]}
     new = np.array([tuple(s) not in seen for s in test_source])
     assert new.sum() > 400
-    model.fit(train_x, train_y, batch_size=64, epochs=5, verbose=0)
+    shared = os.path.join(os.environ[SHARED], "learned_reversal.keras") if os.environ.get(SHARED) else None
+    if shared and os.path.exists(shared):
+        model = keras.saving.load_model(shared)  # trained by an earlier pass of tests/run.sh
+    else:
+        model = Transformer(vocab_size=VOCAB, num_layers=2, d_model=64, num_heads=4, d_ff=256, max_length=16)
+        model.compile(
+            optimizer=paper_optimizer(d_model=128, warmup_steps=100),  # the tiny preset's rates, a short warm-up
+            loss=LabelSmoothedCrossEntropy(label_smoothing=0.1),
+        )
+        model.fit(train_x, train_y, batch_size=64, epochs=5, verbose=0)
+        if shared:
+            model.save(shared + ".partial.keras")
+            os.replace(shared + ".partial.keras", shared)
     keep = np.flatnonzero(new)[:128]
     inputs, labels = (test_source[keep], test_target_in[keep]), test_y[keep]
     path = str(tmp_path_factory.mktemp("learned") / "float.keras")

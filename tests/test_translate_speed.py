@@ -109,18 +109,31 @@ def run_benchmark(tmp_path, engines, limit):
     report = json.loads(output.read_text())
     results = {r["engine"]: r for r in report["results"]}
     assert sorted(results) == sorted(engines)
+    from keras_transformer import datasets
+    from keras_transformer.evaluation import corpus_bleu
+
+    sources, references = datasets.load_references("tatoeba_en_fr", "test")
+    tokenizer = presets.load_tokenizer("tatoeba_en_fr")
     for engine in engines:
         assert engine in run.stdout  # the table
-        r = results[engine]
-        assert r["sentences"] == limit and len(report["outputs"][engine]) == limit
-        assert len(r["latency_ms"]) == 2
-        for key in ("sorted_sentences_per_s", "sorted_tokens_per_s", "file_sentences_per_s", "file_tokens_per_s",
-                    "latency_p50_ms", "latency_p90_ms", "load_s", "first_translation_s", "chrf"):
-            assert isinstance(r[key], float) and r[key] > 0, (engine, key, r[key])
-        assert 0.0 <= r["bleu"] <= 100.0
-        assert r["sorted_tokens_per_s"] > r["sorted_sentences_per_s"]  # several tokens per sentence
+        r, outputs = results[engine], report["outputs"][engine]
+        assert r["sentences"] == limit and len(outputs) == limit
+        assert all(outputs)  # every sentence translated
+        # The rates are the counts over the measured seconds: sentences, and
+        # output tokens (the tokenizer's pieces of each output + its EOS).
+        tokens = sum(len(ids) + 1 for ids in tokenizer.encode(outputs))
+        assert r["output_tokens"] == tokens
         assert r["file_sentences_per_s"] == pytest.approx(limit / r["file_seconds"])
-        assert all(report["outputs"][engine])  # every sentence translated
+        assert r["file_tokens_per_s"] == pytest.approx(tokens / r["file_seconds"])
+        assert r["sorted_sentences_per_s"] == pytest.approx(limit / r["sorted_seconds"])
+        # Latency percentiles of the two single-sentence requests timed.
+        assert len(r["latency_ms"]) == 2
+        assert r["latency_p50_ms"] == pytest.approx(np.percentile(r["latency_ms"], 50))
+        assert r["latency_p90_ms"] == pytest.approx(np.percentile(r["latency_ms"], 90))
+        assert r["load_and_first_translation_s"] == pytest.approx(r["load_s"] + r["first_translation_s"])
+        # BLEU and chrF are sacreBLEU's on these outputs against every reference.
+        bleu, _, chrf, _ = corpus_bleu(outputs, references[:limit])
+        assert (r["bleu"], r["chrf"]) == (pytest.approx(bleu.score), pytest.approx(chrf.score))
     return report, results
 
 

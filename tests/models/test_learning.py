@@ -36,8 +36,8 @@ def trained(tmp_path_factory):
     the time the tiny preset's width took for 0.95-0.97. The held-out set
     is cut to 128 sentences (one batch), enough for the comparisons below.
     The logits come from calling the model, not `predict`, and the greedy
-    outputs from `greedy_decode` as it is: on TensorFlow each `predict` or XLA compile
-    is another trace of the model, tens of seconds of the suite.
+    outputs from `greedy_decode` as it is: on TensorFlow each `predict` or
+    XLA compile is another trace of the model, tens of seconds of the suite.
 
     Under tests/run.sh only the TensorFlow pass trains it; the JAX and
     PyTorch passes load its `.keras` file (`SHARED`), so there these tests
@@ -67,10 +67,11 @@ def trained(tmp_path_factory):
         if shared:
             model.save(shared + ".partial.keras")
             os.replace(shared + ".partial.keras", shared)
+    path = shared or str(tmp_path_factory.mktemp("learned") / "float.keras")
+    if not shared:
+        model.save(path)
     keep = np.flatnonzero(new)[:128]
     inputs, labels = (test_source[keep], test_target_in[keep]), test_y[keep]
-    path = str(tmp_path_factory.mktemp("learned") / "float.keras")
-    model.save(path)
     return types.SimpleNamespace(
         model=model, inputs=inputs, labels=labels, logits=logits_of(model, inputs),
         outputs=greedy_outputs(model, inputs[0]), path=path,

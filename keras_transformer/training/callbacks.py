@@ -22,6 +22,7 @@ import math
 import time
 
 import keras
+import numpy as np
 
 from keras_transformer.training import checkpoints as ckpt
 
@@ -100,6 +101,17 @@ class CheckpointAndRestore(keras.callbacks.BackupAndRestore):
             return
         if not self.write:
             return
+        # A finite loss is computed before the step's update; the update itself
+        # can still overflow (a diverging run), and a checkpoint of non-finite
+        # weights would be the one a restart resumes from.
+        non_finite = [v.path for v in self.model.trainable_variables
+                      if not np.isfinite(keras.ops.convert_to_numpy(v)).all()]
+        if non_finite:
+            self.log(
+                f"Not writing a checkpoint for epoch {epoch + 1}: {len(non_finite)} weights are "
+                f"not finite (the first: {non_finite[0]})."
+            )
+            return
         step = (epoch + 1) * self.checkpoint_every
         ckpt.save_checkpoint(self.model, self.backup_dir, step=step, epoch=epoch + 1)
         ckpt.prune_checkpoints(self.backup_dir, self.keep)
@@ -142,8 +154,9 @@ class TimeLimit(keras.callbacks.Callback):
 class NonFiniteLossGuard(keras.callbacks.Callback):
     """Stops training at the first non-finite loss, saying so.
 
-    No checkpoint is written for the interrupted epoch, so a restart resumes
-    from the last finite one. (Under `mixed_float16`, steps whose gradients
+    No checkpoint is written for the interrupted epoch (nor by
+    `CheckpointAndRestore` for an epoch that ends with non-finite weights),
+    so a restart resumes from the last finite one. (Under `mixed_float16`, steps whose gradients
     overflow are already skipped by the loss scale optimizer; only a
     non-finite loss itself stops training.)
     """

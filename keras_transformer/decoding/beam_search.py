@@ -14,7 +14,9 @@ A sentence stops once its `num_return`-th best finished score is at least
 the best score any alive beam could still reach (its log-probability,
 which can only fall, over the largest length penalty it could get), or when
 it reaches its length limit; then its best alive candidates are finished as
-they are. The loop ends when every sentence has stopped.
+they are. The loop ends when every sentence has stopped. With a cache it
+runs in segments over a growing cache (see `cache_lengths`), so a step
+costs what the positions decoded so far need.
 """
 
 from typing import Any, NamedTuple
@@ -24,6 +26,7 @@ from keras import ops
 
 from keras_transformer.decoding.common import (
     NEG_INF,
+    cache_lengths,
     check_optional_token,
     ensure_built,
     check_source_ids,
@@ -164,9 +167,10 @@ def beam_search(
 
     source_mask = _repeat_beams(ops.not_equal(source_ids, PAD_ID), k)  # (B*k, S)
     memory = model.encode(source_ids)  # (batch, S, d_model)
+    cache_ends = cache_lengths(model, length, use_cache)
     if use_cache:
         cache = keras.tree.map_structure(
-            lambda x: _repeat_beams(x, k), model.init_cache(memory, length)
+            lambda x: _repeat_beams(x, k), model.init_cache(memory, cache_ends[0])
         )
         memory = None
     else:
@@ -279,7 +283,12 @@ def beam_search(
             ),
         )
 
-    (state,) = ops.while_loop(cond, body, (state,))
+    for i, end in enumerate(cache_ends):  # the loop in segments, the cache extended between them
+        if i:
+            state = state._replace(alive_cache=model.extend_cache(state.alive_cache, end))
+        (state,) = ops.while_loop(
+            lambda s, end=end: ops.logical_and(ops.less(s.step, end), cond(s)), body, (state,)
+        )
     # A sentence whose length limit is 0 (an all-padding source with
     # max_extra_length=0) finishes no hypothesis: its best output is empty,
     # with score 0 as in greedy decoding, not the NEG_INF placeholder (nor

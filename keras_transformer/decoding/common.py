@@ -114,6 +114,32 @@ def output_lengths(model, source_ids, max_length, max_extra_length):
     return int(max_length), ops.full((batch,), int(max_length), dtype="int32")
 
 
+# The self-attention cache's first length; it doubles while the decoding needs
+# more positions (`cache_lengths`).
+FIRST_CACHE_LENGTH = 16
+
+
+def cache_lengths(model, length, use_cache):
+    """The self-attention cache lengths the decoding loop runs through.
+
+    The loop runs in segments: positions `[0, 16)` with a 16-position cache,
+    then `[16, 32)` with the cache extended to 32, and so on, the last
+    segment ending at `length`. A step's attention, cache write and beam
+    reordering then cost what the positions decoded so far need (at most
+    twice that), not the whole `length` (source length + 50). A segment
+    starts only if some sentence is still decoding. Each segment is another
+    loop in a compiled function (2-5 for the usual lengths). A model without
+    `extend_cache`, or decoding without a cache, runs one segment.
+    """
+    if not use_cache or not hasattr(model, "extend_cache"):
+        return (length,)
+    lengths, end = [], FIRST_CACHE_LENGTH
+    while end < length:
+        lengths.append(end)
+        end *= 2
+    return tuple(lengths) + (length,)
+
+
 def log_softmax(logits):
     """Log-probabilities in float32, whatever the compute dtype."""
     return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)

@@ -3,6 +3,7 @@
 from keras import ops
 
 from keras_transformer.decoding.common import (
+    cache_lengths,
     check_optional_token,
     ensure_built,
     check_source_ids,
@@ -28,7 +29,8 @@ def greedy_decode(
     buffer filled by `ops.slice_update` inside `ops.while_loop`), so it runs
     eagerly, under `tf.function(jit_compile=True)`, `jax.jit` and on PyTorch.
     The loop stops once every sentence has produced EOS or reached its
-    length limit.
+    length limit. With a cache it runs in segments over a growing cache
+    (see `cache_lengths`).
 
     Args:
         model: a `Transformer`, or any object with `encode`, `init_cache`
@@ -64,7 +66,8 @@ def greedy_decode(
     batch = ops.shape(source_ids)[0]
     source_mask = ops.not_equal(source_ids, PAD_ID)
     memory = model.encode(source_ids)
-    cache = model.init_cache(memory, length) if use_cache else None
+    cache_ends = cache_lengths(model, length, use_cache)
+    cache = model.init_cache(memory, cache_ends[0]) if use_cache else None
 
     # tokens: (batch, length + 1) int32: BOS, then the output, 0 after EOS.
     tokens = ops.concatenate(
@@ -97,5 +100,11 @@ def greedy_decode(
         finished = ops.logical_or(finished, done)
         return step + 1, tokens, scores, finished, cache if use_cache else {}
 
-    _, tokens, scores, _, _ = ops.while_loop(cond, body, state)
+    for i, end in enumerate(cache_ends):  # the loop in segments, the cache extended between them
+        if i:
+            state = (*state[:4], model.extend_cache(state[4], end))
+        state = ops.while_loop(
+            lambda step, *rest, end=end: ops.logical_and(ops.less(step, end), cond(step, *rest)), body, tuple(state)
+        )
+    _, tokens, scores, _, _ = state
     return tokens[:, 1:], scores

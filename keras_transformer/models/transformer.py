@@ -302,6 +302,28 @@ class Transformer(MultiWorkerFit, keras.Model):
             ],
         }
 
+    def extend_cache(self, cache, max_length):
+        """`cache` (from `init_cache`) made to hold `max_length` target tokens.
+
+        The self-attention keys and values are padded with zeros up to
+        `max_length` positions; what they hold, and the cross-attention part,
+        are unchanged. Decoding starts with a short cache and extends it
+        only when a sentence needs more positions (see
+        `keras_transformer.decoding.common.cache_lengths`), so that every step
+        reads, writes and reorders a cache near the length decoded so far.
+        """
+
+        def pad(x):  # (batch, 2, length, heads, d_k) -> (batch, 2, max_length, heads, d_k)
+            extra = int(max_length) - x.shape[2]
+            if extra < 0:
+                raise ValueError(
+                    f"Argument `max_length` must be at least the cache's length {x.shape[2]}. "
+                    f"Received: max_length={max_length!r}"
+                )
+            return x if extra == 0 else ops.pad(x, [(0, 0), (0, 0), (0, extra), (0, 0), (0, 0)])
+
+        return {**cache, "self_attention": [pad(x) for x in cache["self_attention"]]}
+
     def decode(
         self,
         target_ids,

@@ -10,7 +10,8 @@ from keras import ops
 
 from keras_transformer import Transformer
 from keras_transformer.decoding import NEG_INF, beam_search, greedy_decode, jit_decoder, length_penalty
-from keras_transformer.decoding.common import step_logits
+from keras_transformer.decoding import common
+from keras_transformer.decoding.common import cache_lengths, step_logits
 from keras_transformer.tokens import BOS_ID
 from tests.decoding.toy_models import EOS, BigramModel, CopyModel
 
@@ -92,6 +93,45 @@ def test_beam_search_with_and_without_cache_agree():
     uncached = beam_search(model, sources(), use_cache=False, **kwargs)
     np.testing.assert_array_equal(np_(cached[0]), np_(uncached[0]))
     np.testing.assert_allclose(np_(cached[1]), np_(uncached[1]), atol=1e-5)
+
+
+def test_the_cache_grows_in_segments_and_decoding_equals_the_full_pass(monkeypatch):
+    # Segments of 3, 6 and 10 positions (16, 32, ... by default): greedy and
+    # beam search over a growing cache equal the uncached full passes, beams
+    # reordered across the segments' boundaries included.
+    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
+    model = tiny_model()
+    assert cache_lengths(model, 10, True) == (3, 6, 10) and cache_lengths(model, 3, True) == (3,)
+    assert cache_lengths(model, 10, False) == (10,) and cache_lengths(CopyModel(), 10, True) == (10,)
+    extended = []
+    monkeypatch.setattr(model, "extend_cache", lambda cache, n, f=model.extend_cache: extended.append(n) or f(cache, n))
+    for fn, kwargs in [(greedy_decode, dict(max_length=10)),
+                       (beam_search, dict(beam_size=3, max_length=10, num_return=3, eos_id=5))]:
+        del extended[:]
+        cached = fn(model, sources(), **kwargs)
+        assert extended == [6, 10]
+        uncached = fn(model, sources(), use_cache=False, **kwargs)
+        np.testing.assert_array_equal(np_(cached[0]), np_(uncached[0]))
+        np.testing.assert_allclose(np_(cached[1]), np_(uncached[1]), atol=1e-5)
+
+
+def test_extend_cache_pads_the_self_attention_part_with_zeros():
+    model = tiny_model()
+    source = sources()
+    memory = model.encode(source)
+    mask = ops.not_equal(source, 0)
+    cache = model.init_cache(memory, 4)
+    for i in range(3):
+        _, cache = step_logits(model, np.full((3, 4), 7, "int32"), ops.convert_to_tensor(i, "int32"), None, mask, cache, 4)
+    longer = model.extend_cache(cache, 9)
+    for before, after in zip(cache["self_attention"], longer["self_attention"]):
+        before, after = np_(before), np_(after)
+        assert after.shape == before.shape[:2] + (9,) + before.shape[3:]
+        np.testing.assert_array_equal(after[:, :, :4], before)
+        assert not after[:, :, 4:].any() and before[:, :, :3].any()
+    assert longer["cross_attention"] is cache["cross_attention"]
+    with pytest.raises(ValueError, match="max_length"):
+        model.extend_cache(longer, 5)
 
 
 # --- greedy ------------------------------------------------------------------
@@ -263,7 +303,10 @@ def test_copy_model_batch_of_different_lengths():
 # --- compiled ------------------------------------------------------------------
 
 
-def _compiled_matches_eager(model):
+def _compiled_matches_eager(model, monkeypatch):
+    # The loop in two segments (4 and 8 positions): compiled code extends
+    # the cache between two loops.
+    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 4)
     source = sources()
     for fn, kwargs in [
         (greedy_decode, dict(max_length=8)),
@@ -277,11 +320,11 @@ def _compiled_matches_eager(model):
 
 @pytest.mark.slow  # XLA compiles greedy decoding and beam search
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.function(jit_compile=True) test; the JAX pass runs the jax.jit test")
-def test_xla_compiled_tf_function_matches_eager():
+def test_xla_compiled_tf_function_matches_eager(monkeypatch):
     import tensorflow as tf
 
     model = tiny_model()
-    _compiled_matches_eager(model)
+    _compiled_matches_eager(model, monkeypatch)
     # A plain tf.function with a symbolic batch size also traces.
     fn = tf.function(
         lambda s: beam_search(model, s, beam_size=2, max_length=6),
@@ -292,9 +335,9 @@ def test_xla_compiled_tf_function_matches_eager():
 
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="jax.jit test; the TensorFlow pass runs the XLA tf.function test")
-def test_jax_jit_matches_eager():
+def test_jax_jit_matches_eager(monkeypatch):
     model = tiny_model()
-    _compiled_matches_eager(model)
+    _compiled_matches_eager(model, monkeypatch)
 
 
 # --- arguments -----------------------------------------------------------------

@@ -63,6 +63,27 @@ def next_version(export_dir):
     return max(versions, default=0) + 1
 
 
+def _keep_branches_lazy(output):
+    """Marks the `tf.cond` that computes `output` to stay a functional `If`.
+
+    TensorFlow lowers every `tf.cond` of a function into the function's own
+    graph (Switch/Merge), so the first call of the SavedModel optimizes
+    every bucket's beam search, each with its loop segments, whether the
+    call needs it or not. Unlowered, a bucket's branch is a function of its
+    own, optimized the first time a sentence of that bucket comes. With
+    buckets 16/32/64/206 of the zoo model, first call 16 s lowered, 5.6 s
+    lazy (benchmarks/README.md). `_lower_using_switch_merge` is the
+    attribute TensorFlow's cond_v2 sets itself (`Operation._set_attr` is
+    private API); stock TensorFlow and TF Serving run either form.
+    """
+    from tensorflow.core.framework import attr_value_pb2
+
+    op = output.op
+    while op.type not in ("If", "StatelessIf"):
+        op = op.inputs[0].op
+    op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))
+
+
 def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length, n_best, max_input_length, buckets):
     """The graph function `inputs [batch] string -> dict of outputs`."""
     import tensorflow as tf
@@ -108,6 +129,7 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
                 lambda size=size, part=part: decode_bucket(tf.gather(tokens, part), size, tokenizer),
                 lambda: (tf.zeros([0, n_best], tf.string), tf.zeros([0, n_best], tf.float32)),
             )
+            _keep_branches_lazy(text)
             texts.append(text)
             scores.append(score)
         texts.append(tf.fill([tf.size(rows[-1]), n_best], ""))  # blank inputs: "", score 0

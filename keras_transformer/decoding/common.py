@@ -124,17 +124,18 @@ def cache_lengths(model, length, use_cache):
 
     The loop runs in segments: positions `[0, 16)` with a 16-position cache,
     then `[16, 32)` with the cache extended to 32, and so on, the last
-    segment ending at `length`. A step's attention, cache write and beam
-    reordering then cost what the positions decoded so far need (at most
-    twice that), not the whole `length` (source length + 50). A segment
-    starts only if some sentence is still decoding. Each segment is another
-    loop in a compiled function (2-5 for the usual lengths). A model without
+    segment ending at `length` (`(16, 32, 66)` for a source bucket of 16 and
+    50 extra tokens). A step's attention, cache write and beam reordering
+    then cost about what the positions decoded so far need, not the whole
+    `length`. A segment starts only if some sentence is still decoding.
+    Each segment is another loop in a compiled function or SavedModel (its
+    graph and first call grow with their number). A model without
     `extend_cache`, or decoding without a cache, runs one segment.
     """
     if not use_cache or not hasattr(model, "extend_cache"):
         return (length,)
     lengths, end = [], FIRST_CACHE_LENGTH
-    while end < length:
+    while 2 * end < length:  # no last segment shorter than half the one before
         lengths.append(end)
         end *= 2
     return tuple(lengths) + (length,)

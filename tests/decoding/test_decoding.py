@@ -96,20 +96,21 @@ def test_beam_search_with_and_without_cache_agree():
 
 
 def test_the_cache_grows_in_segments_and_decoding_equals_the_full_pass(monkeypatch):
-    # Segments of 3, 6 and 10 positions (16, 32, ... by default): greedy and
+    # Segments of 3, 6 and 13 positions (16, 32, ... by default): greedy and
     # beam search over a growing cache equal the uncached full passes, beams
     # reordered across the segments' boundaries included.
     monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
     model = tiny_model()
-    assert cache_lengths(model, 10, True) == (3, 6, 10) and cache_lengths(model, 3, True) == (3,)
-    assert cache_lengths(model, 10, False) == (10,) and cache_lengths(CopyModel(), 10, True) == (10,)
+    assert cache_lengths(model, 13, True) == (3, 6, 13) and cache_lengths(model, 12, True) == (3, 12)
+    assert cache_lengths(model, 3, True) == (3,) and cache_lengths(model, 4, True) == (4,)
+    assert cache_lengths(model, 13, False) == (13,) and cache_lengths(CopyModel(), 13, True) == (13,)
     extended = []
     monkeypatch.setattr(model, "extend_cache", lambda cache, n, f=model.extend_cache: extended.append(n) or f(cache, n))
-    for fn, kwargs in [(greedy_decode, dict(max_length=10)),
-                       (beam_search, dict(beam_size=3, max_length=10, num_return=3, eos_id=5))]:
+    for fn, kwargs in [(greedy_decode, dict(max_length=13)),
+                       (beam_search, dict(beam_size=3, max_length=13, num_return=3, eos_id=5))]:
         del extended[:]
         cached = fn(model, sources(), **kwargs)
-        assert extended == [6, 10]
+        assert extended == [6, 13]
         uncached = fn(model, sources(), use_cache=False, **kwargs)
         np.testing.assert_array_equal(np_(cached[0]), np_(uncached[0]))
         np.testing.assert_allclose(np_(cached[1]), np_(uncached[1]), atol=1e-5)
@@ -304,9 +305,9 @@ def test_copy_model_batch_of_different_lengths():
 
 
 def _compiled_matches_eager(model, monkeypatch):
-    # The loop in two segments (4 and 8 positions): compiled code extends
+    # The loop in two segments (3 and 8 positions): compiled code extends
     # the cache between two loops.
-    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 4)
+    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
     source = sources()
     for fn, kwargs in [
         (greedy_decode, dict(max_length=8)),

@@ -212,6 +212,34 @@ def test_every_weight_is_stored_once(exported):
     assert 4 * model.count_params() <= size < 1.1 * 4 * model.count_params()
 
 
+def test_an_int8_quantized_model_exports_and_translates_as_in_memory(exported, tmp_path):
+    # The SavedModel of `model.quantize("int8")`: int8 kernels in its
+    # variables, the in-memory quantized model's translations and scores.
+    import tensorflow as tf
+
+    from keras_transformer import Transformer
+    from keras_transformer.export import export
+    from tests.helpers import quantize
+
+    model, sp, _ = exported
+    quantized = Transformer.from_config(model.get_config())
+    quantized.build(((None, None), (None, None)))
+    quantized.set_weights(model.get_weights())
+    quantize(quantized, "int8")
+    path = export(quantized, sp.serialized_model_proto(), str(tmp_path / "int8"), buckets=(16,))
+    expected, scores = in_memory_translations(quantized, sp, SENTENCES)
+    assert expected[:2] == SENTENCES[:2]  # still the copying model
+    out = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(SENTENCES))
+    assert [t.decode() for t in out["translations"].numpy()] == expected
+    np.testing.assert_allclose(out["scores"].numpy(), scores, rtol=1e-4)
+    reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    dtypes = reader.get_variable_to_dtype_map()
+    # One int8 tensor (kernel, or embedding table) per quantized layer.
+    assert sum(dtype == tf.int8 for dtype in dtypes.values()) == sum(
+        layer.quantization_mode == "int8" for layer in quantized._flatten_layers()
+    ) > 0
+
+
 def test_bad_export_arguments(exported, tmp_path):
     from keras_transformer.export import export
 

@@ -84,19 +84,34 @@ def _keep_branches_lazy(output):
     op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))
 
 
-def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length, n_best, max_input_length, buckets):
+def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length, n_best, max_input_length, buckets,
+                       jit_compile=False):
     """The graph function `inputs [batch] string -> dict of outputs`."""
     import tensorflow as tf
     import tensorflow_text as tf_text
 
     buckets = sorted({b for b in buckets if b < max_input_length} | {max_input_length})
 
-    def decode_bucket(tokens, size, tokenizer):
-        source = tokens.to_tensor(default_value=0, shape=[None, size])  # (batch, size)
-        ids, scores = beam_search(
+    def search(source):
+        return beam_search(
             model, source, beam_size=beam_size, alpha=alpha,
             max_extra_length=max_extra_length, num_return=n_best,
         )
+
+    compiled_search = tf.function(search, jit_compile=True, autograph=False)
+
+    def decode_bucket(tokens, size, tokenizer):
+        source = tokens.to_tensor(default_value=0, shape=[None, size])  # (batch, size)
+        if jit_compile:
+            # XLA compiles once per shape: the rows go up to a power of two,
+            # filled with copies of the last sentence (they stop with it).
+            rows = tf.shape(source)[0]
+            padded = tf.cast(2 ** tf.math.ceil(tf.math.log(tf.cast(rows, tf.float32)) / tf.math.log(2.0)), tf.int32)
+            source = tf.gather(source, tf.minimum(tf.range(tf.maximum(padded, rows)), rows - 1))
+            ids, scores = compiled_search(source)
+            ids, scores = ids[:rows], scores[:rows]
+        else:
+            ids, scores = search(source)
         if n_best == 1:  # (batch, length) -> (batch, 1, length)
             ids, scores = ids[:, None], scores[:, None]
         flat = tf.reshape(tf.cast(ids, tf.int32), [-1, tf.shape(ids)[-1]])  # (batch * n_best, length)
@@ -156,6 +171,7 @@ def export(
     max_input_length=None,
     buckets=DEFAULT_BUCKETS,
     metadata=None,
+    jit_compile=False,
 ):
     """Writes `export_dir/<version>/`, a SavedModel that translates strings.
 
@@ -174,6 +190,11 @@ def export(
             the model's `max_length` less `max_extra_length`.
         buckets: source lengths the graph pads to.
         metadata: optional dict written as `assets.extra/metadata.json`.
+        jit_compile: bool. Compile each bucket's beam search with XLA, once
+            per number of rows (rounded up to a power of two) the first time
+            it comes: faster translation after a few seconds of compiling
+            per new shape. TF Serving runs such a SavedModel only with
+            `--xla_cpu_compilation_enabled=true` on CPUs.
 
     Returns:
         The version folder's path.
@@ -195,6 +216,8 @@ def export(
 
     check_positive("beam_size", beam_size)
     check_positive("n_best", n_best)
+    if not isinstance(jit_compile, bool):
+        raise ValueError(f"Argument `jit_compile` must be True or False. Received: jit_compile={jit_compile!r}")
     check_non_negative_int("max_extra_length", max_extra_length)
     if not isinstance(buckets, (list, tuple)) or not buckets or any(
         isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in buckets
@@ -229,7 +252,8 @@ def export(
         with open(tokenizer_path, "wb") as f:
             f.write(_tokenizer_model_bytes(tokenizer))
         translate, in_graph_tokenizer, used_buckets = build_translate_fn(
-            model, tokenizer_path, beam_size, alpha, max_extra_length, n_best, max_input_length, buckets
+            model, tokenizer_path, beam_size, alpha, max_extra_length, n_best, max_input_length, buckets,
+            jit_compile=jit_compile,
         )
         resources = tf.Module()
         resources.tokenizer = in_graph_tokenizer
@@ -246,6 +270,7 @@ def export(
         settings = dict(
             beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, n_best=n_best,
             max_input_length=max_input_length, buckets=used_buckets, bos_id=BOS_ID, eos_id=EOS_ID,
+            jit_compile=bool(jit_compile),
             model_config=model.get_config(), **(metadata or {}),
         )
         # The tokenizer model travels in assets/ (for tools such as the

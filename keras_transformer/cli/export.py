@@ -38,6 +38,9 @@ def add_arguments(p):
     p.add_argument("--buckets", type=int, nargs="+", default=None,
                    help="source lengths the graph pads to, one graph branch each (default: 16 32 64 128 "
                         "and the longest input); fewer buckets, a smaller SavedModel")
+    p.add_argument("--jit-compile", action="store_true",
+                   help="compile each bucket's beam search with XLA (faster after a few seconds per new batch "
+                        "shape; TF Serving needs --xla_cpu_compilation_enabled=true)")
     p.add_argument("--metadata", default=None,
                    help='a JSON object added to assets.extra/metadata.json, e.g. \'{"bleu": 50.1}\'')
 
@@ -52,7 +55,7 @@ def run(args):
     path = export(
         model, tokenizer, args.output_dir, version=args.version, beam_size=args.beam_size,
         alpha=args.alpha, max_extra_length=args.max_extra_length, n_best=args.n_best,
-        buckets=tuple(args.buckets or DEFAULT_BUCKETS), metadata=metadata or None,
+        buckets=tuple(args.buckets or DEFAULT_BUCKETS), metadata=metadata or None, jit_compile=args.jit_compile,
     )
     print(f"Exported {path}")
     return 0

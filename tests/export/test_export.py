@@ -103,6 +103,7 @@ def test_version_folder_layout_and_assets(exported):
     assert os.path.isfile(os.path.join(path, "assets", "tokenizer.model"))
     metadata = json.load(open(os.path.join(path, "assets.extra", "metadata.json")))
     assert metadata["beam_size"] == 4 and metadata["alpha"] == 0.6 and metadata["max_extra_length"] == 50
+    assert metadata["jit_compile"] is False
     assert not [d for d in os.listdir(os.path.dirname(path)) if d.startswith(".export-")]
 
 
@@ -240,6 +241,26 @@ def test_an_int8_quantized_model_exports_and_translates_as_in_memory(exported, t
     ) > 0
 
 
+def test_an_xla_compiled_saved_model_translates_as_the_plain_one(exported, tmp_path):
+    # `jit_compile=True`: each bucket's beam search compiled per number of
+    # rows, rounded up to a power of two (3 rows run as 4, with a copy of
+    # the last sentence), the same outputs as the graph without XLA.
+    import tensorflow as tf
+
+    from keras_transformer.export import export
+
+    model, sp, path = exported
+    compiled = export(model, sp.serialized_model_proto(), str(tmp_path / "xla"), n_best=2, buckets=(8, 16),
+                      jit_compile=True)
+    assert json.load(open(os.path.join(compiled, "assets.extra", "metadata.json")))["jit_compile"] is True
+    plain = tf.saved_model.load(path).signatures["serving_default"]
+    xla = tf.saved_model.load(compiled).signatures["serving_default"]
+    for batch in (SENTENCES[:3], SENTENCES + ["", "Hello there."]):
+        expected, out = plain(inputs=tf.constant(batch)), xla(inputs=tf.constant(batch))
+        assert out["nbest_translations"].numpy().tolist() == expected["nbest_translations"].numpy().tolist()
+        np.testing.assert_allclose(out["nbest_scores"].numpy(), expected["nbest_scores"].numpy(), rtol=1e-4)
+
+
 def test_bad_export_arguments(exported, tmp_path):
     from keras_transformer.export import export
 
@@ -248,7 +269,8 @@ def test_bad_export_arguments(exported, tmp_path):
         export(model, b"", str(tmp_path), beam_size=0)
     with pytest.raises(ValueError, match="buckets"):
         export(model, b"", str(tmp_path), buckets=(0, 16))
-    for name, value in (("version", -1), ("version", 0), ("version", "abc"), ("max_input_length", 0), ("buckets", 8)):
+    for name, value in (("version", -1), ("version", 0), ("version", "abc"), ("max_input_length", 0), ("buckets", 8),
+                        ("jit_compile", "yes")):
         with pytest.raises(ValueError, match=f"`{name}`.*Received: {name}={value!r}"):
             export(model, b"", str(tmp_path), **{name: value})
     assert os.listdir(tmp_path) == []

@@ -19,6 +19,8 @@ that fits it, and the sentences of each bucket are decoded together in
 that bucket's own branch of the graph, so shapes are static inside the
 loop, a short sentence never pays for a long one in the same request, and
 a sentence is padded to the same length whatever else the request holds.
+Within a bucket, the sentences that are done leave the batch between two
+segments of the decoding loop (`beam_search(drop_finished=True)`).
 """
 
 import json
@@ -92,13 +94,14 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
 
     buckets = sorted({b for b in buckets if b < max_input_length} | {max_input_length})
 
-    def search(source):
+    def search(source, drop_finished):
         return beam_search(
             model, source, beam_size=beam_size, alpha=alpha,
-            max_extra_length=max_extra_length, num_return=n_best,
+            max_extra_length=max_extra_length, num_return=n_best, drop_finished=drop_finished,
         )
 
-    compiled_search = tf.function(search, jit_compile=True, autograph=False)
+    # Under XLA shapes are static: finished sentences stay in the batch.
+    compiled_search = tf.function(lambda source: search(source, False), jit_compile=True, autograph=False)
 
     def decode_bucket(tokens, size, tokenizer):
         source = tokens.to_tensor(default_value=0, shape=[None, size])  # (batch, size)
@@ -111,7 +114,7 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
             ids, scores = compiled_search(source)
             ids, scores = ids[:rows], scores[:rows]
         else:
-            ids, scores = search(source)
+            ids, scores = search(source, drop_finished=True)  # done sentences leave the loop
         if n_best == 1:  # (batch, length) -> (batch, 1, length)
             ids, scores = ids[:, None], scores[:, None]
         flat = tf.reshape(tf.cast(ids, tf.int32), [-1, tf.shape(ids)[-1]])  # (batch * n_best, length)

@@ -92,6 +92,16 @@ def _gather(x, indices):
     return ops.reshape(rows, (batch, m) + tuple(x.shape[2:]))
 
 
+def _write_finished(whole, rows, state):
+    """The whole batch's `(finished_seqs, finished_scores, finished_flags)`
+    with those of `state` written at its `rows`; `state`'s own when `whole`
+    is None (no sentence has left the batch yet)."""
+    pools = (state.finished_seqs, state.finished_scores, state.finished_flags)
+    if whole is None:
+        return pools
+    return tuple(ops.scatter_update(w, rows[:, None], p) for w, p in zip(whole, pools))
+
+
 def _repeat_beams(x, beam_size):
     return ops.repeat(x, beam_size, axis=0)  # (batch * beam, ...)
 
@@ -107,6 +117,7 @@ def beam_search(
     num_return=1,
     use_cache=True,
     max_extra_length=50,
+    drop_finished=False,
 ):
     """Beam search decoding of a batch of source sentences.
 
@@ -133,6 +144,12 @@ def beam_search(
         use_cache: bool. Decode with the key/value cache (reordered with
             the beams), or re-run the full decoder every step.
         max_extra_length: int, see `max_length`.
+        drop_finished: bool. Between two segments of the loop (see
+            `cache_lengths`), the sentences that are done leave the batch,
+            and the next segment decodes only the others. The batch size then
+            changes inside the computation: for eager execution and
+            TensorFlow graphs without XLA (the exported SavedModel), not
+            under `jax.jit` or XLA.
 
     Returns:
         `(tokens, scores)`. With `num_return=1`: int32 `(batch, length)`,
@@ -283,12 +300,34 @@ def beam_search(
             ),
         )
 
+    # With `drop_finished`, `rows` holds each row's sentence in the whole
+    # batch, and `whole` the whole batch's finished pools (`body` and `cond`
+    # read `batch`, `limits`, `max_penalty` and `source_mask` when traced or
+    # run, so they follow the rows).
+    rows, whole = ops.arange(batch, dtype="int32"), None
     for i, end in enumerate(cache_ends):  # the loop in segments, the cache extended between them
+        if i and drop_finished:
+            whole = _write_finished(whole, rows, state)
+            keep = ops.cast(ops.nonzero(ops.logical_not(sentence_done(state)))[0], "int32")  # (n,) rows decoding
+            keep_flat = ops.reshape(keep[:, None] * k + ops.arange(k, dtype="int32")[None, :], (-1,))  # (n * beam,)
+            rows, limits, max_penalty = (ops.take(x, keep, axis=0) for x in (rows, limits, max_penalty))
+            source_mask = ops.take(source_mask, keep_flat, axis=0)
+            state = BeamState(
+                step=state.step,
+                **{name: ops.take(getattr(state, name), keep, axis=0) for name in (
+                    "alive_seqs", "alive_log_probs", "finished_seqs", "finished_scores", "finished_flags")},
+                alive_cache=keras.tree.map_structure(lambda x: ops.take(x, keep_flat, axis=0), state.alive_cache),
+            )
+            batch = ops.shape(keep)[0]
         if i:
             state = state._replace(alive_cache=model.extend_cache(state.alive_cache, end))
         (state,) = ops.while_loop(
             lambda s, end=end: ops.logical_and(ops.less(s.step, end), cond(s)), body, (state,)
         )
+    if whole is not None:
+        finished_seqs, finished_scores, finished_flags = _write_finished(whole, rows, state)
+        state = state._replace(finished_seqs=finished_seqs, finished_scores=finished_scores,
+                               finished_flags=finished_flags)
     # A sentence whose length limit is 0 (an all-padding source with
     # max_extra_length=0) finishes no hypothesis: its best output is empty,
     # with score 0 as in greedy decoding, not the NEG_INF placeholder (nor

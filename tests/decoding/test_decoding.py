@@ -116,6 +116,31 @@ def test_the_cache_grows_in_segments_and_decoding_equals_the_full_pass(monkeypat
         np.testing.assert_allclose(np_(cached[1]), np_(uncached[1]), atol=1e-5)
 
 
+@pytest.mark.parametrize("eos_id", [5, None])
+def test_finished_sentences_leave_the_batch_between_segments(monkeypatch, eos_id):
+    # Length limits 3, 6 and 9 (no extra length) and segments of 3 and 9
+    # positions: the first sentence is done after segment one, and the
+    # second segment decodes the other two only; the outputs are those of
+    # the whole batch decoded together.
+    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
+    model = tiny_model()
+    kwargs = dict(beam_size=3, num_return=3, max_extra_length=0, eos_id=eos_id)
+    expected = beam_search(model, sources(), **kwargs)
+    rows = []
+    monkeypatch.setattr(model, "decode", lambda ids, *a, f=model.decode, **kw: rows.append(ids.shape[0]) or f(ids, *a, **kw))
+    dropped = beam_search(model, sources(), drop_finished=True, **kwargs)
+    # 3 sentences x 3 beams, then 2 x 3 (per step, or per traced loop on JAX).
+    assert rows == sorted(rows, reverse=True) and set(rows) == {9, 6}, rows
+    np.testing.assert_array_equal(np_(dropped[0]), np_(expected[0]))
+    np.testing.assert_allclose(np_(dropped[1]), np_(expected[1]), atol=1e-6)
+    if keras.backend.backend() == "tensorflow":  # a graph with a dynamic batch, as in the SavedModel
+        import tensorflow as tf
+
+        graph = tf.function(lambda s: beam_search(model, s, drop_finished=True, **kwargs), autograph=False,
+                            input_signature=[tf.TensorSpec((None, 9), tf.int32)])
+        np.testing.assert_array_equal(np_(graph(sources())[0]), np_(expected[0]))
+
+
 def test_extend_cache_pads_the_self_attention_part_with_zeros():
     model = tiny_model()
     source = sources()

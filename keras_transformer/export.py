@@ -76,7 +76,8 @@ def _keep_branches_lazy(output):
     buckets 16/32/64/206 of the zoo model, first call 16 s lowered, 5.6 s
     lazy (benchmarks/README.md). `_lower_using_switch_merge` is the
     attribute TensorFlow's cond_v2 sets itself (`Operation._set_attr` is
-    private API); stock TensorFlow and TF Serving run either form.
+    private API); stock TensorFlow runs either form (tests/export loads the
+    SavedModel with only tensorflow and tensorflow-text).
     """
     from tensorflow.core.framework import attr_value_pb2
 
@@ -109,8 +110,9 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
             # XLA compiles once per shape: the rows go up to a power of two,
             # filled with copies of the last sentence (they stop with it).
             rows = tf.shape(source)[0]
-            padded = tf.cast(2 ** tf.math.ceil(tf.math.log(tf.cast(rows, tf.float32)) / tf.math.log(2.0)), tf.int32)
-            source = tf.gather(source, tf.minimum(tf.range(tf.maximum(padded, rows)), rows - 1))
+            powers = tf.constant([2**i for i in range(31)], tf.int32)
+            padded = tf.gather(powers, tf.searchsorted(powers, rows[None])[0])  # the smallest power >= rows
+            source = tf.gather(source, tf.minimum(tf.range(padded), rows - 1))
             ids, scores = compiled_search(source)
             ids, scores = ids[:rows], scores[:rows]
         else:

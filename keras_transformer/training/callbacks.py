@@ -156,9 +156,9 @@ class NonFiniteLossGuard(keras.callbacks.Callback):
 
     No checkpoint is written for the interrupted epoch (nor by
     `CheckpointAndRestore` for an epoch that ends with non-finite weights),
-    so a restart resumes from the last finite one. (Under `mixed_float16`, steps whose gradients
-    overflow are already skipped by the loss scale optimizer; only a
-    non-finite loss itself stops training.)
+    so a restart resumes from the last finite one. (Under `mixed_float16`,
+    steps whose gradients overflow are already skipped by the loss scale
+    optimizer; only a non-finite loss itself stops training.)
     """
 
     def __init__(self, batches_per_step=1, log=_print):

@@ -131,16 +131,24 @@ def _activation(name):
 
 
 def vocabulary(tokenizer):
-    """The tokenizer's pieces in id order."""
-    processor = tokenizer.processor
-    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    """The tokenizer's pieces in id order (`tokenizer` may be that list)."""
+    if isinstance(tokenizer, (list, tuple)):
+        pieces = [str(p) for p in tokenizer]
+    else:
+        processor = tokenizer.processor
+        pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
     if len(set(pieces)) != len(pieces):
         raise ValueError("The tokenizer's pieces are not unique; CTranslate2 needs a vocabulary of distinct tokens.")
     return pieces
 
 
 def transformer_spec(model, tokenizer):
-    """A validated `ctranslate2.specs.TransformerSpec` holding `model`'s weights."""
+    """A validated `ctranslate2.specs.TransformerSpec` holding `model`'s weights.
+
+    `tokenizer` is the model's `SubwordTokenizer`, or its pieces in id order
+    (a random model of a preset's shape, for speed: see
+    `benchmarks/decode_throughput.py --ctranslate2`).
+    """
     from ctranslate2.specs import transformer_spec as ts
 
     config = model.transformer_config
@@ -195,7 +203,7 @@ def convert(model, tokenizer, output_dir, quantization=None):
 
     Args:
         model: a float `Transformer` with its weights.
-        tokenizer: its `SubwordTokenizer` (the vocabulary).
+        tokenizer: its `SubwordTokenizer`, or the pieces in id order (the vocabulary).
         output_dir: folder for `model.bin`, `config.json` and the vocabularies.
         quantization: optional CTranslate2 storage type (`"int8"`,
             `"float16"`, ...); `None` keeps float32. The compute type can

@@ -158,3 +158,42 @@ def test_gnmt_rescore_ranks_ctranslate2s_n_best_by_our_length_penalty():
     assert best == 1 and score == pytest.approx(-1.5 / (8 / 6) ** 0.6)
     # With length_penalty 0 the scores are the sums themselves.
     assert gnmt_rescore([["a"] * 9, ["b"] * 2], [-3.0, -1.5], 0.0, 0.6)[0] == 1
+
+
+def test_decode_throughput_runs_ctranslate2_on_the_same_random_weights(tmp_path):
+    """`decode_throughput.py --ctranslate2`: a random model converted with
+    placeholder pieces decodes in CTranslate2 exactly as many tokens as ours,
+    and each row's rates are its counts over its seconds."""
+    output = tmp_path / "decode.json"
+    command = [sys.executable, os.path.join(ROOT, "benchmarks", "decode_throughput.py"), "--presets", "tiny",
+               "--methods", "beam", "greedy", "--batch-sizes", "3", "--cache", "on", "--vocab-size", "200",
+               "--source-length", "7", "--output-length", "5", "--repeats", "1", "--no-jit", "--threads", "1",
+               "--ctranslate2", "float32", "--output", str(output)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(output.read_text())
+    assert report["errors"] == []
+    engines = sorted({(r["engine"].split("-")[0], r["method"]) for r in report["results"]})
+    assert engines == [("ctranslate2", "beam4"), ("ctranslate2", "greedy"), ("ours", "beam4"), ("ours", "greedy")]
+    for row in report["results"]:
+        assert row["output_tokens"] == 3 * 5
+        assert row["tokens_per_s"] == pytest.approx(row["output_tokens"] / row["seconds"])
+        assert row["hyp_tokens_per_s"] == pytest.approx(row["tokens_per_s"] * (4 if row["method"] == "beam4" else 1))
+
+
+def test_a_list_of_pieces_is_a_vocabulary(tmp_path, tokenizer):
+    """The tokenizer's pieces as a list convert to the same files as the tokenizer."""
+    model = Transformer.from_architecture("tiny", vocab_size=tokenizer.vocab_size, max_length=16)
+    model((padded([[5, 3]]), padded([[2, 5]])))
+    pieces = [tokenizer.processor.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+    by_tokenizer, by_list = tmp_path / "tokenizer", tmp_path / "list"
+    convert(model, tokenizer, str(by_tokenizer))
+    convert(model, pieces, str(by_list))
+    names = sorted(os.listdir(by_tokenizer))
+    assert "model.bin" in names and names == sorted(os.listdir(by_list))
+    for name in names:
+        assert (by_tokenizer / name).read_bytes() == (by_list / name).read_bytes(), name
+    with pytest.raises(ValueError, match="not unique"):
+        transformer_spec(model, pieces[:-1] + [pieces[4]])
+    with pytest.raises(ValueError, match="pieces and the model"):
+        transformer_spec(model, pieces[:-1])

@@ -101,8 +101,8 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
             max_extra_length=max_extra_length, num_return=n_best, drop_finished=drop_finished,
         )
 
-    # Under XLA shapes are static: finished sentences stay in the batch.
-    compiled_search = tf.function(lambda source: search(source, False), jit_compile=True, autograph=False)
+    if jit_compile:  # under XLA shapes are static: finished sentences stay in the batch
+        compiled_search = tf.function(lambda source: search(source, False), jit_compile=True, autograph=False)
 
     def decode_bucket(tokens, size, tokenizer):
         source = tokens.to_tensor(default_value=0, shape=[None, size])  # (batch, size)

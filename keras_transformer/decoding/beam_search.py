@@ -304,7 +304,8 @@ def beam_search(
     # batch, and `whole` the whole batch's finished pools (`body` and `cond`
     # read `batch`, `limits`, `max_penalty` and `source_mask` when traced or
     # run, so they follow the rows).
-    rows, whole = ops.arange(batch, dtype="int32"), None
+    rows = ops.arange(batch, dtype="int32") if drop_finished else None
+    whole = None
     for i, end in enumerate(cache_ends):  # the loop in segments, the cache extended between them
         if i and drop_finished:
             whole = _write_finished(whole, rows, state)

@@ -22,7 +22,6 @@ import math
 import time
 
 import keras
-import numpy as np
 
 from keras_transformer.training import checkpoints as ckpt
 
@@ -105,7 +104,7 @@ class CheckpointAndRestore(keras.callbacks.BackupAndRestore):
         # can still overflow (a diverging run), and a checkpoint of non-finite
         # weights would be the one a restart resumes from.
         non_finite = [v.path for v in self.model.trainable_variables
-                      if not np.isfinite(keras.ops.convert_to_numpy(v)).all()]
+                      if not bool(keras.ops.convert_to_numpy(keras.ops.all(keras.ops.isfinite(v))))]
         if non_finite:
             self.log(
                 f"Not writing a checkpoint for epoch {epoch + 1}: {len(non_finite)} weights are "

@@ -7,7 +7,9 @@ Engines (`--engines`, each in a process of its own, pinned to `--threads`
 CPUs):
 - `savedmodel`: the exported SavedModel (`--saved-model`) through
   `tf.saved_model.load`, its `serving_default` signature (strings in,
-  strings out); TensorFlow intra/inter-op threads = `--threads`.
+  strings out); TensorFlow intra/inter-op threads = `--threads`;
+  `--no-graph-optimizations` turns grappler off first, as the `translate`
+  and `evaluate` commands load it.
 - `translator-tf-float32`, `translator-tf-int8`, `translator-jax-float32`,
   `translator-jax-int8`: `keras_transformer.Translator` on the preset's
   model (KERAS_BACKEND=tensorflow or jax, `model.quantize("int8")` for
@@ -97,6 +99,8 @@ def load_engine(engine, args):
 
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        if not args.graph_optimizations:
+            tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
         signature = tf.saved_model.load(args.saved_model).signatures["serving_default"]
 
         def translate(texts):
@@ -365,6 +369,9 @@ def parse_args(argv=None):
     parser.add_argument("--ct2-model", default=None, help="a converted model (default: converted into a temporary folder)")
     parser.add_argument("--tokenizer-path", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--max-decoding-length", type=int, default=256)
+    parser.add_argument("--no-graph-optimizations", dest="graph_optimizations", action="store_false",
+                        help="the SavedModel with TensorFlow's graph optimizer (grappler) off, as "
+                             "keras_transformer.serving.predictor loads it")
     parser.add_argument("--timeout", type=float, default=7200, help="seconds per engine process")
     parser.add_argument("--keep-outputs", action="store_true", help="each engine's translations in the JSON")
     parser.add_argument("--output", default=None)
@@ -412,6 +419,7 @@ def main(argv=None):
             "--latency-sentences", str(args.latency_sentences), "--beam-size", str(args.beam_size),
             "--alpha", str(args.alpha), "--threads", str(args.threads), "--ct2-patience", str(args.ct2_patience),
             "--max-decoding-length", str(args.max_decoding_length),
+            *([] if args.graph_optimizations else ["--no-graph-optimizations"]),
             "--tokenizer-path", os.path.join(presets.preset_directory(args.preset), presets.TOKENIZER_FILE),
         ] + (["--ct2-model", args.ct2_model] if args.ct2_model else []) + (
             ["--ct2-no-rescore"] if args.ct2_no_rescore else [])
@@ -433,6 +441,7 @@ def main(argv=None):
         "preset": args.preset, "saved_model": args.saved_model, "corpus": args.corpus or args.preset,
         "split": args.split, "sentences": len(sources), "batch_size": args.batch_size, "beam_size": args.beam_size,
         "alpha": args.alpha, "threads": args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
+        "savedmodel_graph_optimizations": args.graph_optimizations,
         "ctranslate2": {"length_penalty": args.alpha, "patience": args.ct2_patience,
                         "rescored_with_gnmt": not args.ct2_no_rescore, "convert_s": ct2_convert_s,
                         "version": _version("ctranslate2")},

@@ -12,6 +12,7 @@ Every reference of a source counts (`keras_transformer.evaluation.corpus_bleu`).
 """
 
 from keras_transformer.cli.common import positive_int, translate_function
+from keras_transformer.cli.translate import translate_sorted
 
 NAME = "evaluate"
 HELP = "Translate a test set and score it with sacreBLEU and chrF (every reference of a source)."
@@ -44,10 +45,7 @@ def run(args):
         args.model, args.tokenizer, args.beam_size, args.alpha, batch_size=args.batch_size
     )
     progress = keras.utils.Progbar(len(sources), unit_name="sentence")
-    hypotheses = []
-    for start in range(0, len(sources), args.batch_size):
-        hypotheses += translate(sources[start : start + args.batch_size])
-        progress.update(len(hypotheses))
+    hypotheses = translate_sorted(translate, sources, args.batch_size, progress)
     bleu, bleu_signature, chrf, chrf_signature = corpus_bleu(hypotheses, references)
     print(f"{len(sources)} sources")
     print(f"{bleu}  ({bleu_signature})")

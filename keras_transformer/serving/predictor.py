@@ -39,15 +39,27 @@ def _to_python(array):
     return array.tolist()
 
 
-def load_saved_model_predictor(path):
+def load_saved_model_predictor(path, graph_optimizations=True):
     """Loads an exported SavedModel; returns `(predict, version)`.
 
-    `path` is a model folder (`saved_models/<name>`, its latest version is
-    used) or one version folder.
+    Args:
+        path: a model folder (`saved_models/<name>`, its latest version is
+            used) or one version folder.
+        graph_optimizations: bool. False turns TensorFlow's graph optimizer
+            (grappler) off, for the whole process
+            (`tf.config.optimizer.set_experimental_options`), before
+            loading. On the exported beam search it spends about 4 s at the
+            first call (zoo model, 2 cores: first translation 6.3 s with it,
+            2.0 s without) and then gains nothing on length-sorted batches,
+            but single sentences and unsorted batches run 10-20% faster with
+            it (benchmarks/README.md). The one-shot `translate` and
+            `evaluate` commands turn it off; `serve` keeps it.
     """
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 - registers the tokenizer ops
 
+    if not graph_optimizations:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     version, version_dir = latest_version(path)
     try:
         signature = tf.saved_model.load(version_dir).signatures["serving_default"]

@@ -23,6 +23,16 @@ SENTENCES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _graph_optimizer_restored():
+    """`translate` and `evaluate` on a SavedModel turn TensorFlow's graph
+    optimizer off for their whole process: here it is on again after each test."""
+    import tensorflow as tf
+
+    yield
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     import sentencepiece as spm
@@ -124,6 +134,36 @@ def test_reloaded_in_a_fresh_process_translates_like_the_in_memory_model(exporte
     assert np.array(out["nbest_translations"]).shape == (4, 2)
     assert [row[0] for row in out["nbest_translations"]] == expected
     assert all(a >= b for a, b in out["nbest_scores"])
+
+
+PREDICT = r"""
+import json, sys
+import tensorflow as tf
+from keras_transformer.serving.predictor import load_saved_model_predictor
+predict, version = load_saved_model_predictor(sys.argv[1], graph_optimizations=sys.argv[3] == "on")
+rows = predict(json.loads(sys.argv[2]))
+off = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+print(json.dumps({"version": version, "grappler_off": off, "rows": rows}))
+"""
+
+
+def test_the_predictor_translates_alike_with_the_graph_optimizer_off(exported, tmp_path):
+    """`load_saved_model_predictor(graph_optimizations=False)` (the one-shot
+    commands' setting) turns grappler off and changes no translation."""
+    model, sp, path = exported
+    sentences = ["Hello there.", "The cat sleeps.", "It costs 12 euros.", "Good morning to all!"]
+    expected, scores = in_memory_translations(model, sp, sentences)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for setting in ("on", "off"):
+        run = subprocess.run(
+            [sys.executable, "-c", PREDICT, path, json.dumps(sentences), setting], capture_output=True, text=True,
+            cwd=tmp_path, env=dict(os.environ, PYTHONPATH=root), timeout=300,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        out = json.loads(run.stdout.strip().splitlines()[-1])
+        assert out["version"] == 1 and out["grappler_off"] == (setting == "off")
+        assert [row["translations"] for row in out["rows"]] == expected
+        np.testing.assert_allclose([row["scores"] for row in out["rows"]], scores, rtol=1e-4, atol=1e-6)
 
 
 def test_empty_and_over_long_inputs_never_fail_the_batch(exported):
@@ -314,6 +354,7 @@ def test_command_line_export_translate_and_plot(exported, tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "saved" / "copy"), "--tsv", str(tsv)]) == 0
     out = capsys.readouterr().out
     assert "BLEU = 100.00" in out and "nrefs:2" in out and "chrF2 = 100.00" in out
+
 
 
 @pytest.mark.parametrize("name", ["train", "average-checkpoints", "export", "translate", "evaluate", "serve"])

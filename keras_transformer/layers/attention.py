@@ -63,6 +63,16 @@ def _merge_masks(mask, other):
     return ops.logical_and(mask, other)
 
 
+def _pair(cache):
+    """`cache` as a `(key, value)` pair, or a ValueError saying what it is."""
+    if not isinstance(cache, (tuple, list)) or len(cache) != 2:
+        raise ValueError(
+            "Argument `cache` must be a pair (key, value) of tensors (batch, num_heads, length, d_k). "
+            f"Received: {type(cache).__name__}" + (f" of length {len(cache)}" if isinstance(cache, (tuple, list)) else "")
+        )
+    return tuple(cache)
+
+
 def _expand_mask(mask):
     """Brings a boolean mask to (batch, 1, query_length, key_length)."""
     if mask is None:
@@ -127,8 +137,14 @@ class MultiHeadAttention(keras.layers.Layer):
             query_length, key_length)`.
         use_causal_mask: bool. Each query attends only to itself and to
             earlier positions (the decoder's self-attention).
-        cache: optional key/value cache `(batch, 2, cache_length,
-            num_heads, d_k)`. In self-attention, with
+        cache: optional key/value cache: the pair `(key, value)`, each
+            `(batch, num_heads, cache_length, d_k)`. Heads come before
+            positions, unlike the layer's inputs, so that a decoding step
+            reads the cache as it lies; `ops.dot_product_attention` gets
+            its `(batch, length, heads, d_k)` view, a transpose XLA cancels
+            against its own (a third of the CPU decoding time when the
+            cache was position-major: benchmarks/README.md). In
+            self-attention, with
             `cache_update_index`: the keys and values of `query` are
             written at that position, the queries attend to every cached
             position up to their own, and the updated cache is returned.
@@ -231,11 +247,12 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.reshape(dense(x), (batch, length, parts, self.num_heads, self.head_dim))
 
     def project_key_value(self, value):
-        """Keys and values of `value`, a cross-attention cache:
-        `(batch, 2, length, num_heads, d_k)`."""
+        """Keys and values of `value`, a cross-attention cache: the pair
+        `(key, value)`, each `(batch, num_heads, length, d_k)`."""
         if not self.cross_attention:
             raise ValueError("`project_key_value()` is for cross-attention (`cross_attention=True`).")
-        return ops.swapaxes(self._heads(self.key_value_dense, value, parts=2), 1, 2)
+        key_value = self._heads(self.key_value_dense, value, parts=2)  # (batch, length, 2, heads, d_k)
+        return tuple(ops.swapaxes(key_value[:, :, i], 1, 2) for i in range(2))
 
     def call(
         self,
@@ -258,7 +275,7 @@ class MultiHeadAttention(keras.layers.Layer):
             if cache is None:
                 k, v = ops.unstack(self._heads(self.key_value_dense, value, parts=2), 2, axis=2)
             else:
-                k, v = ops.unstack(cache, 2, axis=1)  # (batch, S, heads, d_k) each
+                k, v = (ops.swapaxes(x, 1, 2) for x in _pair(cache))  # (batch, S, heads, d_k) each
         else:
             if value is not None:
                 raise ValueError(
@@ -275,11 +292,13 @@ class MultiHeadAttention(keras.layers.Layer):
                 # One step of decoding: write this step's keys and values,
                 # then attend over the cache up to each query.
                 zero = ops.zeros_like(cache_update_index)
-                start = (zero, zero, cache_update_index, zero, zero)
-                update = ops.stack([k, v], axis=1)  # (batch, 2, T, heads, d_k)
-                cache = ops.slice_update(cache, start, ops.cast(update, cache.dtype))
-                k, v = ops.unstack(ops.cast(cache, self.compute_dtype), 2, axis=1)
-                key_positions = ops.arange(ops.shape(cache)[2])
+                start = (zero, zero, cache_update_index, zero)
+                cache = tuple(
+                    ops.slice_update(c, start, ops.cast(ops.swapaxes(x, 1, 2), c.dtype))  # (batch, heads, T, d_k) in
+                    for c, x in zip(_pair(cache), (k, v))
+                )
+                k, v = (ops.swapaxes(ops.cast(c, self.compute_dtype), 1, 2) for c in cache)  # (batch, L, heads, d_k)
+                key_positions = ops.arange(ops.shape(cache[0])[2])
                 query_positions = cache_update_index + ops.arange(ops.shape(query)[1])
                 visible = key_positions[None, :] <= query_positions[:, None]  # (T, cache_length)
                 mask = _merge_masks(mask, visible[None, None, :, :])

@@ -20,11 +20,11 @@ class DecoderLayer(EncoderLayer):
             `None` when `cross_attention_cache` is given.
         memory_mask: optional boolean `(batch, source_length)`, `True` for
             real source tokens.
-        self_attention_cache: optional `(batch, 2, max_length, num_heads,
-            d_k)` key/value cache for incremental decoding; needs
-            `cache_update_index`. The updated cache is returned.
-        cross_attention_cache: optional `(batch, 2, source_length,
-            num_heads, d_k)` keys and values of `memory`, from
+        self_attention_cache: optional `(key, value)` cache for
+            incremental decoding, each `(batch, num_heads, max_length,
+            d_k)`; needs `cache_update_index`. The updated cache is returned.
+        cross_attention_cache: optional `(key, value)` of `memory`, each
+            `(batch, num_heads, source_length, d_k)`, from
             `cross_attention.project_key_value(memory)`.
         cache_update_index: position of the first token of `x`.
         return_attention_scores: bool. Also return the cross-attention

@@ -276,10 +276,10 @@ class Transformer(MultiWorkerFit, keras.Model):
     def init_cache(self, memory, max_length):
         """A key/value cache for decoding up to `max_length` target tokens.
 
-        Returns a dict of two lists with one tensor per decoder layer:
-        `"self_attention"`, zeros `(batch, 2, max_length, num_heads, d_k)`
+        Returns a dict of two lists with one `(key, value)` pair per decoder
+        layer: `"self_attention"`, zeros `(batch, num_heads, max_length, d_k)`
         filled in step by step, and `"cross_attention"`, the keys and values
-        of `memory` `(batch, 2, source_length, num_heads, d_k)`, computed once.
+        of `memory` `(batch, num_heads, source_length, d_k)`, computed once.
         """
         limit = self.transformer_config.max_length
         if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or not 1 <= max_length <= limit:
@@ -291,10 +291,11 @@ class Transformer(MultiWorkerFit, keras.Model):
             )
         batch = ops.shape(memory)[0]
         heads = self.transformer_config.num_heads
-        shape = (batch, 2, int(max_length), heads, self.transformer_config.d_model // heads)
+        shape = (batch, heads, int(max_length), self.transformer_config.d_model // heads)
         return {
             "self_attention": [
-                ops.zeros(shape, dtype=self.compute_dtype) for _ in self.decoder_layers
+                (ops.zeros(shape, dtype=self.compute_dtype), ops.zeros(shape, dtype=self.compute_dtype))
+                for _ in self.decoder_layers
             ],
             "cross_attention": [
                 layer.cross_attention.project_key_value(memory)
@@ -313,16 +314,16 @@ class Transformer(MultiWorkerFit, keras.Model):
         reads, writes and reorders a cache near the length decoded so far.
         """
 
-        def pad(x):  # (batch, 2, length, heads, d_k) -> (batch, 2, max_length, heads, d_k)
+        def pad(x):  # (batch, heads, length, d_k) -> (batch, heads, max_length, d_k)
             extra = int(max_length) - x.shape[2]
             if extra < 0:
                 raise ValueError(
                     f"Argument `max_length` must be at least the cache's length {x.shape[2]}. "
                     f"Received: max_length={max_length!r}"
                 )
-            return x if extra == 0 else ops.pad(x, [(0, 0), (0, 0), (0, extra), (0, 0), (0, 0)])
+            return x if extra == 0 else ops.pad(x, [(0, 0), (0, 0), (0, extra), (0, 0)])
 
-        return {**cache, "self_attention": [pad(x) for x in cache["self_attention"]]}
+        return {**cache, "self_attention": [tuple(pad(x) for x in pair) for pair in cache["self_attention"]]}
 
     def decode(
         self,

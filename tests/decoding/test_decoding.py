@@ -150,11 +150,13 @@ def test_extend_cache_pads_the_self_attention_part_with_zeros():
     for i in range(3):
         _, cache = step_logits(model, np.full((3, 4), 7, "int32"), ops.convert_to_tensor(i, "int32"), None, mask, cache, 4)
     longer = model.extend_cache(cache, 9)
-    for before, after in zip(cache["self_attention"], longer["self_attention"]):
-        before, after = np_(before), np_(after)
-        assert after.shape == before.shape[:2] + (9,) + before.shape[3:]
-        np.testing.assert_array_equal(after[:, :, :4], before)
-        assert not after[:, :, 4:].any() and before[:, :, :3].any()
+    for pair, longer_pair in zip(cache["self_attention"], longer["self_attention"]):
+        assert len(pair) == len(longer_pair) == 2  # (key, value), each (batch, heads, length, d_k)
+        for before, after in zip(pair, longer_pair):
+            before, after = np_(before), np_(after)
+            assert after.shape == before.shape[:2] + (9,) + before.shape[3:]
+            np.testing.assert_array_equal(after[:, :, :4], before)
+            assert not after[:, :, 4:].any() and before[:, :, :3].any()
     assert longer["cross_attention"] is cache["cross_attention"]
     with pytest.raises(ValueError, match="max_length"):
         model.extend_cache(longer, 5)

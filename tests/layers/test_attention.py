@@ -96,12 +96,12 @@ def test_cache_step_by_step_equals_causal_attention():
     layer = random_layer()
     x = np.random.normal(size=(2, 6, 16)).astype("float32")
     full = ops.convert_to_numpy(layer(x, use_causal_mask=True))
-    cache = ops.zeros((2, 2, 8, 4, 4))
+    cache = (ops.zeros((2, 4, 8, 4)), ops.zeros((2, 4, 8, 4)))  # (batch, heads, length, d_k)
     for i in range(6):
         step, cache = layer(x[:, i : i + 1], cache=cache, cache_update_index=i)
         np.testing.assert_allclose(ops.convert_to_numpy(step)[:, 0], full[:, i], atol=1e-5)
     # A chunk of several tokens at an offset (prefill) works too.
-    cache = ops.zeros((2, 2, 8, 4, 4))
+    cache = (ops.zeros((2, 4, 8, 4)), ops.zeros((2, 4, 8, 4)))  # (batch, heads, length, d_k)
     _, cache = layer(x[:, :2], cache=cache, cache_update_index=0)
     chunk, _ = layer(x[:, 2:], cache=cache, cache_update_index=2)
     np.testing.assert_allclose(ops.convert_to_numpy(chunk), full[:, 2:], atol=1e-5)

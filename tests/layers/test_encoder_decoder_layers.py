@@ -73,7 +73,7 @@ def test_decoder_layer_with_caches_equals_full_pass():
     memory = np.random.normal(size=(2, 7, 16)).astype("float32")
     full, weights = layer(x, memory, return_attention_scores=True)
     assert weights.shape == (2, 4, 4, 7)
-    cache = ops.zeros((2, 2, 4, 4, 4))
+    cache = (ops.zeros((2, 4, 4, 4)), ops.zeros((2, 4, 4, 4)))  # (batch, heads, length, d_k)
     cross = layer.cross_attention.project_key_value(memory)
     for i in range(4):
         step, cache = layer(

@@ -109,7 +109,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Arguments are named as in `keras.layers.MultiHeadAttention` where it has
     the same thing (`use_causal_mask`, `return_attention_scores`), and the
-    cache as in keras-hub (`cache`, `cache_update_index`).
+    cache's arguments as in keras-hub (`cache`, `cache_update_index`); the
+    cache itself is a `(key, value)` pair with heads before positions, not
+    keras-hub's `(batch, 2, length, heads, d_k)` tensor (see `cache`).
 
     Args:
         d_model: int. Width of the inputs and outputs.

@@ -107,6 +107,15 @@ def test_cache_step_by_step_equals_causal_attention():
     np.testing.assert_allclose(ops.convert_to_numpy(chunk), full[:, 2:], atol=1e-5)
 
 
+def test_a_cache_that_is_not_a_key_value_pair_is_refused():
+    layer = random_layer()
+    x = np.random.normal(size=(2, 1, 16)).astype("float32")
+    with pytest.raises(ValueError, match=r"`cache` must be a pair \(key, value\).*Received: .*"):
+        layer(x, cache=ops.zeros((2, 2, 4, 8, 4)), cache_update_index=0)
+    with pytest.raises(ValueError, match="of length 3"):
+        layer(x, cache=(ops.zeros((2, 4, 8, 4)),) * 3, cache_update_index=0)
+
+
 def test_attention_dropout_acts_in_training_only():
     layer = random_layer(dropout_rate=0.5)
     x = np.random.normal(size=(2, 5, 16)).astype("float32")

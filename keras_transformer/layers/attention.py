@@ -65,12 +65,17 @@ def _merge_masks(mask, other):
 
 def _pair(cache):
     """`cache` as a `(key, value)` pair, or a ValueError saying what it is."""
-    if not isinstance(cache, (tuple, list)) or len(cache) != 2:
-        raise ValueError(
-            "Argument `cache` must be a pair (key, value) of tensors (batch, num_heads, length, d_k). "
-            f"Received: {type(cache).__name__}" + (f" of length {len(cache)}" if isinstance(cache, (tuple, list)) else "")
-        )
-    return tuple(cache)
+    if isinstance(cache, (tuple, list)) and len(cache) == 2:
+        return tuple(cache)
+    received = type(cache).__name__
+    if isinstance(cache, (tuple, list)):
+        received += f" of length {len(cache)}"
+    elif hasattr(cache, "shape"):
+        received += f" of shape {tuple(cache.shape)}"
+    raise ValueError(
+        "Argument `cache` must be a pair (key, value) of tensors (batch, num_heads, length, d_k). "
+        f"Received: {received}"
+    )
 
 
 def _expand_mask(mask):

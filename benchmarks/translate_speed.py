@@ -35,7 +35,8 @@ Figures per engine, on the first `--limit` sources of the test split of
 - p50/p90 latency of one sentence at a time over the first
   `--latency-sentences` sources (warmed the same way);
 - the load time, and the time of the first translation after it (one
-  sentence), both in the fresh process;
+  sentence), both in the fresh process (with `--compilation-cache DIR`, run
+  twice: the second run's engines read what the first compiled);
 - BLEU and chrF of the file-order outputs against every reference;
 - the fraction of outputs identical to `translator-tf-float32`'s (and, for
   CTranslate2, of its own first hypothesis before rescoring).
@@ -273,6 +274,15 @@ def run_engine(engine, args, job_path, workdir):
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[name] = str(args.threads)
+    if args.compilation_cache and not engine.startswith("ctranslate2"):
+        # Compiled programs kept on disk across processes: JAX's persistent
+        # cache, TensorFlow's XLA cache (the Translator; the plain SavedModel
+        # compiles nothing).
+        os.makedirs(args.compilation_cache, exist_ok=True)
+        env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(args.compilation_cache, "jax")
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+        env["TF_XLA_FLAGS"] = (env.get("TF_XLA_FLAGS", "") + " --tf_xla_persistent_cache_directory="
+                               + os.path.join(args.compilation_cache, "tensorflow")).strip()
     if backend_of(engine) == "jax":
         env["JAX_PLATFORMS"] = "cpu"
         env["XLA_FLAGS"] = (
@@ -369,6 +379,9 @@ def parse_args(argv=None):
     parser.add_argument("--ct2-model", default=None, help="a converted model (default: converted into a temporary folder)")
     parser.add_argument("--tokenizer-path", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--max-decoding-length", type=int, default=256)
+    parser.add_argument("--compilation-cache", default=None, metavar="DIR",
+                        help="keep compiled programs in DIR across processes (JAX's persistent cache, "
+                             "TensorFlow's XLA cache): a second run's first translation reads them")
     parser.add_argument("--no-graph-optimizations", dest="graph_optimizations", action="store_false",
                         help="the SavedModel with TensorFlow's graph optimizer (grappler) off, as "
                              "keras_transformer.serving.predictor loads it")
@@ -441,7 +454,7 @@ def main(argv=None):
         "preset": args.preset, "saved_model": args.saved_model, "corpus": args.corpus or args.preset,
         "split": args.split, "sentences": len(sources), "batch_size": args.batch_size, "beam_size": args.beam_size,
         "alpha": args.alpha, "threads": args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
-        "savedmodel_graph_optimizations": args.graph_optimizations,
+        "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
         "ctranslate2": {"length_penalty": args.alpha, "patience": args.ct2_patience,
                         "rescored_with_gnmt": not args.ct2_no_rescore, "convert_s": ct2_convert_s,
                         "version": _version("ctranslate2")},

@@ -197,3 +197,16 @@ def test_a_list_of_pieces_is_a_vocabulary(tmp_path, tokenizer):
         transformer_spec(model, pieces[:-1] + [pieces[4]])
     with pytest.raises(ValueError, match="pieces and the model"):
         transformer_spec(model, pieces[:-1])
+
+
+def test_compilation_cache_keeps_the_translators_compiled_programs(tmp_path):
+    """`--compilation-cache DIR`: the JAX engine's compiled beam search lands in DIR/jax."""
+    cache, output = tmp_path / "cache", tmp_path / "run.json"
+    command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", "2",
+               "--batch-size", "2", "--latency-sentences", "1", "--engines", "translator-jax-float32",
+               "--compilation-cache", str(cache), "--output", str(output)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(output.read_text())["compilation_cache"] == str(cache)
+    # `jit_pure`: the jitted function of keras_transformer.decoding.jit_decoder.
+    assert [name for name in os.listdir(cache / "jax") if name.startswith("jit_pure-")], os.listdir(cache / "jax")

@@ -68,6 +68,19 @@ def rates(method, batch_size, best, first, tokens, args):
     }
 
 
+def timed(call, repeats):
+    """`(result of the first call, its seconds, the best of `repeats` more calls' seconds)`."""
+    start = time.perf_counter()
+    result = call()
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return result, first, min(times)
+
+
 def measure(model, method, batch_size, use_cache, args):
     from keras import ops
 
@@ -82,17 +95,9 @@ def measure(model, method, batch_size, use_cache, args):
         fn = greedy_decode
     decode = jit_decoder(model, fn, **kwargs) if args.jit else (lambda s: fn(model, s, **kwargs))
 
-    start = time.perf_counter()
-    tokens, _ = decode(source)
-    tokens = ops.convert_to_numpy(tokens)
-    first = time.perf_counter() - start
+    tokens, first, best = timed(lambda: ops.convert_to_numpy(decode(source)[0]), args.repeats)
     assert tokens.shape == (batch_size, args.output_length), tokens.shape
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        ops.convert_to_numpy(decode(source)[0])
-        times.append(time.perf_counter() - start)
-    row = rates(method, batch_size, min(times), first, batch_size * args.output_length, args)
+    row = rates(method, batch_size, best, first, batch_size * args.output_length, args)
     row["cache"] = use_cache
     return row
 
@@ -102,36 +107,28 @@ def placeholder_pieces(vocab_size):
     return ["<pad>", "<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(4, vocab_size)]
 
 
-def measure_ctranslate2(model_dir, compute_type, method, batch_size, args):
-    """CTranslate2 on the same sources, decoding exactly `--output-length` tokens."""
+def ctranslate2_translator(model_dir, compute_type, args):
     import ctranslate2
 
-    translator = ctranslate2.Translator(
+    return ctranslate2.Translator(
         model_dir, device=args.ct2_device, compute_type=compute_type,
         intra_threads=args.threads if args.ct2_device == "cpu" else 0,
     )
+
+
+def measure_ctranslate2(translator, method, batch_size, args):
+    """CTranslate2 on the same sources, decoding exactly `--output-length` tokens."""
     pieces = placeholder_pieces(args.vocab_size)
     batch = [[pieces[i] for i in row] for row in sources(batch_size, args)]
     options = dict(
         beam_size=args.beam_size if method == "beam" else 1, num_hypotheses=1, length_penalty=args.alpha,
         min_decoding_length=args.output_length, max_decoding_length=args.output_length, max_batch_size=0,
     )
-
-    def decode():
-        return translator.translate_batch(batch, **options)
-
-    start = time.perf_counter()
-    results = decode()
-    first = time.perf_counter() - start
+    results, first, best = timed(lambda: translator.translate_batch(batch, **options), args.repeats)
     lengths = [len(r.hypotheses[0]) for r in results]
     if set(lengths) != {args.output_length}:
         raise RuntimeError(f"CTranslate2 decoded {min(lengths)}..{max(lengths)} tokens, not {args.output_length}.")
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        decode()
-        times.append(time.perf_counter() - start)
-    row = rates(method, batch_size, min(times), first, sum(lengths), args)
+    row = rates(method, batch_size, best, first, sum(lengths), args)
     row.update(cache=True, device=args.ct2_device)
     return row
 
@@ -202,17 +199,17 @@ def main():
                 model_dir = convert(model, placeholder_pieces(args.vocab_size), os.path.join(workdir, "ct2"))
                 for compute_type in args.ctranslate2:
                     engine = f"ctranslate2-{args.ct2_device}-{compute_type}"
-                    for method in args.methods:
-                        for batch_size in args.batch_sizes:
-                            try:
-                                row = measure_ctranslate2(model_dir, compute_type, method, batch_size, args)
-                            except (RuntimeError, ValueError) as error:  # e.g. no CUDA library, no such type
-                                errors.append({"engine": engine, "preset": preset, "error": str(error)})
-                                print(f"{engine:22} {preset:6} failed: {error}", flush=True)
-                                continue
-                            row = {"engine": engine, "preset": preset, **row}
-                            results.append(row)
-                            print_row(row)
+                    try:  # one load per compute type; every row decodes with it
+                        translator = ctranslate2_translator(model_dir, compute_type, args)
+                        for method in args.methods:
+                            for batch_size in args.batch_sizes:
+                                row = {"engine": engine, "preset": preset,
+                                       **measure_ctranslate2(translator, method, batch_size, args)}
+                                results.append(row)
+                                print_row(row)
+                    except (RuntimeError, ValueError) as error:  # e.g. no CUDA library, no such type
+                        errors.append({"engine": engine, "preset": preset, "error": str(error)})
+                        print(f"{engine:22} {preset:6} failed: {error}", flush=True)
     speedups = {}
     for row in results:
         if row["cache"] and row["engine"].startswith("ours"):

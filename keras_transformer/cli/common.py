@@ -137,3 +137,23 @@ def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6, batch_size
     # seconds at the first call buy nothing back (load_saved_model_predictor).
     predict, _ = load_saved_model_predictor(model, graph_optimizations=False)
     return (lambda texts: [row["translations"] for row in predict(texts)]), None, None
+
+
+def translate_sorted(translate, sentences, batch_size, progress=None):
+    """`translate` over `sentences` in batches of similar length; results in input order.
+
+    Sorting by length first means a batch is padded to about its own
+    sentences' length, not to that of the longest sentence of a file.
+
+    >>> translate_sorted(lambda batch: [s.upper() for s in batch], ["a b c", "d", "e f"], 2)
+    ['A B C', 'D', 'E F']
+    """
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    translations = [None] * len(sentences)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        for index, translation in zip(chunk, translate([sentences[i] for i in chunk])):
+            translations[index] = translation
+        if progress:
+            progress.update(min(start + batch_size, len(order)))
+    return translations

@@ -11,8 +11,7 @@ tokenizer, decoded with `--beam-size` and `--alpha`), a SavedModel folder
 Every reference of a source counts (`keras_transformer.evaluation.corpus_bleu`).
 """
 
-from keras_transformer.cli.common import positive_int, translate_function
-from keras_transformer.cli.translate import translate_sorted
+from keras_transformer.cli.common import positive_int, translate_function, translate_sorted
 
 NAME = "evaluate"
 HELP = "Translate a test set and score it with sacreBLEU and chrF (every reference of a source)."

@@ -15,7 +15,7 @@ tensorflow-text for a SavedModel.
 import os
 import sys
 
-from keras_transformer.cli.common import positive_int, preset_path, translate_function
+from keras_transformer.cli.common import positive_int, preset_path, translate_function, translate_sorted
 
 NAME = "translate"
 HELP = "Translate sentences, a file or standard input with a preset, a SavedModel or a .keras model."
@@ -61,26 +61,6 @@ def run(args):
     if args.plot_attention and sentences:
         _plot(model, tokenizer, sentences[0], translations[0], args.plot_attention, args.head)
     return 0
-
-
-def translate_sorted(translate, sentences, batch_size, progress=None):
-    """`translate` over `sentences` in batches of similar length; results in input order.
-
-    Sorting by length first means a batch is padded to about its own
-    sentences' length, not to that of the longest sentence of a file.
-
-    >>> translate_sorted(lambda batch: [s.upper() for s in batch], ["a b c", "d", "e f"], 2)
-    ['A B C', 'D', 'E F']
-    """
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    translations = [None] * len(sentences)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        for index, translation in zip(chunk, translate([sentences[i] for i in chunk])):
-            translations[index] = translation
-        if progress:
-            progress.update(min(start + batch_size, len(order)))
-    return translations
 
 
 def _sentences(args):

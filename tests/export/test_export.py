@@ -356,7 +356,6 @@ def test_command_line_export_translate_and_plot(exported, tmp_path, capsys):
     assert "BLEU = 100.00" in out and "nrefs:2" in out and "chrF2 = 100.00" in out
 
 
-
 @pytest.mark.parametrize("name", ["train", "average-checkpoints", "export", "translate", "evaluate", "serve"])
 def test_every_command_explains_itself(name, capsys):
     from keras_transformer.cli import main

@@ -120,7 +120,7 @@ def test_train_names_an_unknown_corpus_before_claiming_the_directory(tmp_path):
 
 
 def test_translate_batches_sentences_of_similar_length_and_keeps_the_input_order():
-    from keras_transformer.cli.translate import translate_sorted
+    from keras_transformer.cli.common import translate_sorted
 
     rng = np.random.default_rng(0)
     sentences = [" ".join(["w"] * int(n)) + f" {i}" for i, n in enumerate(rng.integers(1, 40, size=23))]

@@ -109,8 +109,9 @@ class MultiHeadAttention(keras.layers.Layer):
     matrix product instead of three or two, each block initialized as its
     own `(d_model, d_model)` kernel. The attention itself runs through
     `keras.ops.dot_product_attention` (fused flash / cuDNN kernels where
-    the device has them), unless the scores are asked for or attention
-    dropout is on in training.
+    the device has them), unless the scores are asked for, attention
+    dropout is on in training, or a decoding step attends over its cache
+    (see `cache`).
 
     Arguments are named as in `keras.layers.MultiHeadAttention` where it has
     the same thing (`use_causal_mask`, `return_attention_scores`), and the
@@ -147,11 +148,11 @@ class MultiHeadAttention(keras.layers.Layer):
         cache: optional key/value cache: the pair `(key, value)`, each
             `(batch, num_heads, cache_length, d_k)`. Heads come before
             positions, unlike the layer's inputs, so that a decoding step
-            reads the cache as it lies; `ops.dot_product_attention` gets
-            its `(batch, length, heads, d_k)` view, a transpose XLA cancels
-            against its own (a third of the CPU decoding time when the
-            cache was position-major: benchmarks/README.md). In
-            self-attention, with
+            reads the cache as it lies: attention over a cache is written
+            out with einsums over that layout, where
+            `ops.dot_product_attention` would take a `(batch, length,
+            heads, d_k)` copy of it per step wherever XLA does not cancel
+            the transpose (benchmarks/README.md). In self-attention, with
             `cache_update_index`: the keys and values of `query` are
             written at that position, the queries attend to every cached
             position up to their own, and the updated cache is returned.
@@ -282,7 +283,7 @@ class MultiHeadAttention(keras.layers.Layer):
             if cache is None:
                 k, v = ops.unstack(self._heads(self.key_value_dense, value, parts=2), 2, axis=2)
             else:
-                k, v = (ops.swapaxes(x, 1, 2) for x in _pair(cache))  # (batch, S, heads, d_k) each
+                k, v = _pair(cache)  # (batch, heads, S, d_k) each
         else:
             if value is not None:
                 raise ValueError(
@@ -304,13 +305,21 @@ class MultiHeadAttention(keras.layers.Layer):
                     ops.slice_update(c, start, ops.cast(ops.swapaxes(x, 1, 2), c.dtype))  # (batch, heads, T, d_k) in
                     for c, x in zip(_pair(cache), (k, v))
                 )
-                k, v = (ops.swapaxes(ops.cast(c, self.compute_dtype), 1, 2) for c in cache)  # (batch, L, heads, d_k)
+                k, v = (ops.cast(c, self.compute_dtype) for c in cache)  # (batch, heads, L, d_k)
                 key_positions = ops.arange(ops.shape(cache[0])[2])
                 query_positions = cache_update_index + ops.arange(ops.shape(query)[1])
                 visible = key_positions[None, :] <= query_positions[:, None]  # (T, cache_length)
                 mask = _merge_masks(mask, visible[None, None, :, :])
 
-        if return_attention_scores or (training and self.dropout_rate > 0):
+        if cache is not None:
+            # Decoding reads the cache in its own layout, head-major.
+            # `ops.dot_product_attention` takes keys and values as (batch,
+            # S, heads, d_k): XLA cancels that swap, but TensorFlow without
+            # XLA (the exported SavedModel) copies the whole cache into that
+            # layout at every step (benchmarks/README.md, "Attention over
+            # the cache as stored").
+            output, scores = self._attention(q, k, v, mask, False, training, head_major=True)
+        elif return_attention_scores or (training and self.dropout_rate > 0):
             output, scores = self._attention(q, k, v, mask, use_causal_mask, training)
         else:
             if mask is not None:
@@ -329,19 +338,24 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (scores,)
         return results[0] if len(results) == 1 else results
 
-    def _attention(self, q, k, v, mask, use_causal_mask, training):
-        """softmax(Q K^T / sqrt(d_k)) V, written out to expose the scores."""
-        logits = ops.einsum("btnh,bsnh->bnts", q, k)  # (batch, heads, T, S)
+    def _attention(self, q, k, v, mask, use_causal_mask, training, head_major=False):
+        """softmax(Q K^T / sqrt(d_k)) V, written out to expose the scores.
+
+        `q` is `(batch, T, heads, d_k)`; `k` and `v` are `(batch, S, heads,
+        d_k)`, or `(batch, heads, S, d_k)` with `head_major=True`.
+        """
+        kv = "bnsh" if head_major else "bsnh"  # the axes of `k` and `v`
+        logits = ops.einsum(f"btnh,{kv}->bnts", q, k)  # (batch, heads, T, S)
         logits = ops.cast(logits, "float32") / math.sqrt(self.head_dim)
         if use_causal_mask:
-            t, s = ops.shape(q)[1], ops.shape(k)[1]
+            t, s = ops.shape(q)[1], ops.shape(k)[2 if head_major else 1]
             lower = ops.arange(t)[:, None] >= ops.arange(s)[None, :]
             mask = _merge_masks(mask, lower[None, None, :, :])
         if mask is not None:
             logits = ops.where(mask, logits, -1e9)
         scores = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
         dropped = self.dropout(scores, training=training)
-        return ops.einsum("bnts,bsnh->btnh", dropped, v), scores
+        return ops.einsum(f"bnts,{kv}->btnh", dropped, v), scores  # (batch, T, heads, d_k)
 
     def get_config(self):
         config = super().get_config()

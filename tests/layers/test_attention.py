@@ -95,11 +95,15 @@ def test_cross_attention_with_mask_matches_numpy():
 def test_cache_step_by_step_equals_causal_attention():
     layer = random_layer()
     x = np.random.normal(size=(2, 6, 16)).astype("float32")
-    full = ops.convert_to_numpy(layer(x, use_causal_mask=True))
+    full, full_scores = (ops.convert_to_numpy(t) for t in layer(x, use_causal_mask=True, return_attention_scores=True))
     cache = (ops.zeros((2, 4, 8, 4)), ops.zeros((2, 4, 8, 4)))  # (batch, heads, length, d_k)
     for i in range(6):
-        step, cache = layer(x[:, i : i + 1], cache=cache, cache_update_index=i)
+        step, cache, scores = layer(x[:, i : i + 1], cache=cache, cache_update_index=i, return_attention_scores=True)
         np.testing.assert_allclose(ops.convert_to_numpy(step)[:, 0], full[:, i], atol=1e-5)
+        # The weights over the cache: the causal row i, none on positions not yet written.
+        scores = ops.convert_to_numpy(scores)  # (batch, heads, 1, cache length)
+        np.testing.assert_allclose(scores[:, :, 0, :6], full_scores[:, :, i], atol=1e-6)
+        np.testing.assert_array_equal(scores[:, :, 0, 6:], 0.0)
     # A chunk of several tokens at an offset (prefill) works too.
     cache = (ops.zeros((2, 4, 8, 4)), ops.zeros((2, 4, 8, 4)))  # (batch, heads, length, d_k)
     _, cache = layer(x[:, :2], cache=cache, cache_update_index=0)

@@ -33,9 +33,7 @@ class ReversibleEmbedding(keras.layers.Embedding):
         if not reverse:
             return super().call(inputs)
         table = ops.cast(self.embeddings, self.compute_dtype)  # (vocab, d_model)
-        # Contracted as stored: `matmul(inputs, transpose(table))` has
-        # TensorFlow without XLA copy the whole table at every decoding step.
-        return ops.einsum("...d,vd->...v", inputs, table)  # (..., vocab)
+        return ops.matmul(inputs, ops.transpose(table))  # (..., vocab)
 
     def quantize(self, mode=None, type_check=True, config=None):
         if mode != "int8":
@@ -52,5 +50,5 @@ class ReversibleEmbedding(keras.layers.Embedding):
         if not reverse:
             return super().quantized_call(inputs)
         table = ops.cast(self.embeddings, self.compute_dtype)  # int8 values, (vocab, d_model)
-        logits = ops.einsum("...d,vd->...v", inputs, table)  # (..., vocab)
+        logits = ops.matmul(inputs, ops.transpose(table))  # (..., vocab)
         return logits / ops.cast(self.embeddings_scale, self.compute_dtype)

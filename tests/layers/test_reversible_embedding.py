@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_transformer.layers.reversible_embedding import ReversibleEmbedding
+
+
+def random_embedding(vocab=11, d_model=6):
+    layer = ReversibleEmbedding(vocab, d_model)
+    layer.build((None, None))
+    table = np.random.normal(size=(vocab, d_model)).astype("float32")
+    layer.embeddings.assign(table)
+    return layer, table
+
+
+@pytest.mark.backend  # TensorFlow, JAX and PyTorch (tests/run.sh)
+@pytest.mark.parametrize("shape", [(4, 6), (2, 3, 6), (2, 1, 3, 6)])
+def test_reverse_is_hidden_times_the_table_transposed(shape):
+    layer, table = random_embedding()
+    hidden = np.random.normal(size=shape).astype("float32")
+    logits = ops.convert_to_numpy(layer(hidden, reverse=True))
+    np.testing.assert_allclose(logits, hidden @ table.T, rtol=1e-5, atol=1e-5)
+    # The lookup uses the same table.
+    np.testing.assert_array_equal(ops.convert_to_numpy(layer(np.array([[3, 0]]))), table[[[3, 0]]])
+
+
+def test_gradient_of_the_table_matches_numpy_without_a_tensor_per_row():
+    """TensorFlow graph mode, as in training: d sum(w * logits) / d table =
+    w^T hidden, and no tensor in the gradient's graph is larger than the
+    logits or the table (an einsum over `...`, tried for the output
+    projection, had one of (vocab, d_model, batch, length): 12.6 GB in the
+    main job's first step)."""
+    import tensorflow as tf
+
+    layer, table = random_embedding()
+    hidden = np.random.normal(size=(2, 3, 6)).astype("float32")
+    weights = np.random.normal(size=(2, 3, 11)).astype("float32")
+
+    @tf.function
+    def gradient():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(weights * layer(tf.constant(hidden), reverse=True))
+        return tape.gradient(loss, layer.embeddings)
+
+    expected = weights.reshape(-1, 11).T @ hidden.reshape(-1, 6)  # (vocab, d_model)
+    np.testing.assert_allclose(gradient().numpy(), expected, rtol=1e-5, atol=1e-5)
+    graph = gradient.get_concrete_function().graph
+    sizes = {
+        t.name: t.shape.num_elements()
+        for op in graph.get_operations() for t in op.outputs if t.shape.is_fully_defined()
+    }
+    largest = max(sizes, key=sizes.get)
+    assert sizes[largest] <= max(weights.size, table.size), (largest, sizes[largest])
+

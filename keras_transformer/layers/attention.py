@@ -318,7 +318,7 @@ class MultiHeadAttention(keras.layers.Layer):
             # XLA (the exported SavedModel) copies the whole cache into that
             # layout at every step (benchmarks/README.md, "Attention over
             # the cache as stored").
-            output, scores = self._attention(q, k, v, mask, False, training, head_major=True)
+            output, scores = self._attention(q, k, v, mask, use_causal_mask=False, training=training, head_major=True)
         elif return_attention_scores or (training and self.dropout_rate > 0):
             output, scores = self._attention(q, k, v, mask, use_causal_mask, training)
         else:

@@ -18,7 +18,7 @@ def test_the_zoo_model_is_complete_and_at_most_46_mb():
     for name in ("saved_model.pb", "variables/variables.index", "assets/tokenizer.model", "assets.extra/metadata.json"):
         assert os.path.isfile(os.path.join(MODEL, name)), name
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(MODEL) for f in files)
-    # Weights 34.6 MB in float32, graph 10.1 MB (4 buckets, each with its loop
+    # Weights 34.6 MB in float32, graph 9.4 MB (4 buckets, each with its loop
     # segments: 13 beam-search loop bodies), tokenizer 0.3 MB.
     assert size <= 46_000_000
     metadata = json.load(open(os.path.join(MODEL, "assets.extra", "metadata.json")))

@@ -23,6 +23,11 @@ CPUs):
   log-probability by `length ** 0.6`, we by GNMT's `((5 + length) / 6) **
   0.6`: it returns its 4-best with scores and the best under our penalty is
   taken (`gnmt_rescore`; `--ct2-no-rescore` keeps its own first).
+  `--ct2-use-mkl 0` or `1` sets `CT2_USE_MKL` for its process: by default
+  CTranslate2 multiplies matrices with Intel MKL on Intel CPUs and with
+  oneDNN elsewhere, and on a 2-core Intel Xeon its default (MKL) ran 1.8x
+  slower on batches and 5.5x slower per sentence than `--ct2-use-mkl 0`
+  (benchmarks/README.md): compare against its faster setting.
 
 Figures per engine, on the first `--limit` sources of the test split of
 `--preset`'s corpus (all 1,918 by default):
@@ -219,6 +224,8 @@ def worker(args):
         "first_translation_s": first_s,
         "load_and_first_translation_s": load_s + first_s,
     }
+    if engine.startswith("ctranslate2"):
+        result["ct2_use_mkl_env"] = os.environ.get("CT2_USE_MKL")  # None: CTranslate2's own default
 
     n = len(sources)
     sorted_order = sorted(range(n), key=lambda i: (lengths[i], i))
@@ -283,6 +290,8 @@ def run_engine(engine, args, job_path, workdir):
         env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
         env["TF_XLA_FLAGS"] = (env.get("TF_XLA_FLAGS", "") + " --tf_xla_persistent_cache_directory="
                                + os.path.join(args.compilation_cache, "tensorflow")).strip()
+    if engine.startswith("ctranslate2") and args.ct2_use_mkl != "auto":
+        env["CT2_USE_MKL"] = args.ct2_use_mkl
     if backend_of(engine) == "jax":
         env["JAX_PLATFORMS"] = "cpu"
         env["XLA_FLAGS"] = (
@@ -376,6 +385,8 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--ct2-patience", type=float, default=1.0)
     parser.add_argument("--ct2-no-rescore", action="store_true", help="CTranslate2's own first hypothesis")
+    parser.add_argument("--ct2-use-mkl", choices=("auto", "0", "1"), default="auto",
+                        help="CTranslate2's CT2_USE_MKL: auto (its default: MKL on Intel CPUs only), 0 or 1")
     parser.add_argument("--ct2-model", default=None, help="a converted model (default: converted into a temporary folder)")
     parser.add_argument("--tokenizer-path", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--max-decoding-length", type=int, default=256)
@@ -457,6 +468,7 @@ def main(argv=None):
         "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
         "ctranslate2": {"length_penalty": args.alpha, "patience": args.ct2_patience,
                         "rescored_with_gnmt": not args.ct2_no_rescore, "convert_s": ct2_convert_s,
+                        "use_mkl": args.ct2_use_mkl,
                         "version": _version("ctranslate2")},
         "reference_engine": REFERENCE_ENGINE if reference_outputs is not None else None,
         "results": results,

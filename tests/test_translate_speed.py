@@ -99,12 +99,13 @@ def test_ctranslate2s_own_position_table_is_not_ours(tokenizer):
     assert not np.allclose(table[1:], halves[1:], atol=1e-2)
 
 
-def run_benchmark(tmp_path, engines, limit):
+def run_benchmark(tmp_path, engines, limit, extra=()):
     output = tmp_path / "translate_speed.json"
     command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", str(limit),
                "--batch-size", "2", "--latency-sentences", "2", "--keep-outputs", "--output", str(output),
-               "--engines", *engines]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
+               "--engines", *engines, *extra]
+    env = {k: v for k, v in os.environ.items() if k != "CT2_USE_MKL"}
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(env, PYTHONPATH=ROOT))
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(output.read_text())
     results = {r["engine"]: r for r in report["results"]}
@@ -143,6 +144,16 @@ def test_benchmark_smoke_ctranslate2(tmp_path):
     assert report["reference_engine"] is None  # translator-tf-float32 did not run
     assert report["machine"]["cpu_count"] and report["threads"] == 2
     assert results["ctranslate2-float32"]["cpus"] is None or len(results["ctranslate2-float32"]["cpus"]) <= 2
+    assert report["ctranslate2"]["use_mkl"] == "auto" and results["ctranslate2-int8"]["ct2_use_mkl_env"] is None
+
+
+def test_benchmark_sets_ctranslate2s_matrix_library_when_asked(tmp_path):
+    """`--ct2-use-mkl 0` reaches CTranslate2's process as CT2_USE_MKL=0, and its outputs stay those of the default."""
+    report, results = run_benchmark(tmp_path, ["ctranslate2-float32"], limit=4, extra=["--ct2-use-mkl", "0"])
+    assert report["ctranslate2"]["use_mkl"] == "0"
+    assert results["ctranslate2-float32"]["ct2_use_mkl_env"] == "0"
+    default, _ = run_benchmark(tmp_path, ["ctranslate2-float32"], limit=4)
+    assert report["outputs"]["ctranslate2-float32"] == default["outputs"]["ctranslate2-float32"]
 
 
 def test_gnmt_rescore_ranks_ctranslate2s_n_best_by_our_length_penalty():

@@ -19,8 +19,8 @@ that fits it, and the sentences of each bucket are decoded together in
 that bucket's own branch of the graph, so shapes are static inside the
 loop, a short sentence never pays for a long one in the same request, and
 a sentence is padded to the same length whatever else the request holds.
-Within a bucket, the sentences that are done leave the batch between two
-segments of the decoding loop (`beam_search(drop_finished=True)`).
+Within a bucket, a sentence leaves the batch at the step its beam search is
+done (`beam_search(drop_finished=True)`).
 """
 
 import json

@@ -14,9 +14,10 @@ A sentence stops once its `num_return`-th best finished score is at least
 the best score any alive beam could still reach (its log-probability,
 which can only fall, over the largest length penalty it could get), or when
 it reaches its length limit; then its best alive candidates are finished as
-they are. The loop ends when every sentence has stopped. With a cache it
-runs in segments over a growing cache (see `cache_lengths`), so a step
-costs what the positions decoded so far need.
+they are. The loop ends when every sentence has stopped; where shapes may
+change (`drop_finished`), a sentence leaves the batch as soon as it stops.
+With a cache the loop runs in segments over a growing cache (see
+`cache_lengths`), so a step costs what the positions decoded so far need.
 """
 
 from typing import Any, NamedTuple
@@ -92,14 +93,45 @@ def _gather(x, indices):
     return ops.reshape(rows, (batch, m) + tuple(x.shape[2:]))
 
 
-def _write_finished(whole, rows, state):
+class Rows(NamedTuple):
+    """What each row of the loop's batch brings from its sentence."""
+
+    sentence: Any  # (batch,) int32: the row's sentence in the whole batch
+    limit: Any  # (batch,) int32: its length limit
+    max_penalty: Any  # (batch,) float32: the length penalty at that limit
+    source_mask: Any  # (batch * beam, source_length) bool
+
+
+def _write_finished(whole, sentences, state):
     """The whole batch's `(finished_seqs, finished_scores, finished_flags)`
-    with those of `state` written at its `rows`; `state`'s own when `whole`
-    is None (no sentence has left the batch yet)."""
+    with those of `state`'s rows written at their `sentences`."""
     pools = (state.finished_seqs, state.finished_scores, state.finished_flags)
-    if whole is None:
-        return pools
-    return tuple(ops.scatter_update(w, rows[:, None], p) for w, p in zip(whole, pools))
+    return tuple(ops.scatter_update(w, sentences[:, None], p) for w, p in zip(whole, pools))
+
+
+def _drop_done(state, rows, done, beam_size, cache):
+    """Drops the sentences `done` (batch,) from the batch.
+
+    Returns `state` and `rows` without them, the flat indices `(n * beam,)`
+    of the beams kept, and `cache` with its cross-attention part (which
+    beams never reorder) without them; its self-attention part is left to
+    the beams' reordering, which then gathers only the rows kept. The batch
+    shrinks inside the loop, which only eager execution, PyTorch and
+    TensorFlow graphs with an unknown batch size allow.
+    """
+    keep = ops.cast(ops.nonzero(ops.logical_not(done))[0], "int32")  # (n,) sentences decoding on
+    keep_flat = ops.reshape(keep[:, None] * beam_size + ops.arange(beam_size, dtype="int32")[None, :], (-1,))
+    state = state._replace(**{name: ops.take(getattr(state, name), keep, axis=0) for name in (
+        "alive_seqs", "alive_log_probs", "finished_seqs", "finished_scores", "finished_flags")})
+    rows = Rows(*(ops.take(x, keep, axis=0) for x in rows[:3]), ops.take(rows.source_mask, keep_flat, axis=0))
+    if isinstance(cache, dict) and "cross_attention" in cache:
+        cross = cache["cross_attention"]
+        cross = ops.cond(  # the largest tensors there are: gathered only when a sentence leaves
+            ops.any(done), lambda: keras.tree.map_structure(lambda x: ops.take(x, keep_flat, axis=0), cross),
+            lambda: cross,
+        )
+        cache = {**cache, "cross_attention": cross}
+    return state, rows, keep_flat, cache
 
 
 def _repeat_beams(x, beam_size):
@@ -144,12 +176,13 @@ def beam_search(
         use_cache: bool. Decode with the key/value cache (reordered with
             the beams), or re-run the full decoder every step.
         max_extra_length: int, see `max_length`.
-        drop_finished: bool. Between two segments of the loop (see
-            `cache_lengths`), the sentences that are done leave the batch,
-            and the next segment decodes only the others. The batch size then
-            changes inside the computation: for eager execution and
-            TensorFlow graphs without XLA (the exported SavedModel), not
-            under `jax.jit` or XLA.
+        drop_finished: bool. With a cache, a sentence leaves the batch at
+            the step it is done, and the next steps decode only the others.
+            The batch size then changes inside the loop: for eager
+            TensorFlow, PyTorch, and TensorFlow graphs without XLA whose
+            source batch size is unknown (the exported SavedModel); not on
+            JAX or under XLA, whose loops keep their shapes (`ValueError`
+            on JAX).
 
     Returns:
         `(tokens, scores)`. With `num_return=1`: int32 `(batch, length)`,
@@ -176,6 +209,16 @@ def beam_search(
         )
     check_optional_token("bos_id", bos_id)
     check_optional_token("eos_id", eos_id)
+    if drop_finished and keras.backend.backend() == "jax":
+        raise ValueError(
+            "Argument `drop_finished=True` needs a loop whose batch size can change: TensorFlow "
+            "without XLA or PyTorch. JAX's loops keep their shapes. Received: drop_finished=True "
+            "on the JAX backend"
+        )
+    # Without a cache every row also holds its copy of the encoder output,
+    # which would have to follow the rows; that path checks the cache, it
+    # is not for speed.
+    drop_finished = drop_finished and use_cache
     source_ids = check_source_ids(source_ids)
     ensure_built(model)
     length, limits = output_lengths(model, source_ids, max_length, max_extra_length)
@@ -212,29 +255,34 @@ def beam_search(
         finished_scores=ops.full((batch, k), NEG_INF, dtype="float32"),
         finished_flags=ops.zeros((batch, k), dtype="bool"),
     )
-    max_penalty = length_penalty(limits, alpha)  # (batch,)
+    # What each row's sentence brings, in the order of the rows: with
+    # `drop_finished` the rows change inside the loop, and these follow them.
+    rows = Rows(
+        sentence=ops.arange(batch, dtype="int32"),
+        limit=limits,
+        max_penalty=length_penalty(limits, alpha),
+        source_mask=source_mask,
+    )
 
-    def sentence_done(s):
+    def sentence_done(s, r):
         """(batch,) bool: the sentence's top `num_return` can not change."""
         threshold = ops.where(
             s.finished_flags[:, num_return - 1], s.finished_scores[:, num_return - 1], NEG_INF
         )
-        best_reachable = s.alive_log_probs[:, 0] / max_penalty
-        improvable = ops.logical_and(ops.less(s.step, limits), best_reachable > threshold)
+        best_reachable = s.alive_log_probs[:, 0] / r.max_penalty
+        improvable = ops.logical_and(ops.less(s.step, r.limit), best_reachable > threshold)
         return ops.logical_not(improvable)
 
-    def cond(s):
-        return ops.logical_and(ops.less(s.step, length), ops.logical_not(ops.all(sentence_done(s))))
-
-    def body(s):
-        active = ops.logical_not(sentence_done(s))[:, None]  # (batch, 1)
+    def body(s, r, whole=None):
+        batch = ops.shape(s.alive_log_probs)[0]
+        active = ops.logical_not(sentence_done(s, r))[:, None]  # (batch, 1)
         flat_seqs = ops.reshape(s.alive_seqs, (batch * k, length + 1))
         logits, new_cache = step_logits(
             model,
             flat_seqs,
             s.step,
             memory,
-            source_mask,
+            r.source_mask,
             s.alive_cache if use_cache else None,
             length,
         )
@@ -262,7 +310,7 @@ def beam_search(
 
         # Finished pool: EOS candidates within the first `beam` ranks, and at
         # a sentence's length limit its best `beam` candidates as they are.
-        at_limit = ops.greater_equal(s.step + 1, limits)[:, None]  # (batch, 1)
+        at_limit = ops.greater_equal(s.step + 1, r.limit)[:, None]  # (batch, 1)
         in_beam = ops.less(ops.arange(2 * k), k)[None, :]  # (1, 2 * beam)
         real = ops.greater(top_log_probs, NEG_INF)  # not from a dead beam
         finishing = ops.logical_and(
@@ -282,51 +330,48 @@ def beam_search(
         alive_log_probs, chosen = ops.top_k(alive_candidates, k)  # (batch, beam)
         chosen = ops.cast(chosen, "int32")
         alive_seqs = _gather(top_seqs, chosen)
+        s = BeamState(
+            step=s.step + 1,
+            alive_seqs=alive_seqs,
+            alive_log_probs=alive_log_probs,
+            alive_cache={},
+            finished_seqs=finished_seqs,
+            finished_scores=finished_scores,
+            finished_flags=finished_flags,
+        )
         if use_cache:
             source_beams = _gather(top_beams, chosen)  # (batch, beam)
             flat = ops.reshape(source_beams + ops.arange(batch, dtype="int32")[:, None] * k, (-1,))
-            new_cache = reorder_cache(new_cache, flat)
-        else:
-            new_cache = {}
-        return (
-            BeamState(
-                step=s.step + 1,
-                alive_seqs=alive_seqs,
-                alive_log_probs=alive_log_probs,
-                alive_cache=new_cache,
-                finished_seqs=finished_seqs,
-                finished_scores=finished_scores,
-                finished_flags=finished_flags,
-            ),
-        )
+        if drop_finished:  # the sentences done leave, their cache rows are not reordered
+            whole = _write_finished(whole, r.sentence, s)
+            s, r, keep_flat, new_cache = _drop_done(s, r, sentence_done(s, r), k, new_cache)
+            flat = ops.take(flat, keep_flat, axis=0)
+        if use_cache:
+            s = s._replace(alive_cache=reorder_cache(new_cache, flat))
+        return (s, r, whole) if drop_finished else (s, r)
 
-    # With `drop_finished`, `rows` holds each row's sentence in the whole
-    # batch, and `whole` the whole batch's finished pools (`body` and `cond`
-    # read `batch`, `limits`, `max_penalty` and `source_mask` when traced or
-    # run, so they follow the rows).
-    rows = ops.arange(batch, dtype="int32") if drop_finished else None
-    whole = None
+    def cond(s, r, end):
+        return ops.logical_and(ops.less(s.step, end), ops.logical_not(ops.all(sentence_done(s, r))))
+
+    # With `drop_finished` the finished pools of the sentences that left are
+    # kept in `whole`, the pools of the whole batch, at the rows' sentences.
+    whole = (state.finished_seqs, state.finished_scores, state.finished_flags) if drop_finished else None
     for i, end in enumerate(cache_ends):  # the loop in segments, the cache extended between them
-        if i and drop_finished:
-            whole = _write_finished(whole, rows, state)
-            keep = ops.cast(ops.nonzero(ops.logical_not(sentence_done(state)))[0], "int32")  # (n,) rows decoding
-            keep_flat = ops.reshape(keep[:, None] * k + ops.arange(k, dtype="int32")[None, :], (-1,))  # (n * beam,)
-            rows, limits, max_penalty = (ops.take(x, keep, axis=0) for x in (rows, limits, max_penalty))
-            source_mask = ops.take(source_mask, keep_flat, axis=0)
-            state = BeamState(
-                step=state.step,
-                **{name: ops.take(getattr(state, name), keep, axis=0) for name in (
-                    "alive_seqs", "alive_log_probs", "finished_seqs", "finished_scores", "finished_flags")},
-                alive_cache=keras.tree.map_structure(lambda x: ops.take(x, keep_flat, axis=0), state.alive_cache),
-            )
-            batch = ops.shape(keep)[0]
         if i:
             state = state._replace(alive_cache=model.extend_cache(state.alive_cache, end))
-        (state,) = ops.while_loop(
-            lambda s, end=end: ops.logical_and(ops.less(s.step, end), cond(s)), body, (state,)
-        )
-    if whole is not None:
-        finished_seqs, finished_scores, finished_flags = _write_finished(whole, rows, state)
+        if drop_finished:
+            (state, rows, whole) = ops.while_loop(
+                lambda s, r, w, end=end: cond(s, r, end), body, (state, rows, whole)
+            )
+        else:
+            # `rows` stays out of the loop state: there, TensorFlow 2.21's XLA
+            # bridge failed on the third segment's loop ("Cannot find body
+            # function while_2_body_..._const_0"; tests/decoding).
+            (state,) = ops.while_loop(
+                lambda s, end=end: cond(s, rows, end), lambda s: (body(s, rows)[0],), (state,)
+            )
+    if drop_finished:
+        finished_seqs, finished_scores, finished_flags = _write_finished(whole, rows.sentence, state)
         state = state._replace(finished_seqs=finished_seqs, finished_scores=finished_scores,
                                finished_flags=finished_flags)
     # A sentence whose length limit is 0 (an all-padding source with

@@ -16,8 +16,9 @@ class ReversibleEmbedding(keras.layers.Embedding):
 
     `quantize("int8")` uses Keras' own int8 embedding: one scale per row
     (per token), `embeddings ~= int8_table / scale`. The lookup is Keras'
-    int8 path; the reverse projection multiplies by the int8 table and
-    divides each logit by its token's scale. Other modes raise
+    int8 path; the reverse projection quantizes the hidden states per row
+    as Keras' int8 `Dense` does its inputs, multiplies int8 by int8 and
+    divides each logit by both scales. Other modes raise
     `NotImplementedError`, which `model.quantize()` reports as a warning,
     and leave the layer in float.
 
@@ -49,6 +50,30 @@ class ReversibleEmbedding(keras.layers.Embedding):
     def quantized_call(self, inputs, reverse=False):
         if not reverse:
             return super().quantized_call(inputs)
-        table = ops.cast(self.embeddings, self.compute_dtype)  # int8 values, (vocab, d_model)
-        logits = ops.matmul(inputs, ops.transpose(table))  # (..., vocab)
-        return logits / ops.cast(self.embeddings_scale, self.compute_dtype)
+        return self._int8_reverse(inputs, ops.convert_to_tensor(self.embeddings), ops.convert_to_tensor(self.embeddings_scale))
+
+    def _int8_reverse(self, inputs, table, table_scale):
+        """Logits from int8 x int8 products, as Keras' int8 `Dense` computes
+        its outputs: the hidden states are quantized per row (abs-max, one
+        scale per position), multiplied by the int8 table with int32 sums,
+        and divided by both scales. With the table cast to float instead,
+        this product, two thirds of a decoding step's multiply-adds on the
+        zoo models, ran in float32 and int8 decoding gained little (see
+        benchmarks/README.md). The gradient, as in Keras' `Dense`, is that of
+        the dequantized table, so layers before it still train (LoRA)."""
+        compute_dtype = self.compute_dtype
+
+        @ops.custom_gradient
+        def project(inputs, table, table_scale):
+            def grad_fn(*args, upstream=None):
+                if upstream is None:
+                    (upstream,) = args
+                float_table = ops.cast(table, compute_dtype) / ops.expand_dims(table_scale, -1)  # (vocab, d_model)
+                return ops.matmul(upstream, float_table), None, None
+
+            quantized, scale = keras.quantizers.abs_max_quantize(inputs, axis=-1)  # (..., d_model) int8, (..., 1)
+            logits = ops.matmul(quantized, ops.transpose(table))  # int32 (..., vocab)
+            logits = ops.cast(logits, compute_dtype)
+            return logits / ops.cast(scale * table_scale, compute_dtype), grad_fn
+
+        return project(inputs, table, table_scale)

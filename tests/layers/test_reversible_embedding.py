@@ -52,3 +52,48 @@ def test_gradient_of_the_table_matches_numpy_without_a_tensor_per_row():
     largest = max(sizes, key=sizes.get)
     assert sizes[largest] <= max(weights.size, table.size), (largest, sizes[largest])
 
+
+
+@pytest.mark.backend  # TensorFlow, JAX and PyTorch (tests/run.sh)
+def test_int8_reverse_multiplies_int8_hidden_states_by_the_int8_table():
+    """After `quantize("int8")` the logits are the product of the hidden
+    states quantized per row (abs-max to [-127, 127]) and Keras' int8 table
+    (per token), divided by both scales: NumPy's arithmetic to float32
+    rounding, and within int8's error of the float logits."""
+    import keras
+
+    layer, table = random_embedding(vocab=50, d_model=16)
+    hidden = np.random.normal(size=(2, 3, 16)).astype("float32")
+    float_logits = hidden @ table.T
+    layer.quantize("int8")
+    int8_table = ops.convert_to_numpy(layer.embeddings).astype("float32")  # (vocab, d_model)
+    table_scale = ops.convert_to_numpy(layer.embeddings_scale)  # (vocab,)
+    np.testing.assert_allclose(int8_table / table_scale[:, None], table, atol=np.abs(table).max() / 127)
+
+    hidden_scale = 127 / (np.abs(hidden).max(axis=-1, keepdims=True) + keras.config.epsilon())  # (2, 3, 1)
+    int8_hidden = np.clip(np.round(hidden * hidden_scale), -127, 127)
+    expected = (int8_hidden @ int8_table.T) / (hidden_scale * table_scale)
+    logits = ops.convert_to_numpy(layer(hidden, reverse=True))
+    np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-4)
+    assert np.abs(logits - float_logits).max() < 0.05 * np.abs(float_logits).max()
+    # Lookups still read the int8 table, dequantized.
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(np.array([[3, 0]]))), (int8_table / table_scale[:, None])[[[3, 0]]], rtol=1e-6
+    )
+
+
+def test_int8_reverse_gradient_is_that_of_the_dequantized_table():
+    """The hidden states' gradient through the int8 projection is
+    `upstream @ (int8_table / scale)`, as for Keras' int8 `Dense` (rounding
+    has no gradient of its own)."""
+    import tensorflow as tf
+
+    layer, _ = random_embedding(vocab=50, d_model=16)
+    layer.quantize("int8")
+    dequantized = ops.convert_to_numpy(layer.embeddings) / ops.convert_to_numpy(layer.embeddings_scale)[:, None]
+    hidden = tf.constant(np.random.normal(size=(2, 3, 16)).astype("float32"))
+    weights = np.random.normal(size=(2, 3, 50)).astype("float32")
+    with tf.GradientTape() as tape:
+        tape.watch(hidden)
+        loss = tf.reduce_sum(weights * layer(hidden, reverse=True))
+    np.testing.assert_allclose(tape.gradient(loss, hidden).numpy(), weights @ dequantized, rtol=1e-5, atol=1e-5)

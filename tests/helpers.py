@@ -1,8 +1,6 @@
 """Checks every layer must pass: config round trip and .keras save/load;
-quantization without Keras' per-variable garbage collection; gradients on
-the active backend."""
+gradients on the active backend."""
 
-import gc
 import inspect
 import os
 
@@ -61,21 +59,3 @@ def backend_gradients(f, *args):
     args = [a.detach().requires_grad_(True) for a in args]
     f(*args).backward()
     return [a.grad for a in args]
-
-
-def quantize(model, mode):
-    """`model.quantize(mode)`, with the objects that exist before it left
-    out of garbage collection meanwhile (`gc.freeze`).
-
-    Keras' `Layer.__delattr__` runs a full `gc.collect()` for every variable
-    it drops, so that device memory is freed sooner; `quantize` drops the
-    kernel of every Dense layer. In a test process holding TensorFlow and
-    the functions traced by earlier tests, each collection took about a
-    second: 20-35 s for the tiny model's 22 Dense layers, against under 1 s
-    frozen. What is quantized, and how, is unchanged.
-    """
-    gc.freeze()
-    try:
-        model.quantize(mode)
-    finally:
-        gc.unfreeze()

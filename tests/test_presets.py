@@ -16,7 +16,6 @@ from keras_transformer import (
     presets,
 )
 from keras_transformer.data import make_dataset, read_tsv
-from tests.helpers import quantize
 
 # Loading, saving and quantizing run through the backend: those tests (and
 # one shipped preset's translations) are marked `backend`; the rest is
@@ -89,7 +88,7 @@ def test_save_to_preset_round_trips(tmp_path, tokenizer, weights_dtype):
 @pytest.mark.backend
 def test_a_quantized_model_round_trips_through_a_preset(tmp_path):
     model = Transformer.from_architecture("tiny", vocab_size=50, num_layers=1, max_length=16)
-    quantize(model, "int8")  # model.quantize("int8") without a gc.collect() per dropped kernel
+    model.quantize("int8")
     with pytest.raises(ValueError, match="weights_dtype='float32'.*Received: weights_dtype='float16'"):
         model.save_to_preset(tmp_path, weights_dtype="float16")
     model.save_to_preset(tmp_path)

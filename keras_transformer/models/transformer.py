@@ -1,6 +1,7 @@
 """The Transformer: an encoder-decoder model for sequence transduction."""
 
 import dataclasses
+import gc
 import numbers
 
 import keras
@@ -415,6 +416,30 @@ class Transformer(MultiWorkerFit, keras.Model):
             )
         memory = self.encode(source_ids, training=training)
         return self.decode(target_ids, memory, padding_mask(source_ids), training=training)
+
+    def quantize(self, mode=None, **kwargs):
+        """`keras.Model.quantize`, without a garbage collection per weight.
+
+        Keras' `Layer.__delattr__` runs a full `gc.collect()` for every
+        variable it drops, so that device buffers go sooner (it came with
+        keras-team/keras#19954), and quantizing drops every kernel. Each
+        collection walks every object of the process, about 0.3 s with
+        TensorFlow or JAX loaded: 6-7 s for the zoo model on 2 CPU cores,
+        against 0.3-0.6 s here (benchmarks/README.md). Here the objects that
+        existed before are frozen out of those collections (`gc.freeze`),
+        and one collection runs at the end; a weight that no reference cycle
+        holds is freed as it is dropped either way. A process that froze
+        objects itself (a pre-forking server) keeps them frozen. What is
+        quantized, and how, is Keras'.
+        """
+        if gc.get_freeze_count():  # frozen by the caller: leave that as it is
+            return super().quantize(mode, **kwargs)
+        gc.freeze()
+        try:
+            super().quantize(mode, **kwargs)
+        finally:
+            gc.unfreeze()
+            gc.collect()
 
     def get_config(self):
         # A quantized model records its layers' policies in a DTypePolicyMap

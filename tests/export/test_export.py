@@ -260,13 +260,12 @@ def test_an_int8_quantized_model_exports_and_translates_as_in_memory(exported, t
 
     from keras_transformer import Transformer
     from keras_transformer.export import export
-    from tests.helpers import quantize
 
     model, sp, _ = exported
     quantized = Transformer.from_config(model.get_config())
     quantized.build(((None, None), (None, None)))
     quantized.set_weights(model.get_weights())
-    quantize(quantized, "int8")
+    quantized.quantize("int8")
     path = export(quantized, sp.serialized_model_proto(), str(tmp_path / "int8"), buckets=(16,))
     expected, scores = in_memory_translations(quantized, sp, SENTENCES)
     assert expected[:2] == SENTENCES[:2]  # still the copying model

@@ -13,7 +13,6 @@ from keras_transformer import LabelSmoothedCrossEntropy, Transformer, paper_opti
 from keras_transformer.decoding import greedy_decode
 from keras_transformer.tokens import unpack_output
 from keras_transformer.training.synthetic import copy_task
-from tests.helpers import quantize
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow]  # every backend; trains a model
 
@@ -118,7 +117,7 @@ def test_a_small_transformer_learns_to_reverse_sequences(trained):
 def test_int8_quantized_model_keeps_outputs_and_loss(trained, tmp_path):
     test_x, test_y, logits = trained.inputs, trained.labels, trained.logits
     quantized = keras.saving.load_model(trained.path)
-    quantize(quantized, "int8")
+    quantized.quantize("int8")
     assert all(layer.quantization_mode == "int8" for layer in projections(quantized))
 
     int8_logits = logits_of(quantized, test_x)
@@ -147,7 +146,7 @@ def test_int8_quantized_model_keeps_outputs_and_loss(trained, tmp_path):
 def test_float8_quantized_model_keeps_its_loss_and_trains(trained, tmp_path):
     test_x, test_y = trained.inputs, trained.labels
     quantized = keras.saving.load_model(trained.path)
-    quantize(quantized, "float8")  # the Dense layers; Keras' Embedding has no float8 mode
+    quantized.quantize("float8")  # the Dense layers; Keras' Embedding has no float8 mode
     layers = projections(quantized)
     assert layers[0].quantization_mode is None
     assert all(layer.quantization_mode == "float8" for layer in layers[1:])

@@ -189,3 +189,37 @@ def test_mixed_precision_is_close_to_float32_with_float32_layer_norm_statistics(
         centred = x.astype("float64") - x.mean(-1, keepdims=True, dtype="float64")
         reference = centred / np.sqrt((centred**2).mean(-1, keepdims=True) + norm.epsilon) * gamma + beta
         np.testing.assert_allclose(normalized, reference, rtol=2**-7, atol=1e-3)
+
+
+def test_quantize_freezes_older_objects_out_of_keras_collections_and_restores_the_collector(monkeypatch):
+    """`Transformer.quantize` runs Keras' quantization with the objects that
+    existed before frozen (`gc.freeze`), so that Keras' collection per
+    dropped weight walks only new ones; afterwards nothing stays frozen,
+    also when Keras raises, and a caller's own freeze is left as it was."""
+    import gc
+
+    seen = []
+    collect = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *args: seen.append(gc.get_freeze_count()) or collect(*args))
+
+    def tiny():
+        return Transformer(vocab_size=50, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=16)
+
+    model = tiny()
+    assert gc.get_freeze_count() == 0
+    model.quantize("int8")
+    assert seen and all(count > 0 for count in seen[:-1]), seen  # Keras' collections, then ours
+    assert gc.get_freeze_count() == 0
+    assert all(layer.quantization_mode == "int8" for layer in model.embedding._flatten_layers())
+
+    with pytest.raises(ValueError):
+        tiny().quantize("int3")
+    assert gc.get_freeze_count() == 0
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        tiny().quantize("int8")
+        assert gc.get_freeze_count() >= frozen
+    finally:
+        gc.unfreeze()

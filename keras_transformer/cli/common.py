@@ -107,30 +107,42 @@ def load_tokenizer(path):
     return spm.SentencePieceProcessor(model_file=path)
 
 
-def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6, batch_size=32):
+def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6, batch_size=32, quantize=None):
     """`translate(sentences) -> translations` with a preset (name or
     directory), a SavedModel folder, or a `.keras` file and its `tokenizer`
     file. A preset or `.keras` model decodes with `beam_size`, `alpha` in
-    batches of `batch_size`.
+    batches of `batch_size`, after `model.quantize(quantize)` if given
+    (`"int8"`); a SavedModel is translated as it was exported.
 
     Returns `(translate, keras_model, tokenizer)`, the last two None with a
     SavedModel (which carries its own tokenizer and decoding settings).
     """
+    if quantize not in (None, "int8"):
+        raise ValueError(f"--quantize takes 'int8'. Received: --quantize={quantize!r}")
     preset = preset_path(model)
     if preset is not None:
-        from keras_transformer.decoding import Translator
+        from keras_transformer import presets
 
         no_tokenizer_with_preset(model, tokenizer)
-        translator = Translator.from_preset(preset, beam_size=beam_size, alpha=alpha, batch_size=batch_size)
-        return translator.translate, translator.model, translator.tokenizer
-    if model.endswith(".keras"):
+        keras_model, sp = presets.load_model(preset), presets.load_tokenizer(preset)
+    elif model.endswith(".keras"):
+        keras_model, sp = load_keras_model(model), load_tokenizer(tokenizer)
+    elif not os.path.isdir(model):
+        raise no_such_model(model)
+    else:
+        keras_model = None
+    if keras_model is not None:
         from keras_transformer.decoding import Translator
 
-        keras_model, sp = load_keras_model(model), load_tokenizer(tokenizer)
+        if quantize:
+            keras_model.quantize(quantize)
         translator = Translator(keras_model, sp, beam_size=beam_size, alpha=alpha, batch_size=batch_size)
         return translator.translate, keras_model, sp
-    if not os.path.isdir(model):
-        raise no_such_model(model)
+    if quantize:
+        raise ValueError(
+            "--quantize applies to a preset or a .keras model; a SavedModel runs as it was "
+            f"exported. Received: model={model!r}, --quantize={quantize!r}"
+        )
     from keras_transformer.serving.predictor import load_saved_model_predictor
 
     # A one-shot command over length-sorted batches: the graph optimizer's

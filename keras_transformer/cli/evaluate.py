@@ -28,6 +28,9 @@ def add_arguments(p):
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--beam-size", type=int, default=4, help="with a preset or a .keras model")
     p.add_argument("--alpha", type=float, default=0.6, help="with a preset or a .keras model")
+    p.add_argument("--quantize", choices=["int8"], default=None,
+                   help="quantize a preset or .keras model's weights at load (Keras' model.quantize): int8 "
+                        "translates faster on CPUs (benchmarks/README.md)")
 
 
 def run(args):
@@ -41,7 +44,8 @@ def run(args):
     sources, references = datasets.references(pairs)
     sources, references = sources[: args.limit], references[: args.limit]
     translate, _, _ = translate_function(
-        args.model, args.tokenizer, args.beam_size, args.alpha, batch_size=args.batch_size
+        args.model, args.tokenizer, args.beam_size, args.alpha, batch_size=args.batch_size,
+        quantize=args.quantize,
     )
     progress = keras.utils.Progbar(len(sources), unit_name="sentence")
     hypotheses = translate_sorted(translate, sources, args.batch_size, progress)

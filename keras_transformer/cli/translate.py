@@ -31,6 +31,9 @@ def add_arguments(p):
     p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--beam-size", type=int, default=4, help="with a preset or a .keras model")
     p.add_argument("--alpha", type=float, default=0.6, help="with a preset or a .keras model")
+    p.add_argument("--quantize", choices=["int8"], default=None,
+                   help="quantize a preset or .keras model's weights at load (Keras' model.quantize): int8 "
+                        "translates faster on CPUs (benchmarks/README.md)")
     p.add_argument("--plot-attention", metavar="FILE.png",
                    help="draw the cross-attention of the first sentence (with a preset or a .keras model)")
     p.add_argument("--head", type=int, default=None, help="plot one head instead of the mean and all heads")
@@ -44,7 +47,8 @@ def run(args):
             f"attention). Received: model={args.model!r}"
         )
     translate, model, tokenizer = translate_function(
-        args.model, args.tokenizer, args.beam_size, args.alpha, batch_size=args.batch_size
+        args.model, args.tokenizer, args.beam_size, args.alpha, batch_size=args.batch_size,
+        quantize=args.quantize,
     )
     progress = None
     if args.input:

@@ -64,3 +64,48 @@ def test_translate_and_plot_with_a_preset_directory(tmp_path, capsys):
     # The shipped SavedModel's translation (README.md; tests/test_readme_commands.py runs it).
     assert capsys.readouterr().out == "Où se trouve la gare ?\n"
     assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_quantize_is_refused_with_a_saved_model_before_it_loads(tmp_path):
+    saved_model = tmp_path / "my_saved_model"
+    saved_model.mkdir()  # a folder, not a preset: never read
+    with pytest.raises(ValueError, match=r"--quantize applies to a preset or a \.keras model.*Received: model="
+                                         r"'[^']*my_saved_model', --quantize='int8'"):
+        main(["translate", str(saved_model), "Hi.", "--quantize", "int8"])
+    with pytest.raises(SystemExit):  # argparse: int8 only
+        main(["evaluate", "tatoeba_en_fr", "--quantize", "int4"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI runs in the TensorFlow pass")
+def test_translate_function_quantizes_a_preset_to_int8():
+    """`--quantize int8` translates with the preset's model after Keras'
+    `quantize("int8")`: every projection int8, and the same output as a
+    `Translator` over a model quantized here."""
+    from keras_transformer import Transformer, presets
+    from keras_transformer.cli.common import translate_function
+    from keras_transformer.decoding import Translator
+
+    sentences = ["Where is the station?", "I would like a cup of tea, please."]
+    translate, model, _ = translate_function("tatoeba_en_fr", quantize="int8", batch_size=2)
+    dense = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Dense)]
+    assert dense and {layer.quantization_mode for layer in dense + [model.embedding]} == {"int8"}
+    expected_model = Transformer.from_preset("tatoeba_en_fr")
+    expected_model.quantize("int8")
+    expected = Translator(expected_model, presets.load_tokenizer("tatoeba_en_fr"), batch_size=2).translate(sentences)
+    assert translate(sentences) == expected
+
+
+@pytest.mark.parametrize("command", [["translate", "tatoeba_en_fr", "Hi."], ["evaluate", "tatoeba_en_fr", "--limit", "1"]])
+def test_quantize_reaches_the_translate_function(command, monkeypatch):
+    import importlib
+
+    seen = {}
+
+    def fake(*args, **kwargs):
+        seen.update(kwargs)
+        return (lambda texts: ["x"] * len(texts)), None, None
+
+    monkeypatch.setattr(importlib.import_module(f"keras_transformer.cli.{command[0]}"), "translate_function", fake)
+    assert main(command + ["--quantize", "int8"]) == 0
+    assert seen["quantize"] == "int8"

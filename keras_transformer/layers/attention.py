@@ -322,6 +322,7 @@ class MultiHeadAttention(keras.layers.Layer):
                     )
                 # One step of decoding: write this step's keys and values,
                 # then attend over the cache up to each query.
+                cache_update_index = ops.cast(cache_update_index, "int32")  # any integer type in
                 cache = tuple(
                     _write(c, ops.cast(ops.swapaxes(x, 1, 2), c.dtype), cache_update_index)  # (batch, heads, T, d_k) in
                     for c, x in zip(_pair(cache), (k, v))

@@ -104,6 +104,13 @@ def test_cache_step_by_step_equals_causal_attention():
         scores = ops.convert_to_numpy(scores)  # (batch, heads, 1, cache length)
         np.testing.assert_allclose(scores[:, :, 0, :6], full_scores[:, :, i], atol=1e-6)
         np.testing.assert_array_equal(scores[:, :, 0, 6:], 0.0)
+    # The position may come as any integer type.
+    step_cache = (ops.zeros((2, 4, 8, 4)), ops.zeros((2, 4, 8, 4)))
+    _, expected = layer(x[:, :1], cache=step_cache, cache_update_index=3)
+    for index in (np.int64(3), ops.convert_to_tensor(3, "int64"), ops.convert_to_tensor(3, "int32")):
+        _, written = layer(x[:, :1], cache=step_cache, cache_update_index=index)
+        for a, b in zip(written, expected):
+            np.testing.assert_array_equal(ops.convert_to_numpy(a), ops.convert_to_numpy(b))
     # A chunk of several tokens at an offset (prefill) works too.
     cache = (ops.zeros((2, 4, 8, 4)), ops.zeros((2, 4, 8, 4)))  # (batch, heads, length, d_k)
     _, cache = layer(x[:, :2], cache=cache, cache_update_index=0)

@@ -127,17 +127,20 @@ def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6, batch_size
         keras_model, sp = presets.load_model(preset), presets.load_tokenizer(preset)
     elif model.endswith(".keras"):
         keras_model, sp = load_keras_model(model), load_tokenizer(tokenizer)
-    elif not os.path.isdir(model):
-        raise no_such_model(model)
     else:
-        keras_model = None
-    if keras_model is not None:
-        from keras_transformer.decoding import Translator
+        return _saved_model_function(model, quantize), None, None
+    from keras_transformer.decoding import Translator
 
-        if quantize:
-            keras_model.quantize(quantize)
-        translator = Translator(keras_model, sp, beam_size=beam_size, alpha=alpha, batch_size=batch_size)
-        return translator.translate, keras_model, sp
+    if quantize:
+        keras_model.quantize(quantize)
+    translator = Translator(keras_model, sp, beam_size=beam_size, alpha=alpha, batch_size=batch_size)
+    return translator.translate, keras_model, sp
+
+
+def _saved_model_function(model, quantize):
+    """`translate(sentences) -> translations` with the SavedModel folder `model`."""
+    if not os.path.isdir(model):
+        raise no_such_model(model)
     if quantize:
         raise ValueError(
             "--quantize applies to a preset or a .keras model; a SavedModel runs as it was "
@@ -148,7 +151,7 @@ def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6, batch_size
     # A one-shot command over length-sorted batches: the graph optimizer's
     # seconds at the first call buy nothing back (load_saved_model_predictor).
     predict, _ = load_saved_model_predictor(model, graph_optimizations=False)
-    return (lambda texts: [row["translations"] for row in predict(texts)]), None, None
+    return lambda texts: [row["translations"] for row in predict(texts)]
 
 
 def translate_sorted(translate, sentences, batch_size, progress=None):

@@ -50,18 +50,15 @@ class ReversibleEmbedding(keras.layers.Embedding):
     def quantized_call(self, inputs, reverse=False):
         if not reverse:
             return super().quantized_call(inputs)
-        table, table_scale = ops.convert_to_tensor(self.embeddings), ops.convert_to_tensor(self.embeddings_scale)
-        return self._int8_reverse(inputs, table, table_scale)
-
-    def _int8_reverse(self, inputs, table, table_scale):
-        """Logits from int8 x int8 products, as Keras' int8 `Dense` computes
-        its outputs: the hidden states are quantized per row (abs-max, one
-        scale per position), multiplied by the int8 table with int32 sums,
-        and divided by both scales. With the table cast to float instead,
-        this product, the largest of a decoding step, ran in float32 (8×
-        the time of int8's on 2 CPU cores), and int8 decoding ran 1.14-1.18×
-        as fast as float32 instead of 1.27-1.39× (benchmarks/README.md). The gradient, as in Keras' `Dense`, is that of
-        the dequantized table, so layers before it still train (LoRA)."""
+        # Logits from int8 x int8 products, as Keras' int8 `Dense` computes
+        # its outputs: the hidden states quantized per row (abs-max, one
+        # scale per position), multiplied by the int8 table with int32 sums,
+        # divided by both scales. With the table cast to float instead, this
+        # product, the largest of a decoding step, ran in float32 (8x the
+        # time of int8's on 2 CPU cores), and int8 decoding ran 1.14-1.18x as
+        # fast as float32 instead of 1.26-1.39x (benchmarks/README.md). The
+        # gradient, as in Keras' `Dense`, is that of the dequantized table,
+        # so layers before it still train (LoRA).
         compute_dtype = self.compute_dtype
 
         @ops.custom_gradient
@@ -77,4 +74,4 @@ class ReversibleEmbedding(keras.layers.Embedding):
             logits = ops.cast(logits, compute_dtype)
             return logits / ops.cast(scale * table_scale, compute_dtype), grad_fn
 
-        return project(inputs, table, table_scale)
+        return project(inputs, ops.convert_to_tensor(self.embeddings), ops.convert_to_tensor(self.embeddings_scale))

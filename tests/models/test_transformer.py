@@ -220,6 +220,8 @@ def test_quantize_freezes_older_objects_out_of_keras_collections_and_restores_th
     try:
         frozen = gc.get_freeze_count()
         tiny().quantize("int8")
-        assert gc.get_freeze_count() >= frozen
+        # Still frozen (an unfreeze empties it); frozen objects that lose
+        # their last reference meanwhile still leave the count.
+        assert gc.get_freeze_count() > frozen // 2, (gc.get_freeze_count(), frozen)
     finally:
         gc.unfreeze()

@@ -14,8 +14,11 @@ A sentence stops once its `num_return`-th best finished score is at least
 the best score any alive beam could still reach (its log-probability,
 which can only fall, over the largest length penalty it could get), or when
 it reaches its length limit; then its best alive candidates are finished as
-they are. The loop ends when every sentence has stopped; where shapes may
-change (`drop_finished`), a sentence leaves the batch as soon as it stops.
+they are. The loop ends when every sentence has stopped. With
+`drop_finished`, the sentences that have stopped stop costing: where shapes
+may change, a sentence leaves the batch as soon as it stops; where they may
+not (JAX, XLA), the sentences still decoding go on in a batch half or a
+quarter as wide once they fit.
 With a cache the loop runs in segments over a growing cache (see
 `cache_lengths`), so a step costs what the positions decoded so far need.
 """
@@ -120,7 +123,7 @@ def _drop_done(state, rows, done, beam_size, cache):
     TensorFlow graphs with an unknown batch size allow.
     """
     keep = ops.cast(ops.nonzero(ops.logical_not(done))[0], "int32")  # (n,) sentences decoding on
-    keep_flat = ops.reshape(keep[:, None] * beam_size + ops.arange(beam_size, dtype="int32")[None, :], (-1,))
+    keep_flat = _beam_rows(keep, beam_size)
     state = state._replace(**{name: ops.take(getattr(state, name), keep, axis=0) for name in (
         "alive_seqs", "alive_log_probs", "finished_seqs", "finished_scores", "finished_flags")})
     rows = Rows(*(ops.take(x, keep, axis=0) for x in rows[:3]), ops.take(rows.source_mask, keep_flat, axis=0))
@@ -132,6 +135,66 @@ def _drop_done(state, rows, done, beam_size, cache):
         )
         cache = {**cache, "cross_attention": cross}
     return state, rows, keep_flat, cache
+
+
+def _beam_rows(sentences, beam_size):
+    """The flat `(n * beam,)` rows of the beams of `sentences` `(n,)`."""
+    return ops.reshape(sentences[:, None] * beam_size + ops.arange(beam_size, dtype="int32")[None, :], (-1,))
+
+
+_SENTENCE_FIELDS = ("alive_seqs", "alive_log_probs", "finished_seqs", "finished_scores", "finished_flags")
+
+
+def _take_sentences(state, rows, sentences, beam_size):
+    """`state` and `rows` of `sentences` `(n,)` only, their cache included."""
+    flat = _beam_rows(sentences, beam_size)
+    state = state._replace(
+        alive_cache=keras.tree.map_structure(lambda x: ops.take(x, flat, axis=0), state.alive_cache),
+        **{name: ops.take(getattr(state, name), sentences, axis=0) for name in _SENTENCE_FIELDS},
+    )
+    rows = Rows(*(ops.take(x, sentences, axis=0) for x in rows[:3]), ops.take(rows.source_mask, flat, axis=0))
+    return state, rows
+
+
+def _put_sentences(state, part, sentences, beam_size):
+    """`state` with `part`, the state of `sentences` `(n,)`, written back.
+
+    The cross-attention cache is left as it is: decoding only reads it.
+    """
+    flat = _beam_rows(sentences, beam_size)[:, None]
+
+    def put(whole, rows):
+        return ops.scatter_update(whole, flat, rows)
+
+    cache = state.alive_cache
+    if isinstance(cache, dict) and "cross_attention" in cache:
+        moving = {k: v for k, v in cache.items() if k != "cross_attention"}
+        parts = {k: v for k, v in part.alive_cache.items() if k != "cross_attention"}
+        cache = {**keras.tree.map_structure(put, moving, parts), "cross_attention": cache["cross_attention"]}
+    else:
+        cache = keras.tree.map_structure(put, cache, part.alive_cache)
+    return state._replace(
+        step=part.step,
+        alive_cache=cache,
+        **{name: ops.scatter_update(getattr(state, name), sentences[:, None], getattr(part, name))
+           for name in _SENTENCE_FIELDS},
+    )
+
+
+# `drop_finished="halves"`: the narrowest batch width, in sentences, that a
+# batch narrows to. Each width is another copy of the decoding step in the
+# compiled function, and a step over a few sentences costs about what its
+# fixed overheads do.
+NARROWEST_WIDTH = 8
+
+
+def batch_widths(batch):
+    """The widths of `drop_finished="halves"`, in sentences: `batch`, then
+    its half and its quarter, each at least `NARROWEST_WIDTH`."""
+    widths = [batch]
+    while len(widths) < 3 and widths[-1] % 2 == 0 and widths[-1] // 2 >= NARROWEST_WIDTH:
+        widths.append(widths[-1] // 2)
+    return widths
 
 
 def _repeat_beams(x, beam_size):
@@ -176,13 +239,19 @@ def beam_search(
         use_cache: bool. Decode with the key/value cache (reordered with
             the beams), or re-run the full decoder every step.
         max_extra_length: int, see `max_length`.
-        drop_finished: bool. With a cache, a sentence leaves the batch at
-            the step it is done, and the next steps decode only the others.
-            The batch size then changes inside the loop: for eager
-            TensorFlow, PyTorch, and TensorFlow graphs without XLA whose
-            source batch size is unknown (the exported SavedModel); not on
-            JAX or under XLA, whose loops keep their shapes (`ValueError`
-            on JAX).
+        drop_finished: `False`, `True` or `"halves"`. With a cache, the
+            sentences that are done stop costing. `True`: a sentence leaves
+            the batch at the step it is done, so the batch size changes
+            inside the loop: for eager TensorFlow, PyTorch, and TensorFlow
+            graphs without XLA whose source batch size is unknown (the
+            exported SavedModel); not on JAX or under XLA, whose loops keep
+            their shapes (`ValueError` on JAX). `"halves"`, for static
+            shapes (`jax.jit`, XLA): once at most half of the batch's
+            sentences are still decoding they go on in a batch half as wide,
+            and then a quarter (widths of at least `NARROWEST_WIDTH`
+            sentences; `batch_widths`). Each width is another copy of the
+            decoding step in a compiled function, which compiles about
+            twice as long. The outputs are those of `False`.
 
     Returns:
         `(tokens, scores)`. With `num_return=1`: int32 `(batch, length)`,
@@ -209,16 +278,20 @@ def beam_search(
         )
     check_optional_token("bos_id", bos_id)
     check_optional_token("eos_id", eos_id)
-    if drop_finished and keras.backend.backend() == "jax":
+    if not (isinstance(drop_finished, bool) or drop_finished == "halves"):
+        raise ValueError(
+            f'Argument `drop_finished` must be False, True or "halves". Received: drop_finished={drop_finished!r}'
+        )
+    if drop_finished is True and keras.backend.backend() == "jax":
         raise ValueError(
             "Argument `drop_finished=True` needs a loop whose batch size can change: TensorFlow "
-            "without XLA or PyTorch. JAX's loops keep their shapes. Received: drop_finished=True "
+            "without XLA or PyTorch. JAX's loops keep their shapes: use \"halves\". Received: drop_finished=True "
             "on the JAX backend"
         )
     # Without a cache every row also holds its copy of the encoder output,
     # which would have to follow the rows; that path checks the cache, it
     # is not for speed.
-    drop_finished = drop_finished and use_cache
+    drop_finished = drop_finished if use_cache else False
     source_ids = check_source_ids(source_ids)
     ensure_built(model)
     length, limits = output_lengths(model, source_ids, max_length, max_extra_length)
@@ -342,26 +415,66 @@ def beam_search(
         if use_cache:
             source_beams = _gather(top_beams, chosen)  # (batch, beam)
             flat = ops.reshape(source_beams + ops.arange(batch, dtype="int32")[:, None] * k, (-1,))
-        if drop_finished:  # the sentences done leave, their cache rows are not reordered
+        if drop_finished is True:  # the sentences done leave, their cache rows are not reordered
             whole = _write_finished(whole, r.sentence, s)
             s, r, keep_flat, new_cache = _drop_done(s, r, sentence_done(s, r), k, new_cache)
             flat = ops.take(flat, keep_flat, axis=0)
         if use_cache:
             s = s._replace(alive_cache=reorder_cache(new_cache, flat))
-        return (s, r, whole) if drop_finished else (s, r)
+        return (s, r, whole) if drop_finished is True else (s, r)
 
     def cond(s, r, end):
         return ops.logical_and(ops.less(s.step, end), ops.logical_not(ops.all(sentence_done(s, r))))
 
+    def decoding(s, r):
+        """() int32: the number of sentences still decoding."""
+        return ops.sum(ops.cast(ops.logical_not(sentence_done(s, r)), "int32"))
+
+    widths = batch_widths(batch) if drop_finished == "halves" and isinstance(batch, int) else [batch]
+
+    def at_width(width, end):
+        """A `switch` branch: decodes the batch's state on in `width`
+        sentences, those still decoding first, until the segment's `end`,
+        until every sentence is done, or (but at the narrowest width) until
+        at most half of them are still decoding."""
+
+        def run(s):
+            part, r = s, rows
+            if width != batch:
+                order = ops.where(sentence_done(s, rows), 0, batch) + ops.arange(batch, 0, -1, dtype="int32")
+                sentences = ops.cast(ops.top_k(order, width)[1], "int32")  # (width,) decoding ones first
+                part, r = _take_sentences(s, rows, sentences, k)
+
+            def go_on(p):
+                more = cond(p, r, end)
+                if width == widths[-1]:
+                    return more
+                return ops.logical_and(more, decoding(p, r) > width // 2)
+
+            (part,) = ops.while_loop(go_on, lambda p: (body(p, r)[0],), (part,))
+            return part if width == batch else _put_sentences(s, part, sentences, k)
+
+        return run
+
+    def narrowing(s, end):
+        """`(s,)` after the narrowest width that holds the sentences still
+        decoding has run (`at_width`)."""
+        index = ops.sum(ops.cast(ops.convert_to_tensor(widths[1:]) >= decoding(s, rows), "int32"))
+        return (ops.switch(index, [at_width(w, end) for w in widths], s),)
+
     # With `drop_finished` the finished pools of the sentences that left are
     # kept in `whole`, the pools of the whole batch, at the rows' sentences.
-    whole = (state.finished_seqs, state.finished_scores, state.finished_flags) if drop_finished else None
+    whole = (state.finished_seqs, state.finished_scores, state.finished_flags) if drop_finished is True else None
     for i, end in enumerate(cache_ends):  # the loop in segments, the cache extended between them
         if i:
             state = state._replace(alive_cache=model.extend_cache(state.alive_cache, end))
-        if drop_finished:
+        if drop_finished is True:
             (state, rows, whole) = ops.while_loop(
                 lambda s, r, w, end=end: cond(s, r, end), body, (state, rows, whole)
+            )
+        elif len(widths) > 1:
+            (state,) = ops.while_loop(
+                lambda s, end=end: cond(s, rows, end), lambda s, end=end: narrowing(s, end), (state,)
             )
         else:
             # `rows` stays out of the loop state: there, TensorFlow 2.21's XLA
@@ -370,7 +483,7 @@ def beam_search(
             (state,) = ops.while_loop(
                 lambda s, end=end: cond(s, rows, end), lambda s: (body(s, rows)[0],), (state,)
             )
-    if drop_finished:
+    if drop_finished is True:
         finished_seqs, finished_scores, finished_flags = _write_finished(whole, rows.sentence, state)
         state = state._replace(finished_seqs=finished_seqs, finished_scores=finished_scores,
                                finished_flags=finished_flags)

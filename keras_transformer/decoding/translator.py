@@ -3,6 +3,7 @@
 import numbers
 import warnings
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -24,7 +25,9 @@ class Translator:
     Sentences are sorted by length and decoded in batches of at most
     `batch_size` (padded with 0 to a multiple of `pad_to_multiple` tokens,
     and the batch to a power of two, to bound the number of compiled
-    shapes); the outputs come back in the input order.
+    shapes); the outputs come back in the input order. In beam search the
+    sentences that are done stop costing (`beam_search`'s
+    `drop_finished`).
 
     Source handling: `translate()` encodes each string with the tokenizer
     and packs it (`tokens.pack_source`); `translate_ids()` takes model-ready ids (EOS already
@@ -86,7 +89,14 @@ class Translator:
         if beam_size == 1:
             fn, static = greedy_decode, {}
         else:
-            fn, static = beam_search, dict(beam_size=beam_size, alpha=self.alpha)
+            # Sentences that are done stop costing: they leave the batch at
+            # once where its size may change (eager TensorFlow, PyTorch),
+            # and the batch narrows by halves where shapes are static (JAX,
+            # XLA).
+            backend = keras.backend.backend()
+            static_shapes = backend == "jax" or (backend == "tensorflow" and jit_compile)
+            fn, static = beam_search, dict(beam_size=beam_size, alpha=self.alpha,
+                                           drop_finished="halves" if static_shapes else True)
         static["max_extra_length"] = max_extra_length
         if jit_compile:
             self._decode = jit_decoder(model, fn, **static)

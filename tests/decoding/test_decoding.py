@@ -1,6 +1,7 @@
 """Greedy decoding and beam search against full passes, known answers and
 exhaustive search."""
 
+import importlib
 import itertools
 
 import keras
@@ -14,6 +15,9 @@ from keras_transformer.decoding import common
 from keras_transformer.decoding.common import cache_lengths, step_logits
 from keras_transformer.tokens import BOS_ID
 from tests.decoding.toy_models import EOS, BigramModel, CopyModel
+
+# The module, which `keras_transformer.decoding.beam_search` (the function) hides.
+bs_module = importlib.import_module("keras_transformer.decoding.beam_search")
 
 pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
 
@@ -148,6 +152,55 @@ def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatc
         tokens, scores = graph(sources())
         np.testing.assert_array_equal(np_(tokens), np_(expected[0]))
         np.testing.assert_allclose(np_(scores), np_(expected[1]), atol=1e-6)
+
+
+def test_batch_widths_halve_twice_down_to_the_narrowest():
+    assert bs_module.NARROWEST_WIDTH == 8
+    assert bs_module.batch_widths(64) == [64, 32, 16]
+    assert bs_module.batch_widths(40) == [40, 20, 10]
+    assert bs_module.batch_widths(16) == [16, 8]
+    assert bs_module.batch_widths(12) == [12]  # its half is narrower than 8
+    assert bs_module.batch_widths(9) == [9] and bs_module.batch_widths(8) == [8] and bs_module.batch_widths(1) == [1]
+
+
+@pytest.mark.parametrize("eos_id", [5, None])
+def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_id):
+    # Four sentences with length limits 5, 2, 9 and 3 (no extra length),
+    # segments of 3 and 9 positions, widths of 4, 2 and 1 sentences.
+    # Without EOS each sentence is done at its limit: 4 sentences x 3 beams
+    # decode steps 0-2 (the second sentence done after step 1, three still
+    # decoding), 2 x 3 rows steps 3-4, then 1 x 3 rows steps 5-8. Each
+    # sentence's outputs and scores are those of the whole batch decoded
+    # together, eagerly and compiled.
+    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
+    monkeypatch.setattr(bs_module, "NARROWEST_WIDTH", 1)
+    model = tiny_model()
+    source = np.zeros((4, 9), "int32")
+    for row, length in enumerate([5, 2, 9, 3]):
+        source[row, : length - 1] = np.arange(length - 1) % 19 + 4 + row
+        source[row, length - 1] = EOS
+    kwargs = dict(beam_size=3, num_return=3, max_extra_length=0, eos_id=eos_id)
+    expected = beam_search(model, source, **kwargs)
+    rows = []
+    monkeypatch.setattr(model, "decode", lambda ids, *a, f=model.decode, **kw: rows.append(ids.shape[0]) or f(ids, *a, **kw))
+    narrowed = beam_search(model, source, drop_finished="halves", **kwargs)
+    np.testing.assert_array_equal(np_(narrowed[0]), np_(expected[0]))
+    np.testing.assert_allclose(np_(narrowed[1]), np_(expected[1]), atol=1e-6)
+    if keras.backend.backend() == "jax":  # its loops and switches trace every width, once per segment
+        assert sorted(rows) == [3, 3, 6, 6, 12, 12], rows
+    else:  # one decoding step after the other
+        assert rows == sorted(rows, reverse=True) and set(rows) <= {12, 6, 3}, rows
+        if eos_id is None:
+            assert rows == [12] * 3 + [6] * 2 + [3] * 4, rows
+    compiled = jit_decoder(model, beam_search, drop_finished="halves", **kwargs)(source)
+    np.testing.assert_array_equal(np_(compiled[0]), np_(expected[0]))
+    np.testing.assert_allclose(np_(compiled[1]), np_(expected[1]), atol=1e-5)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_drop_finished_takes_false_true_or_halves(value):
+    with pytest.raises(ValueError, match="drop_finished"):
+        beam_search(tiny_model(), sources(), drop_finished=value)
 
 
 def test_compiled_beam_search_over_several_segments_matches_eager(monkeypatch):

@@ -147,3 +147,21 @@ def test_beam_search_translations_of_a_trained_model_copy_and_keep_empty_strings
     out = Translator(model, tokenizer, beam_size=4).translate(texts)
     assert out[0] == out[-1] == ""
     assert sum(a == b for a, b in zip(out[1:-1], texts[1:-1])) >= 4
+
+
+def test_beam_search_translations_narrow_the_batch_and_equal_the_whole_batch(trained, monkeypatch):
+    # Widths of 16, 8 and 4 sentences under `jax.jit` and XLA (halves); on
+    # PyTorch and eagerly each sentence leaves the batch when done. Either
+    # way each translation is the one of the 16 sources decoded together.
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("keras_transformer.decoding.beam_search"), "NARROWEST_WIDTH", 1)
+    model, tokenizer, train, held_out = trained
+    texts = train[16:30] + held_out
+    sources = [tokenizer.processor.encode(t) + [EOS_ID] for t in texts]
+    tokens, _ = jit_decoder(model, beam_search, beam_size=4, alpha=0.6, max_extra_length=50)(padded(sources))
+    expected = [row[: row.index(EOS_ID)] if EOS_ID in row else row for row in ops.convert_to_numpy(tokens).tolist()]
+    for jit_compile in (True, False):
+        translator = Translator(model, tokenizer, beam_size=4, batch_size=16, jit_compile=jit_compile)
+        assert translator.translate_ids(sources) == expected
+    assert len({len(ids) for ids in expected}) >= 4  # outputs of several lengths: sentences finish apart

@@ -13,8 +13,8 @@ CPUs):
 - `translator-tf-float32`, `translator-tf-int8`, `translator-jax-float32`,
   `translator-jax-int8`: `keras_transformer.Translator` on the preset's
   model (KERAS_BACKEND=tensorflow or jax, `model.quantize("int8")` for
-  int8), beam 4, alpha 0.6, `batch_size` 64; JAX gets `XLA_FLAGS` for
-  `--threads` Eigen threads.
+  int8), beam 4, alpha 0.6, `batch_size` 64, `narrow_batches` with
+  `--narrow-batches`; JAX gets `XLA_FLAGS` for `--threads` Eigen threads.
 - `ctranslate2-float32`, `ctranslate2-int8`: CTranslate2 on the preset's
   weights converted by `keras_transformer.ctranslate2_converter` (ctranslate2's
   spec API; our position table, our vocabulary), `compute_type` float32 or
@@ -39,6 +39,8 @@ Figures per engine, on the first `--limit` sources of the test split of
   engine alike;
 - p50/p90 latency of one sentence at a time over the first
   `--latency-sentences` sources (warmed the same way);
+- the warm-up: the seconds spent translating one batch of every distinct
+  shape before the timed passes (for the `Translator`, mostly compiling);
 - the load time, and the time of the first translation after it (one
   sentence), both in the fresh process (with `--compilation-cache DIR`, run
   twice: the second run's engines read what the first compiled);
@@ -164,7 +166,7 @@ def load_engine(engine, args):
         model.quantize("int8")
     translator = Translator(
         model, presets.load_tokenizer(args.preset), beam_size=args.beam_size, alpha=args.alpha,
-        batch_size=args.batch_size,
+        batch_size=args.batch_size, narrow_batches=args.narrow_batches,
     )
     return lambda texts: (translator.translate(list(texts)), None)
 
@@ -353,7 +355,7 @@ def summarise(result, tokenizer, references, reference_outputs, n):
 
 def print_table(results):
     header = ("engine", "sorted sent/s", "sorted tok/s", "file sent/s", "file tok/s", "p50 ms", "p90 ms",
-              "load s", "1st s", "BLEU", "chrF", "same as tf-f32")
+              "load s", "1st s", "warm-up s", "BLEU", "chrF", "same as tf-f32")
     rows = []
     for r in results:
         same = r.get("identical_to_" + REFERENCE_ENGINE)
@@ -361,6 +363,7 @@ def print_table(results):
             r["engine"], f"{r['sorted_sentences_per_s']:.1f}", f"{r['sorted_tokens_per_s']:.0f}",
             f"{r['file_sentences_per_s']:.1f}", f"{r['file_tokens_per_s']:.0f}", f"{r['latency_p50_ms']:.1f}",
             f"{r['latency_p90_ms']:.1f}", f"{r['load_s']:.2f}", f"{r['first_translation_s']:.2f}",
+            f"{r['warmup_s']:.1f}",
             "-" if r.get("bleu") is None else f"{r['bleu']:.2f}", "-" if r.get("chrf") is None else f"{r['chrf']:.2f}",
             "-" if same is None else f"{100 * same:.1f}%",
         ))
@@ -396,6 +399,9 @@ def parse_args(argv=None):
     parser.add_argument("--no-graph-optimizations", dest="graph_optimizations", action="store_false",
                         help="the SavedModel with TensorFlow's graph optimizer (grappler) off, as "
                              "keras_transformer.serving.predictor loads it")
+    parser.add_argument("--narrow-batches", action="store_true",
+                        help="Translator(narrow_batches=True): under JAX and XLA a batch narrows to its half, "
+                             "then its quarter, as its sentences finish (longer compiles, in the warm-up)")
     parser.add_argument("--timeout", type=float, default=7200, help="seconds per engine process")
     parser.add_argument("--keep-outputs", action="store_true", help="each engine's translations in the JSON")
     parser.add_argument("--output", default=None)
@@ -444,6 +450,7 @@ def main(argv=None):
             "--alpha", str(args.alpha), "--threads", str(args.threads), "--ct2-patience", str(args.ct2_patience),
             "--max-decoding-length", str(args.max_decoding_length),
             *([] if args.graph_optimizations else ["--no-graph-optimizations"]),
+            *(["--narrow-batches"] if args.narrow_batches else []),
             "--tokenizer-path", os.path.join(presets.preset_directory(args.preset), presets.TOKENIZER_FILE),
         ] + (["--ct2-model", args.ct2_model] if args.ct2_model else []) + (
             ["--ct2-no-rescore"] if args.ct2_no_rescore else [])
@@ -466,6 +473,7 @@ def main(argv=None):
         "split": args.split, "sentences": len(sources), "batch_size": args.batch_size, "beam_size": args.beam_size,
         "alpha": args.alpha, "threads": args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
         "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
+        "translator_narrow_batches": args.narrow_batches,
         "ctranslate2": {"length_penalty": args.alpha, "patience": args.ct2_patience,
                         "rescored_with_gnmt": not args.ct2_no_rescore, "convert_s": ct2_convert_s,
                         "use_mkl": args.ct2_use_mkl,

@@ -221,3 +221,19 @@ def test_compilation_cache_keeps_the_translators_compiled_programs(tmp_path):
     assert json.loads(output.read_text())["compilation_cache"] == str(cache)
     # `jit_pure`: the jitted function of keras_transformer.decoding.jit_decoder.
     assert [name for name in os.listdir(cache / "jax") if name.startswith("jit_pure-")], os.listdir(cache / "jax")
+
+
+def test_narrow_batches_is_recorded_and_the_warm_up_shown(tmp_path):
+    """`--narrow-batches`: the JAX Translator translates 16 sentences in a batch of 16 (widths
+    16 and 8), the JSON records the setting, and the table shows each engine's warm-up (for
+    the Translator, mostly compiling)."""
+    output = tmp_path / "run.json"
+    command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", "16",
+               "--batch-size", "16", "--latency-sentences", "1", "--engines", "translator-jax-float32",
+               "--keep-outputs", "--narrow-batches", "--output", str(output)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "warm-up s" in run.stdout
+    report = json.loads(output.read_text())
+    assert report["translator_narrow_batches"] is True and report["results"][0]["warmup_s"] > 0
+    assert len(report["outputs"]["translator-jax-float32"]) == 16 and all(report["outputs"]["translator-jax-float32"])

@@ -12,7 +12,7 @@ from keras_transformer.decoding.common import model_max_length
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.greedy import greedy_decode
 from keras_transformer.tokens import EOS_ID, PAD_ID, pack_source, source_capacity, unpack_output
-from keras_transformer.validation import check_non_negative_int, check_positive
+from keras_transformer.validation import check_bool, check_non_negative_int, check_positive
 
 
 def _is_token(value):
@@ -25,9 +25,7 @@ class Translator:
     Sentences are sorted by length and decoded in batches of at most
     `batch_size` (padded with 0 to a multiple of `pad_to_multiple` tokens,
     and the batch to a power of two, to bound the number of compiled
-    shapes); the outputs come back in the input order. In beam search the
-    sentences that are done stop costing (`beam_search`'s
-    `drop_finished`).
+    shapes); the outputs come back in the input order.
 
     Source handling: `translate()` encodes each string with the tokenizer
     and packs it (`tokens.pack_source`); `translate_ids()` takes model-ready ids (EOS already
@@ -52,6 +50,14 @@ class Translator:
         jit_compile: bool. Compile decoding (XLA on TensorFlow, `jax.jit` on
             JAX; eager on PyTorch).
         pad_to_multiple: int >= 1. Source padding granularity.
+        narrow_batches: bool. Compiled beam search (JAX, XLA): once at
+            most half of a batch's sentences are still decoding, they go on
+            in a batch half as wide, then a quarter (`beam_search(...,
+            drop_finished="halves")`). Batches of 64 translate 1.2-1.4× as
+            fast once compiled, but each batch shape compiles about twice
+            as long: for servers and long jobs, not one file of a few
+            thousand sentences (benchmarks/README.md). Uncompiled decoding
+            (eager TensorFlow, PyTorch) drops finished sentences anyway.
 
     Example:
 
@@ -71,12 +77,14 @@ class Translator:
         batch_size=32,
         jit_compile=True,
         pad_to_multiple=8,
+        narrow_batches=False,
     ):
         check_positive("beam_size", beam_size)
         self.alpha = check_alpha(alpha)
         check_non_negative_int("max_extra_length", max_extra_length)
         check_positive("batch_size", batch_size)
         check_positive("pad_to_multiple", pad_to_multiple)
+        check_bool("narrow_batches", narrow_batches)
         self.model = model
         self.tokenizer = tokenizer
         self.beam_size = beam_size
@@ -89,14 +97,14 @@ class Translator:
         if beam_size == 1:
             fn, static = greedy_decode, {}
         else:
-            # Sentences that are done stop costing: they leave the batch at
-            # once where its size may change (eager TensorFlow, PyTorch),
-            # and the batch narrows by halves where shapes are static (JAX,
-            # XLA).
+            # Where the batch may change size (eager TensorFlow, PyTorch),
+            # sentences leave it when done; where shapes are static (JAX,
+            # XLA), the batch narrows only if asked, since that compiles
+            # each batch shape about twice as long.
             backend = keras.backend.backend()
             static_shapes = backend == "jax" or (backend == "tensorflow" and jit_compile)
-            fn, static = beam_search, dict(beam_size=beam_size, alpha=self.alpha,
-                                           drop_finished="halves" if static_shapes else True)
+            drop_finished = ("halves" if narrow_batches else False) if static_shapes else True
+            fn, static = beam_search, dict(beam_size=beam_size, alpha=self.alpha, drop_finished=drop_finished)
         static["max_extra_length"] = max_extra_length
         if jit_compile:
             self._decode = jit_decoder(model, fn, **static)

@@ -46,7 +46,7 @@ def test_over_long_source_is_truncated_not_fatal():
 @pytest.mark.parametrize(
     "kwargs, name",
     [(dict(beam_size=0), "beam_size"), (dict(alpha=-1.0), "alpha"), (dict(batch_size=0), "batch_size"),
-     (dict(max_extra_length=-5), "max_extra_length")],
+     (dict(max_extra_length=-5), "max_extra_length"), (dict(narrow_batches="yes"), "narrow_batches")],
 )
 def test_bad_arguments_raise(kwargs, name):
     with pytest.raises(ValueError, match=name):
@@ -150,9 +150,10 @@ def test_beam_search_translations_of_a_trained_model_copy_and_keep_empty_strings
 
 
 def test_beam_search_translations_narrow_the_batch_and_equal_the_whole_batch(trained, monkeypatch):
-    # Widths of 16, 8 and 4 sentences under `jax.jit` and XLA (halves); on
-    # PyTorch and eagerly each sentence leaves the batch when done. Either
-    # way each translation is the one of the 16 sources decoded together.
+    # Widths of 16, 8 and 4 sentences under `jax.jit` and XLA
+    # (`narrow_batches`); on PyTorch and eagerly each sentence leaves the
+    # batch when done. Either way each translation is the one of the 16
+    # sources decoded together.
     import importlib
 
     monkeypatch.setattr(importlib.import_module("keras_transformer.decoding.beam_search"), "NARROWEST_WIDTH", 1)
@@ -161,7 +162,12 @@ def test_beam_search_translations_narrow_the_batch_and_equal_the_whole_batch(tra
     sources = [tokenizer.processor.encode(t) + [EOS_ID] for t in texts]
     tokens, _ = jit_decoder(model, beam_search, beam_size=4, alpha=0.6, max_extra_length=50)(padded(sources))
     expected = [row[: row.index(EOS_ID)] if EOS_ID in row else row for row in ops.convert_to_numpy(tokens).tolist()]
+    rows = []  # the rows of every decoding step run (or traced)
+    monkeypatch.setattr(model, "decode", lambda ids, *a, f=model.decode, **kw: rows.append(ids.shape[0]) or f(ids, *a, **kw))
     for jit_compile in (True, False):
-        translator = Translator(model, tokenizer, beam_size=4, batch_size=16, jit_compile=jit_compile)
+        del rows[:]
+        translator = Translator(model, tokenizer, beam_size=4, batch_size=16, jit_compile=jit_compile,
+                                narrow_batches=True)
         assert translator.translate_ids(sources) == expected
+        assert max(rows) == 64 and min(rows) <= 16, rows  # 16 sentences x 4 beams, down to 4 x 4
     assert len({len(ids) for ids in expected}) >= 4  # outputs of several lengths: sentences finish apart

@@ -53,10 +53,11 @@ class Translator:
         narrow_batches: bool. Compiled beam search (JAX, XLA): once at
             most half of a batch's sentences are still decoding, they go on
             in a batch half as wide, then a quarter (`beam_search(...,
-            drop_finished="halves")`). Batches of 64 translate 1.2-1.4× as
-            fast once compiled, but each batch shape compiles about twice
-            as long: for servers and long jobs, not one file of a few
-            thousand sentences (benchmarks/README.md). Uncompiled decoding
+            drop_finished="halves")`). Batches of 64 translated 1.1-1.5× as
+            fast once compiled on 2 CPU cores, with the same outputs, but
+            each batch shape compiles 2-2.5× as long: for servers and long
+            jobs, not one file of a few thousand sentences
+            (benchmarks/README.md). Uncompiled decoding
             (eager TensorFlow, PyTorch) drops finished sentences anyway.
 
     Example:

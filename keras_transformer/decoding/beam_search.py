@@ -112,6 +112,14 @@ def _write_finished(whole, sentences, state):
     return tuple(ops.scatter_update(w, sentences[:, None], p) for w, p in zip(whole, pools))
 
 
+def _beam_rows(sentences, beam_size):
+    """The flat `(n * beam,)` rows of the beams of `sentences` `(n,)`."""
+    return ops.reshape(sentences[:, None] * beam_size + ops.arange(beam_size, dtype="int32")[None, :], (-1,))
+
+
+_SENTENCE_FIELDS = ("alive_seqs", "alive_log_probs", "finished_seqs", "finished_scores", "finished_flags")
+
+
 def _drop_done(state, rows, done, beam_size, cache):
     """Drops the sentences `done` (batch,) from the batch.
 
@@ -124,8 +132,7 @@ def _drop_done(state, rows, done, beam_size, cache):
     """
     keep = ops.cast(ops.nonzero(ops.logical_not(done))[0], "int32")  # (n,) sentences decoding on
     keep_flat = _beam_rows(keep, beam_size)
-    state = state._replace(**{name: ops.take(getattr(state, name), keep, axis=0) for name in (
-        "alive_seqs", "alive_log_probs", "finished_seqs", "finished_scores", "finished_flags")})
+    state = state._replace(**{name: ops.take(getattr(state, name), keep, axis=0) for name in _SENTENCE_FIELDS})
     rows = Rows(*(ops.take(x, keep, axis=0) for x in rows[:3]), ops.take(rows.source_mask, keep_flat, axis=0))
     if isinstance(cache, dict) and "cross_attention" in cache:
         cross = cache["cross_attention"]
@@ -135,14 +142,6 @@ def _drop_done(state, rows, done, beam_size, cache):
         )
         cache = {**cache, "cross_attention": cross}
     return state, rows, keep_flat, cache
-
-
-def _beam_rows(sentences, beam_size):
-    """The flat `(n * beam,)` rows of the beams of `sentences` `(n,)`."""
-    return ops.reshape(sentences[:, None] * beam_size + ops.arange(beam_size, dtype="int32")[None, :], (-1,))
-
-
-_SENTENCE_FIELDS = ("alive_seqs", "alive_log_probs", "finished_seqs", "finished_scores", "finished_flags")
 
 
 def _take_sentences(state, rows, sentences, beam_size):
@@ -250,8 +249,9 @@ def beam_search(
             sentences are still decoding they go on in a batch half as wide,
             and then a quarter (widths of at least `NARROWEST_WIDTH`
             sentences; `batch_widths`). Each width is another copy of the
-            decoding step in a compiled function, which compiles about
-            twice as long. The outputs are those of `False`.
+            decoding step in a compiled function, which compiled 2-2.5×
+            as long (benchmarks/README.md). The outputs are those of
+            `False`.
 
     Returns:
         `(tokens, scores)`. With `num_return=1`: int32 `(batch, length)`,

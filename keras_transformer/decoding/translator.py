@@ -100,8 +100,8 @@ class Translator:
         else:
             # Where the batch may change size (eager TensorFlow, PyTorch),
             # sentences leave it when done; where shapes are static (JAX,
-            # XLA), the batch narrows only if asked, since that compiles
-            # each batch shape about twice as long.
+            # XLA), the batch narrows only if asked, since each batch shape
+            # then compiles 2-2.5× as long.
             backend = keras.backend.backend()
             static_shapes = backend == "jax" or (backend == "tensorflow" and jit_compile)
             drop_finished = ("halves" if narrow_batches else False) if static_shapes else True

@@ -107,12 +107,14 @@ def load_tokenizer(path):
     return spm.SentencePieceProcessor(model_file=path)
 
 
-def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6, batch_size=32, quantize=None):
+def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6, batch_size=32, quantize=None,
+                       narrow_batches=False):
     """`translate(sentences) -> translations` with a preset (name or
     directory), a SavedModel folder, or a `.keras` file and its `tokenizer`
     file. A preset or `.keras` model decodes with `beam_size`, `alpha` in
     batches of `batch_size`, after `model.quantize(quantize)` if given
-    (`"int8"`); a SavedModel is translated as it was exported.
+    (`"int8"`), with `Translator(narrow_batches=...)`; a SavedModel is
+    translated as it was exported.
 
     Returns `(translate, keras_model, tokenizer)`, the last two None with a
     SavedModel (which carries its own tokenizer and decoding settings).
@@ -128,16 +130,17 @@ def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6, batch_size
     elif model.endswith(".keras"):
         keras_model, sp = load_keras_model(model), load_tokenizer(tokenizer)
     else:
-        return _saved_model_function(model, quantize), None, None
+        return _saved_model_function(model, quantize, narrow_batches), None, None
     from keras_transformer.decoding import Translator
 
     if quantize:
         keras_model.quantize(quantize)
-    translator = Translator(keras_model, sp, beam_size=beam_size, alpha=alpha, batch_size=batch_size)
+    translator = Translator(keras_model, sp, beam_size=beam_size, alpha=alpha, batch_size=batch_size,
+                            narrow_batches=narrow_batches)
     return translator.translate, keras_model, sp
 
 
-def _saved_model_function(model, quantize):
+def _saved_model_function(model, quantize, narrow_batches):
     """`translate(sentences) -> translations` with the SavedModel folder `model`."""
     if not os.path.isdir(model):
         raise no_such_model(model)
@@ -145,6 +148,11 @@ def _saved_model_function(model, quantize):
         raise ValueError(
             "--quantize applies to a preset or a .keras model; a SavedModel runs as it was "
             f"exported. Received: model={model!r}, --quantize={quantize!r}"
+        )
+    if narrow_batches:
+        raise ValueError(
+            "--narrow-batches applies to a preset or a .keras model; a SavedModel drops each "
+            f"finished sentence as it decodes. Received: model={model!r}, --narrow-batches"
         )
     from keras_transformer.serving.predictor import load_saved_model_predictor
 

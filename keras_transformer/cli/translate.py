@@ -34,6 +34,10 @@ def add_arguments(p):
     p.add_argument("--quantize", choices=["int8"], default=None,
                    help="quantize a preset or .keras model's weights at load (Keras' model.quantize): int8 "
                         "translates faster on CPUs (benchmarks/README.md)")
+    p.add_argument("--narrow-batches", action="store_true",
+                   help="with a preset or a .keras model: a batch narrows to its half, then its quarter, as "
+                        "its sentences finish (Translator(narrow_batches=True)); each batch shape compiles "
+                        "2-2.5x as long, so it pays on files of tens of thousands of sentences")
     p.add_argument("--plot-attention", metavar="FILE.png",
                    help="draw the cross-attention of the first sentence (with a preset or a .keras model)")
     p.add_argument("--head", type=int, default=None, help="plot one head instead of the mean and all heads")
@@ -48,7 +52,7 @@ def run(args):
         )
     translate, model, tokenizer = translate_function(
         args.model, args.tokenizer, args.beam_size, args.alpha, batch_size=args.batch_size,
-        quantize=args.quantize,
+        quantize=args.quantize, narrow_batches=args.narrow_batches,
     )
     progress = None
     if args.input:

@@ -92,6 +92,7 @@ class Translator:
         self.max_extra_length = max_extra_length
         self.batch_size = batch_size
         self.pad_to_multiple = pad_to_multiple
+        self.narrow_batches = narrow_batches
         self.max_length = model_max_length(model)
         config = getattr(model, "transformer_config", None)
         self.vocab_size = getattr(config, "vocab_size", None)

@@ -108,4 +108,19 @@ def test_quantize_reaches_the_translate_function(command, monkeypatch):
 
     monkeypatch.setattr(importlib.import_module(f"keras_transformer.cli.{command[0]}"), "translate_function", fake)
     assert main(command + ["--quantize", "int8"]) == 0
-    assert seen["quantize"] == "int8"
+    assert seen["quantize"] == "int8" and seen["narrow_batches"] is False
+    assert main(command + ["--narrow-batches"]) == 0
+    assert seen["quantize"] is None and seen["narrow_batches"] is True
+
+
+def test_narrow_batches_reaches_the_translator_and_is_refused_with_a_saved_model(tmp_path):
+    from keras_transformer.cli.common import translate_function
+
+    translate, _, _ = translate_function("tatoeba_en_fr", narrow_batches=True)
+    assert translate.__self__.narrow_batches is True  # the Translator's bound translate
+    assert translate_function("tatoeba_en_fr")[0].__self__.narrow_batches is False
+    saved_model = tmp_path / "my_saved_model"
+    saved_model.mkdir()  # a folder, not a preset: never read
+    with pytest.raises(ValueError, match=r"--narrow-batches applies to a preset or a \.keras model.*Received: "
+                                         r"model='[^']*my_saved_model', --narrow-batches"):
+        main(["evaluate", str(saved_model), "--narrow-batches"])

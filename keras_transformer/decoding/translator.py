@@ -57,8 +57,9 @@ class Translator:
             fast once compiled on 2 CPU cores, with the same outputs, but
             each batch shape compiles 2-2.5× as long: for servers and long
             jobs, not one file of a few thousand sentences
-            (benchmarks/README.md). Uncompiled decoding
-            (eager TensorFlow, PyTorch) drops finished sentences anyway.
+            (benchmarks/README.md). Uncompiled beam search (eager
+            TensorFlow, PyTorch) drops finished sentences anyway; greedy
+            decoding (`beam_size=1`) keeps its batch either way.
 
     Example:
 

@@ -78,14 +78,16 @@ def reorder_cache(cache, flat_indices):
     sentence, and beams are only ever reordered within their sentence, so
     that part of the model's cache is left as it is.
     """
+    return _map_moving(lambda x: ops.take(x, flat_indices, axis=0), cache)
 
-    def take(x):
-        return ops.take(x, flat_indices, axis=0)
 
+def _map_moving(fn, cache, *others):
+    """`keras.tree.map_structure(fn, cache, *others)` over every part of the
+    model's cache but its cross-attention part, which stays as in `cache`."""
     if isinstance(cache, dict) and "cross_attention" in cache:
-        moving = {k: v for k, v in cache.items() if k != "cross_attention"}
-        return {**keras.tree.map_structure(take, moving), "cross_attention": cache["cross_attention"]}
-    return keras.tree.map_structure(take, cache)
+        moving = [{k: v for k, v in c.items() if k != "cross_attention"} for c in (cache, *others)]
+        return {**keras.tree.map_structure(fn, *moving), "cross_attention": cache["cross_attention"]}
+    return keras.tree.map_structure(fn, cache, *others)
 
 
 def _gather(x, indices):
@@ -120,6 +122,14 @@ def _beam_rows(sentences, beam_size):
 _SENTENCE_FIELDS = ("alive_seqs", "alive_log_probs", "finished_seqs", "finished_scores", "finished_flags")
 
 
+def _take_rows(state, rows, sentences, flat):
+    """`state`'s per-sentence fields and `rows` of `sentences` `(n,)`, whose
+    beams are the flat rows `flat` `(n * beam,)`; the cache as it is."""
+    state = state._replace(**{name: ops.take(getattr(state, name), sentences, axis=0) for name in _SENTENCE_FIELDS})
+    rows = Rows(*(ops.take(x, sentences, axis=0) for x in rows[:3]), ops.take(rows.source_mask, flat, axis=0))
+    return state, rows
+
+
 def _drop_done(state, rows, done, beam_size, cache):
     """Drops the sentences `done` (batch,) from the batch.
 
@@ -132,8 +142,7 @@ def _drop_done(state, rows, done, beam_size, cache):
     """
     keep = ops.cast(ops.nonzero(ops.logical_not(done))[0], "int32")  # (n,) sentences decoding on
     keep_flat = _beam_rows(keep, beam_size)
-    state = state._replace(**{name: ops.take(getattr(state, name), keep, axis=0) for name in _SENTENCE_FIELDS})
-    rows = Rows(*(ops.take(x, keep, axis=0) for x in rows[:3]), ops.take(rows.source_mask, keep_flat, axis=0))
+    state, rows = _take_rows(state, rows, keep, keep_flat)
     if isinstance(cache, dict) and "cross_attention" in cache:
         cross = cache["cross_attention"]
         cross = ops.cond(  # the largest tensors there are: gathered only when a sentence leaves
@@ -147,12 +156,9 @@ def _drop_done(state, rows, done, beam_size, cache):
 def _take_sentences(state, rows, sentences, beam_size):
     """`state` and `rows` of `sentences` `(n,)` only, their cache included."""
     flat = _beam_rows(sentences, beam_size)
-    state = state._replace(
-        alive_cache=keras.tree.map_structure(lambda x: ops.take(x, flat, axis=0), state.alive_cache),
-        **{name: ops.take(getattr(state, name), sentences, axis=0) for name in _SENTENCE_FIELDS},
-    )
-    rows = Rows(*(ops.take(x, sentences, axis=0) for x in rows[:3]), ops.take(rows.source_mask, flat, axis=0))
-    return state, rows
+    state, rows = _take_rows(state, rows, sentences, flat)
+    cache = keras.tree.map_structure(lambda x: ops.take(x, flat, axis=0), state.alive_cache)
+    return state._replace(alive_cache=cache), rows
 
 
 def _put_sentences(state, part, sentences, beam_size):
@@ -161,17 +167,7 @@ def _put_sentences(state, part, sentences, beam_size):
     The cross-attention cache is left as it is: decoding only reads it.
     """
     flat = _beam_rows(sentences, beam_size)[:, None]
-
-    def put(whole, rows):
-        return ops.scatter_update(whole, flat, rows)
-
-    cache = state.alive_cache
-    if isinstance(cache, dict) and "cross_attention" in cache:
-        moving = {k: v for k, v in cache.items() if k != "cross_attention"}
-        parts = {k: v for k, v in part.alive_cache.items() if k != "cross_attention"}
-        cache = {**keras.tree.map_structure(put, moving, parts), "cross_attention": cache["cross_attention"]}
-    else:
-        cache = keras.tree.map_structure(put, cache, part.alive_cache)
+    cache = _map_moving(lambda whole, rows: ops.scatter_update(whole, flat, rows), state.alive_cache, part.alive_cache)
     return state._replace(
         step=part.step,
         alive_cache=cache,

@@ -1,7 +1,13 @@
-"""Translation speed on CPU: our engines beside CTranslate2, same weights, one run.
+"""Translation speed: our engines beside CTranslate2, same weights, one run.
 
     pip install -e ".[bench]"
     python benchmarks/translate_speed.py --limit 256 --output benchmarks/results/translate_speed.json
+
+On CPU by default (`--device cpu`: GPUs hidden from every engine). With
+`--device gpu` the engines run on the machine's GPU: JAX and TensorFlow see
+it, CTranslate2 runs on `cuda`, and no process is pinned to `--threads`
+CPUs; two engines for GPUs join the choices, `translator-jax-bfloat16` (the
+model in the bfloat16 dtype policy) and `ctranslate2-float16`.
 
 Engines (`--engines`, each in a process of its own, pinned to `--threads`
 CPUs):
@@ -78,6 +84,7 @@ ENGINES = (
     "ctranslate2-float32",
     "ctranslate2-int8",
 )
+GPU_ENGINES = ("translator-jax-bfloat16", "ctranslate2-float16")  # in the choices, not the default
 REFERENCE_ENGINE = "translator-tf-float32"
 
 
@@ -129,7 +136,7 @@ def load_engine(engine, args):
         processor = sentencepiece.SentencePieceProcessor(model_file=args.tokenizer_path)
         compute_type = engine.split("-", 1)[1]
         translator = ctranslate2.Translator(
-            args.ct2_model, device="cpu", compute_type=compute_type, intra_threads=args.threads, inter_threads=1
+            args.ct2_model, device="cuda" if args.device == "gpu" else "cpu", compute_type=compute_type, intra_threads=args.threads, inter_threads=1
         )
 
         def translate(texts):
@@ -161,7 +168,7 @@ def load_engine(engine, args):
 
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    model = presets.load_model(args.preset)
+    model = presets.load_model(args.preset, dtype="bfloat16" if engine.endswith("bfloat16") else None)
     if engine.endswith("int8"):
         model.quantize("int8")
     translator = Translator(
@@ -205,7 +212,7 @@ def batches(order, size):
 
 def worker(args):
     started = time.perf_counter()
-    cpus = pin_threads(args.threads)
+    cpus = pin_threads(args.threads) if args.device == "cpu" else None
     with open(args.worker_input) as f:
         job = json.load(f)
     sources, lengths = job["sources"], job["source_lengths"]
@@ -275,9 +282,10 @@ def worker(args):
 # ---------------------------------------------------------------- the parent
 
 
-def run_engine(engine, args, job_path, workdir):
-    output = os.path.join(workdir, f"{engine}.json")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def engine_environment(engine, args, environ):
+    """The environment of `engine`'s process: `environ` (the parent's as it
+    started) with the backend, the thread counts and the device's settings."""
+    env = dict(environ, PYTHONPATH=ROOT + os.pathsep + environ.get("PYTHONPATH", ""))
     env["KERAS_BACKEND"] = backend_of(engine)
     env["KERAS_TRANSFORMER_QUIET"] = "1"
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -294,11 +302,19 @@ def run_engine(engine, args, job_path, workdir):
                                + os.path.join(args.compilation_cache, "tensorflow")).strip()
     if engine.startswith("ctranslate2") and args.ct2_use_mkl != "auto":
         env["CT2_USE_MKL"] = args.ct2_use_mkl
-    if backend_of(engine) == "jax":
-        env["JAX_PLATFORMS"] = "cpu"
-        env["XLA_FLAGS"] = (
-            env.get("XLA_FLAGS", "") + f" --xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={args.threads}"
-        ).strip()
+    if args.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # no engine reaches a GPU the machine may have
+        if backend_of(engine) == "jax":
+            env["JAX_PLATFORMS"] = "cpu"
+            env["XLA_FLAGS"] = (
+                env.get("XLA_FLAGS", "") + f" --xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={args.threads}"
+            ).strip()
+    return env
+
+
+def run_engine(engine, args, job_path, workdir):
+    output = os.path.join(workdir, f"{engine}.json")
+    env = engine_environment(engine, args, args.environ)
     command = [sys.executable, os.path.abspath(__file__), "--worker", engine, "--worker-input", job_path,
                "--worker-output", output] + args.forward
     run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -374,7 +390,9 @@ def print_table(results):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
+    parser.add_argument("--engines", nargs="+", choices=ENGINES + GPU_ENGINES, default=list(ENGINES))
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="where the engines run (gpu: JAX, TensorFlow and CTranslate2 on the GPU)")
     parser.add_argument("--preset", default="tatoeba_en_fr")
     parser.add_argument("--saved-model", default=os.path.join(ROOT, "saved_models", "tatoeba_en_fr", "1"),
                         help="the SavedModel version folder of the preset's model")
@@ -404,6 +422,8 @@ def parse_args(argv=None):
                              "then its quarter, as its sentences finish (longer compiles, in the warm-up)")
     parser.add_argument("--timeout", type=float, default=7200, help="seconds per engine process")
     parser.add_argument("--keep-outputs", action="store_true", help="each engine's translations in the JSON")
+    parser.add_argument("--no-bleu", dest="bleu", action="store_false",
+                        help="no BLEU or chrF (a machine without sacrebleu; with --keep-outputs, score elsewhere)")
     parser.add_argument("--output", default=None)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker-input", default=None, help=argparse.SUPPRESS)
@@ -411,6 +431,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be >= 1")
+    if args.device == "cpu" and "ctranslate2-float16" in args.engines:
+        parser.error("--engines ctranslate2-float16 needs --device gpu (CTranslate2 computes float16 on GPUs only)")
     return args
 
 
@@ -419,7 +441,11 @@ def main(argv=None):
     if args.worker:
         return worker(args)
 
+    args.environ = dict(os.environ)  # the engines' processes start from this
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    # This process converts the weights and counts tokens on the CPU: a GPU's memory stays the engines'.
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
     from keras_transformer import datasets, presets
 
     sources, references = datasets.load_references(args.corpus or args.preset, args.split)
@@ -448,7 +474,7 @@ def main(argv=None):
             "--preset", args.preset, "--saved-model", args.saved_model, "--batch-size", str(args.batch_size),
             "--latency-sentences", str(args.latency_sentences), "--beam-size", str(args.beam_size),
             "--alpha", str(args.alpha), "--threads", str(args.threads), "--ct2-patience", str(args.ct2_patience),
-            "--max-decoding-length", str(args.max_decoding_length),
+            "--max-decoding-length", str(args.max_decoding_length), "--device", args.device,
             *([] if args.graph_optimizations else ["--no-graph-optimizations"]),
             *(["--narrow-batches"] if args.narrow_batches else []),
             "--tokenizer-path", os.path.join(presets.preset_directory(args.preset), presets.TOKENIZER_FILE),
@@ -458,7 +484,8 @@ def main(argv=None):
         for engine in engines:
             print(f"[{engine}] ...", file=sys.stderr, flush=True)
             raw = run_engine(engine, args, job_path, workdir)
-            summary, outputs = summarise(raw, tokenizer, references, reference_outputs, len(sources))
+            summary, outputs = summarise(raw, tokenizer, references if args.bleu else None, reference_outputs,
+                                         len(sources))
             if engine == REFERENCE_ENGINE:
                 reference_outputs = outputs
             all_outputs[engine] = outputs
@@ -467,7 +494,9 @@ def main(argv=None):
     report = {
         "benchmark": "translate_speed",
         "command": " ".join([os.path.basename(sys.executable), "benchmarks/translate_speed.py"] + list(argv if argv is not None else sys.argv[1:])),
+        "device": args.device,
         "machine": {"platform": platform.platform(), "processor": _cpu_name(), "cpu_count": os.cpu_count(),
+                    "gpu": _gpu_name() if args.device == "gpu" else None,
                     "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
         "preset": args.preset, "saved_model": args.saved_model, "corpus": args.corpus or args.preset,
         "split": args.split, "sentences": len(sources), "batch_size": args.batch_size, "beam_size": args.beam_size,
@@ -497,6 +526,15 @@ def _cpu_name():
     except OSError:
         pass
     return platform.processor()
+
+
+def _gpu_name():
+    try:
+        run = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        return run.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def _version(name):

@@ -175,7 +175,12 @@ def load_engine(engine, args):
         model, presets.load_tokenizer(args.preset), beam_size=args.beam_size, alpha=args.alpha,
         batch_size=args.batch_size, narrow_batches=args.narrow_batches,
     )
-    return lambda texts: (translator.translate(list(texts)), None)
+
+    def translate(texts):
+        return translator.translate(list(texts)), None
+
+    translate.dtype_policy = model.dtype_policy.name  # recorded in the results
+    return translate
 
 
 def gnmt_rescore(hypotheses, scores, length_penalty, alpha):
@@ -233,6 +238,8 @@ def worker(args):
         "first_translation_s": first_s,
         "load_and_first_translation_s": load_s + first_s,
     }
+    if hasattr(translate, "dtype_policy"):
+        result["dtype_policy"] = translate.dtype_policy
     if engine.startswith("ctranslate2"):
         result["ct2_use_mkl_env"] = os.environ.get("CT2_USE_MKL")  # None: CTranslate2's own default
 

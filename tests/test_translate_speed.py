@@ -237,3 +237,45 @@ def test_narrow_batches_is_recorded_and_the_warm_up_shown(tmp_path):
     report = json.loads(output.read_text())
     assert report["translator_narrow_batches"] is True and report["results"][0]["warmup_s"] > 0
     assert len(report["outputs"]["translator-jax-float32"]) == 16 and all(report["outputs"]["translator-jax-float32"])
+
+
+def test_device_sets_what_each_engines_process_sees():
+    """`--device cpu` hides GPUs from every engine and keeps JAX on the CPU with `--threads`
+    threads; `--device gpu` leaves the GPU to them. `ctranslate2-float16` needs a GPU."""
+    sys.path.insert(0, ROOT)
+    from benchmarks.translate_speed import engine_environment, parse_args
+
+    parent = {"PATH": "/bin", "PYTHONPATH": "/elsewhere", "XLA_FLAGS": "--xla_dump_to=/tmp/x"}
+    cpu = parse_args(["--engines", "translator-jax-float32", "--threads", "3"])
+    env = engine_environment("translator-jax-float32", cpu, parent)
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["JAX_PLATFORMS"] == "cpu" and env["KERAS_BACKEND"] == "jax"
+    assert env["XLA_FLAGS"].startswith("--xla_dump_to=/tmp/x ") and "intra_op_parallelism_threads=3" in env["XLA_FLAGS"]
+    assert env["PYTHONPATH"] == ROOT + os.pathsep + "/elsewhere" and env["OMP_NUM_THREADS"] == "3"
+    assert engine_environment("ctranslate2-int8", cpu, parent)["CUDA_VISIBLE_DEVICES"] == ""
+    gpu = parse_args(["--device", "gpu", "--engines", "translator-jax-bfloat16", "ctranslate2-float16"])
+    for engine in gpu.engines:
+        env = engine_environment(engine, gpu, parent)
+        assert "CUDA_VISIBLE_DEVICES" not in env and "JAX_PLATFORMS" not in env
+        assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x"
+    with pytest.raises(SystemExit):
+        parse_args(["--engines", "ctranslate2-float16"])
+
+
+def test_bfloat16_engine_without_bleu(tmp_path):
+    """`translator-jax-bfloat16` translates with the model in the bfloat16 policy; `--no-bleu`
+    leaves BLEU and chrF out (a machine without sacrebleu) and keeps the outputs to score."""
+    output = tmp_path / "run.json"
+    command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", "4",
+               "--batch-size", "2", "--latency-sentences", "1", "--engines", "translator-jax-bfloat16",
+               "ctranslate2-float32", "--keep-outputs", "--no-bleu", "--output", str(output)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(output.read_text())
+    assert report["device"] == "cpu" and report["machine"]["gpu"] is None
+    for result in report["results"]:
+        assert "bleu" not in result and "chrf" not in result
+    assert report["results"][0]["dtype_policy"] == "bfloat16" and "dtype_policy" not in report["results"][1]
+    ours, theirs = report["outputs"]["translator-jax-bfloat16"], report["outputs"]["ctranslate2-float32"]
+    assert len(ours) == 4 and all(ours)
+    # bfloat16 rounding may change a word, not the translation: most outputs match float32's.
+    assert sum(a == b for a, b in zip(ours, theirs)) >= 3, (ours, theirs)

@@ -22,6 +22,8 @@ setup(
         "tensorflow": [
             "tensorflow==2.21.*",
             "tensorflow-text==2.21.*",
+            # TF Serving's protos: the SavedModel's warm-up requests.
+            "tensorflow-serving-api==2.21.*",
             "sentencepiece>=0.2",
             "sacrebleu>=2.4",
             "tensorboard>=2.21,<2.22",
@@ -36,6 +38,7 @@ setup(
         "test": [
             "tensorflow==2.21.*",
             "tensorflow-text==2.21.*",
+            "tensorflow-serving-api==2.21.*",
             "tensorflow-datasets>=4.9",
             "importlib_resources",  # TFDS's download path imports it
             "tensorboard>=2.21,<2.22",

@@ -15,7 +15,9 @@ CPUs):
   `tf.saved_model.load`, its `serving_default` signature (strings in,
   strings out); TensorFlow intra/inter-op threads = `--threads`;
   `--no-graph-optimizations` turns grappler off first, as the `translate`
-  and `evaluate` commands load it.
+  and `evaluate` commands load it; `--savedmodel-warmup` replays its
+  warm-up requests at load (counted in the load time), as TF Serving and
+  `serve` do.
 - `translator-tf-float32`, `translator-tf-int8`, `translator-jax-float32`,
   `translator-jax-int8`: `keras_transformer.Translator` on the preset's
   model (KERAS_BACKEND=tensorflow or jax, `model.quantize("int8")` for
@@ -123,6 +125,10 @@ def load_engine(engine, args):
             out = signature(inputs=tf.constant(texts))["translations"].numpy()
             return [t.decode("utf-8") for t in out], None
 
+        if args.savedmodel_warmup:  # counted in the load, as TF Serving replays them before serving
+            from keras_transformer.serving.warmup import replay_warmup_requests
+
+            translate.warmup_requests, _ = replay_warmup_requests(translate, args.saved_model)
         return translate
 
     if engine.startswith("ctranslate2-"):
@@ -238,6 +244,8 @@ def worker(args):
         "first_translation_s": first_s,
         "load_and_first_translation_s": load_s + first_s,
     }
+    if hasattr(translate, "warmup_requests"):
+        result["warmup_requests_replayed"] = translate.warmup_requests
     if hasattr(translate, "dtype_policy"):
         result["dtype_policy"] = translate.dtype_policy
     if engine.startswith("ctranslate2"):
@@ -424,6 +432,9 @@ def parse_args(argv=None):
     parser.add_argument("--no-graph-optimizations", dest="graph_optimizations", action="store_false",
                         help="the SavedModel with TensorFlow's graph optimizer (grappler) off, as "
                              "keras_transformer.serving.predictor loads it")
+    parser.add_argument("--savedmodel-warmup", action="store_true",
+                        help="the savedmodel engine replays the SavedModel's warm-up requests "
+                             "(assets.extra/tf_serving_warmup_requests) at load, as TF Serving and serve do")
     parser.add_argument("--narrow-batches", action="store_true",
                         help="Translator(narrow_batches=True): under JAX and XLA a batch narrows to its half, "
                              "then its quarter, as its sentences finish (longer compiles, in the warm-up)")
@@ -484,6 +495,7 @@ def main(argv=None):
             "--max-decoding-length", str(args.max_decoding_length), "--device", args.device,
             *([] if args.graph_optimizations else ["--no-graph-optimizations"]),
             *(["--narrow-batches"] if args.narrow_batches else []),
+            *(["--savedmodel-warmup"] if args.savedmodel_warmup else []),
             "--tokenizer-path", os.path.join(presets.preset_directory(args.preset), presets.TOKENIZER_FILE),
         ] + (["--ct2-model", args.ct2_model] if args.ct2_model else []) + (
             ["--ct2-no-rescore"] if args.ct2_no_rescore else [])
@@ -509,7 +521,7 @@ def main(argv=None):
         "split": args.split, "sentences": len(sources), "batch_size": args.batch_size, "beam_size": args.beam_size,
         "alpha": args.alpha, "threads": args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
         "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
-        "translator_narrow_batches": args.narrow_batches,
+        "translator_narrow_batches": args.narrow_batches, "savedmodel_warmup": args.savedmodel_warmup,
         "ctranslate2": {"length_penalty": args.alpha, "patience": args.ct2_patience,
                         "rescored_with_gnmt": not args.ct2_no_rescore, "convert_s": ct2_convert_s,
                         "use_mkl": args.ct2_use_mkl,

@@ -33,6 +33,7 @@ import keras
 from keras_transformer.data.tokenizer import detokenize_ids
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding.common import model_max_length
+from keras_transformer.serving.warmup import check_batch_sizes, write_warmup_requests
 from keras_transformer.tokens import BOS_ID, EOS_ID, pack_source_ragged, source_capacity
 from keras_transformer.validation import check_non_negative_int, check_positive
 
@@ -177,6 +178,7 @@ def export(
     buckets=DEFAULT_BUCKETS,
     metadata=None,
     jit_compile=False,
+    warmup_batch_sizes=(1,),
 ):
     """Writes `export_dir/<version>/`, a SavedModel that translates strings.
 
@@ -200,6 +202,12 @@ def export(
             it comes: faster translation after a few seconds of compiling
             per new shape. TF Serving runs such a SavedModel only with
             `--xla_cpu_compilation_enabled=true` on CPUs.
+        warmup_batch_sizes: TF Serving's warm-up requests, written to
+            `assets.extra/tf_serving_warmup_requests`: one per bucket and
+            batch size (`keras_transformer.serving.warmup`). TF Serving and
+            `keras-transformer serve` replay them at load, so that the
+            first requests do not pay for optimizing or compiling each
+            bucket. `()` writes none.
 
     Returns:
         The version folder's path.
@@ -228,6 +236,7 @@ def export(
         isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in buckets
     ):
         raise ValueError(f"Argument `buckets` must be a list or tuple of integers >= 2. Received: buckets={buckets!r}")
+    check_batch_sizes(warmup_batch_sizes, len(buckets) + 1, name="warmup_batch_sizes")  # + max_input_length's
     if version is not None:
         check_positive("version", version)
     if n_best > beam_size:
@@ -285,6 +294,8 @@ def export(
         os.makedirs(os.path.join(saved, "assets.extra"), exist_ok=True)
         with open(os.path.join(saved, "assets.extra", "metadata.json"), "w") as f:
             json.dump(settings, f, indent=2, default=str)
+        if warmup_batch_sizes:
+            write_warmup_requests(saved, list(warmup_batch_sizes))
         os.replace(saved, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

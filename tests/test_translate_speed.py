@@ -279,3 +279,17 @@ def test_bfloat16_engine_without_bleu(tmp_path):
     assert len(ours) == 4 and all(ours)
     # bfloat16 rounding may change a word, not the translation: most outputs match float32's.
     assert sum(a == b for a, b in zip(ours, theirs)) >= 3, (ours, theirs)
+
+
+def test_savedmodel_engine_replays_the_warmup_requests(tmp_path):
+    """`--savedmodel-warmup`: the shipped SavedModel's four warm-up requests (one per bucket)
+    run at load, as TF Serving replays them, and the engine then translates."""
+    output = tmp_path / "run.json"
+    command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", "2",
+               "--batch-size", "2", "--latency-sentences", "1", "--engines", "savedmodel", "--savedmodel-warmup",
+               "--keep-outputs", "--output", str(output)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(output.read_text())
+    assert report["savedmodel_warmup"] is True and report["results"][0]["warmup_requests_replayed"] == 4
+    assert len(report["outputs"]["savedmodel"]) == 2 and all(report["outputs"]["savedmodel"])

@@ -12,7 +12,8 @@ preset (a shipped name or a preset directory) brings its own tokenizer;
 its name and its metadata.json go into the SavedModel's
 `assets.extra/metadata.json` (as `preset` and `preset_metadata`), beside
 the decoding settings and `--metadata`. A `.keras` file or a run folder
-needs `--tokenizer`.
+needs `--tokenizer`. TF Serving's warm-up requests (`--warmup-batch-sizes`,
+`--no-warmup`) go into `assets.extra/tf_serving_warmup_requests`.
 """
 
 import json
@@ -41,6 +42,11 @@ def add_arguments(p):
     p.add_argument("--jit-compile", action="store_true",
                    help="compile each bucket's beam search with XLA (faster after a few seconds per new batch "
                         "shape; TF Serving needs --xla_cpu_compilation_enabled=true)")
+    p.add_argument("--warmup-batch-sizes", type=int, nargs="+", default=[1], metavar="N",
+                   help="TF Serving's warm-up requests (assets.extra/tf_serving_warmup_requests): one per bucket "
+                        "and batch size, replayed at load by TF Serving and serve (default: 1); with "
+                        "--jit-compile, list the batch sizes clients send")
+    p.add_argument("--no-warmup", action="store_true", help="write no warm-up requests")
     p.add_argument("--metadata", default=None,
                    help='a JSON object added to assets.extra/metadata.json, e.g. \'{"bleu": 50.1}\'')
 
@@ -56,6 +62,7 @@ def run(args):
         model, tokenizer, args.output_dir, version=args.version, beam_size=args.beam_size,
         alpha=args.alpha, max_extra_length=args.max_extra_length, n_best=args.n_best,
         buckets=tuple(args.buckets or DEFAULT_BUCKETS), metadata=metadata or None, jit_compile=args.jit_compile,
+        warmup_batch_sizes=() if args.no_warmup else tuple(args.warmup_batch_sizes),
     )
     print(f"Exported {path}")
     return 0

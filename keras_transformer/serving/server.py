@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import threading
 from typing import Optional
 
@@ -28,7 +29,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from keras_transformer.serving.batcher import Batcher
-from keras_transformer.serving.predictor import load_saved_model_predictor
+from keras_transformer.serving.predictor import latest_version, load_saved_model_predictor
+from keras_transformer.serving.warmup import replay_warmup_requests
 from keras_transformer.validation import check_non_negative_number, check_positive, check_positive_number
 
 
@@ -312,12 +314,18 @@ def serve(model_dir, host="127.0.0.1", port=8501, name=None, limits=ServingLimit
     standard output (flushed), so that a parent process can read the port.
     On SIGINT or SIGTERM, the requests in flight are answered, then it
     returns (`keras-transformer serve` exits with status 0). Blank inputs get
-    the model's own answer to `""`, computed once here.
+    the model's own answer to `""`, computed once here. The SavedModel's
+    warm-up requests (`assets.extra/tf_serving_warmup_requests`) run first,
+    as in TF Serving.
     """
     import uvicorn
 
     check_port(port)
     predict, version = load_saved_model_predictor(model_dir)
+    # As TF Serving does: the SavedModel's warm-up requests, before the port opens.
+    requests, seconds = replay_warmup_requests(predict, latest_version(model_dir)[1])
+    if requests:
+        print(f"Replayed {requests} warm-up requests in {seconds:.1f} s", file=sys.stderr, flush=True)
     name = name or model_name(model_dir)
     app = create_app(predict, name, version, limits, blank_output=predict([""])[0])
     sock = bind_socket(host, port)

@@ -226,6 +226,71 @@ def test_a_damaged_saved_model_is_an_os_error_naming_it(exported, tmp_path):
         main(["translate", os.path.dirname(damaged), "Hi."])
 
 
+def parse_warmup_file(path):
+    """Each record of assets.extra/tf_serving_warmup_requests, read with TF Serving's own protos."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    records = tf.data.TFRecordDataset(os.path.join(path, "assets.extra", "tf_serving_warmup_requests"))
+    return [prediction_log_pb2.PredictionLog.FromString(r) for r in records.as_numpy_iterator()]
+
+
+def test_warmup_requests_fill_each_bucket_and_translate(exported):
+    """TF Serving replays assets.extra/tf_serving_warmup_requests at load: by default one
+    predict request of one sentence per bucket, the sentence landing in that bucket."""
+    import tensorflow as tf
+
+    from keras_transformer.serving.warmup import read_warmup_requests
+
+    model, sp, path = exported
+    buckets = json.load(open(os.path.join(path, "assets.extra", "metadata.json")))["buckets"]
+    logs = parse_warmup_file(path)
+    assert len(logs) == len(buckets) == 2
+    sentences = []
+    for log in logs:
+        request = log.predict_log.request
+        assert request.model_spec.signature_name == "serving_default" and list(request.inputs) == ["inputs"]
+        tensor = tf.make_ndarray(request.inputs["inputs"])
+        assert tensor.shape == (1,)
+        sentences.append(tensor[0].decode("utf-8"))
+    assert read_warmup_requests(path) == [[s] for s in sentences]
+    # A source of n pieces takes n + 1 tokens with EOS: each sentence fills its bucket.
+    lengths = [len(sp.encode(s)) + 1 for s in sentences]
+    assert lengths[0] == buckets[0] and buckets[0] < lengths[1] <= buckets[1], (lengths, buckets)
+    # They are requests the SavedModel answers as the model does.
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+    out = signature(inputs=tf.constant(sentences))["translations"].numpy()
+    assert [t.decode("utf-8") for t in out] == in_memory_translations(model, sp, sentences)[0]
+
+
+def test_warmup_requests_for_an_older_export_and_a_damaged_file(exported, tmp_path):
+    """`write_warmup_requests` gives any of our SavedModels the file (one request per bucket
+    and batch size); a damaged file is an OSError naming it, as TF Serving would refuse it."""
+    import shutil
+
+    from keras_transformer.serving.warmup import read_warmup_requests, replay_warmup_requests, write_warmup_requests
+
+    _, _, path = exported
+    copy = str(tmp_path / "1")
+    shutil.copytree(path, copy)
+    os.remove(os.path.join(copy, "assets.extra", "tf_serving_warmup_requests"))
+    assert read_warmup_requests(copy) == []
+    write_warmup_requests(copy, batch_sizes=(1, 3))
+    requests = read_warmup_requests(copy)
+    assert [len(r) for r in requests] == [1, 3, 1, 3] and requests[1] == [requests[0][0]] * 3
+    seen = []
+    assert replay_warmup_requests(seen.append, copy)[0] == 4 and seen == requests
+    for bad in ((0,), (1.5,), 4, (True,), (1,) * 501):
+        with pytest.raises(ValueError, match="batch_sizes"):
+            write_warmup_requests(copy, batch_sizes=bad)
+    with open(os.path.join(copy, "assets.extra", "tf_serving_warmup_requests"), "wb") as f:
+        f.write(b"not a TFRecord file")
+    with pytest.raises(OSError, match="tf_serving_warmup_requests"):
+        read_warmup_requests(copy)
+    with pytest.raises(FileNotFoundError, match="metadata.json"):
+        write_warmup_requests(str(tmp_path))
+
+
 def test_saved_model_cli_lists_the_signature(exported):
     _, _, path = exported
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
@@ -290,8 +355,9 @@ def test_an_xla_compiled_saved_model_translates_as_the_plain_one(exported, tmp_p
 
     model, sp, path = exported
     compiled = export(model, sp.serialized_model_proto(), str(tmp_path / "xla"), n_best=2, buckets=(8, 16),
-                      jit_compile=True)
+                      jit_compile=True, warmup_batch_sizes=())
     assert json.load(open(os.path.join(compiled, "assets.extra", "metadata.json")))["jit_compile"] is True
+    assert not os.path.exists(os.path.join(compiled, "assets.extra", "tf_serving_warmup_requests"))  # none asked
     plain = tf.saved_model.load(path).signatures["serving_default"]
     xla = tf.saved_model.load(compiled).signatures["serving_default"]
     for batch in (SENTENCES[:3], SENTENCES + ["", "Hello there."]):
@@ -309,8 +375,8 @@ def test_bad_export_arguments(exported, tmp_path):
     with pytest.raises(ValueError, match="buckets"):
         export(model, b"", str(tmp_path), buckets=(0, 16))
     for name, value in (("version", -1), ("version", 0), ("version", "abc"), ("max_input_length", 0), ("buckets", 8),
-                        ("jit_compile", "yes")):
-        with pytest.raises(ValueError, match=f"`{name}`.*Received: {name}={value!r}"):
+                        ("jit_compile", "yes"), ("warmup_batch_sizes", 1), ("warmup_batch_sizes", (0,))):
+        with pytest.raises(ValueError, match=f"`{name}`.*Received: " + re.escape(f"{name}={value!r}")):
             export(model, b"", str(tmp_path), **{name: value})
     assert os.listdir(tmp_path) == []
     with pytest.raises(FileNotFoundError, match="no_such.model"):
@@ -330,8 +396,10 @@ def test_command_line_export_translate_and_plot(exported, tmp_path, capsys):
     export = ["export", model_file, "--tokenizer", tokenizer_file, "--output-dir", str(tmp_path / "saved" / "copy")]
     with pytest.raises(SystemExit, match="--metadata"):
         main(export + ["--metadata", "[1, 2]"])
-    assert main(export + ["--buckets", "8", "--metadata", '{"bleu": 1.5}']) == 0
+    assert main(export + ["--buckets", "8", "--metadata", '{"bleu": 1.5}', "--warmup-batch-sizes", "1", "4"]) == 0
     assert os.path.isfile(tmp_path / "saved" / "copy" / "1" / "saved_model.pb")
+    warmup = parse_warmup_file(str(tmp_path / "saved" / "copy" / "1"))  # 2 buckets x 2 batch sizes
+    assert [r.predict_log.request.inputs["inputs"].tensor_shape.dim[0].size for r in warmup] == [1, 4, 1, 4]
     metadata = json.load(open(tmp_path / "saved" / "copy" / "1" / "assets.extra" / "metadata.json"))
     assert metadata["bleu"] == 1.5 and metadata["buckets"] == [8, metadata["max_input_length"]]
 

@@ -168,6 +168,9 @@ def test_serve_command_answers_then_drains_on_sigterm(model_dir, tmp_path):
         check_bad_requests(url)
         check_concurrent_requests(url, expected)
         check_sigterm_answers_the_request_in_flight(process, url, expected)
+        stderr.flush()
+        # As TF Serving does, the export's warm-up request (one bucket, batch size 1) ran before serving.
+        assert "Replayed 1 warm-up requests in " in (tmp_path / "stderr.txt").read_text()
     except BaseException:
         stderr.flush()
         print((tmp_path / "stderr.txt").read_text()[-3000:], file=sys.stderr)

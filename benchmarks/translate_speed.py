@@ -142,7 +142,8 @@ def load_engine(engine, args):
         processor = sentencepiece.SentencePieceProcessor(model_file=args.tokenizer_path)
         compute_type = engine.split("-", 1)[1]
         translator = ctranslate2.Translator(
-            args.ct2_model, device="cuda" if args.device == "gpu" else "cpu", compute_type=compute_type, intra_threads=args.threads, inter_threads=1
+            args.ct2_model, device="cuda" if args.device == "gpu" else "cpu", compute_type=compute_type,
+            intra_threads=args.threads, inter_threads=1,
         )
 
         def translate(texts):
@@ -321,9 +322,8 @@ def engine_environment(engine, args, environ):
         env["CUDA_VISIBLE_DEVICES"] = ""  # no engine reaches a GPU the machine may have
         if backend_of(engine) == "jax":
             env["JAX_PLATFORMS"] = "cpu"
-            env["XLA_FLAGS"] = (
-                env.get("XLA_FLAGS", "") + f" --xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={args.threads}"
-            ).strip()
+            threads = f" --xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={args.threads}"
+            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + threads).strip()
     return env
 
 

@@ -95,7 +95,8 @@ def check_batch_sizes(batch_sizes, num_buckets, name="batch_sizes"):
         isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in batch_sizes
     ):
         raise ValueError(
-            f"Argument `{name}` must be a list or tuple of integers >= 1 (empty for none). Received: {name}={batch_sizes!r}"
+            f"Argument `{name}` must be a list or tuple of integers >= 1 (empty for none). "
+            f"Received: {name}={batch_sizes!r}"
         )
     if len(batch_sizes) * num_buckets > MAX_WARMUP_REQUESTS:
         raise ValueError(
@@ -173,7 +174,9 @@ def read_warmup_requests(saved_model_dir):
     except Exception as error:  # tf.errors.DataLossError, protobuf's DecodeError, ...
         raise OSError(f"Cannot read the warm-up requests at {path!r}: {error}") from error
     if len(requests) > MAX_WARMUP_REQUESTS:
-        raise OSError(f"{path!r} holds {len(requests)} warm-up requests; TF Serving replays at most {MAX_WARMUP_REQUESTS}")
+        raise OSError(
+            f"{path!r} holds {len(requests)} warm-up requests; TF Serving replays at most {MAX_WARMUP_REQUESTS}"
+        )
     return requests
 
 

@@ -13,7 +13,8 @@ Engines (`--engines`, each in a process of its own, pinned to `--threads`
 CPUs):
 - `savedmodel`: the exported SavedModel (`--saved-model`) through
   `tf.saved_model.load`, its `serving_default` signature (strings in,
-  strings out); TensorFlow intra/inter-op threads = `--threads`;
+  strings out); TensorFlow intra/inter-op threads = `--threads`
+  (`--intra-op-threads` sets the intra-op pool of every TensorFlow engine);
   `--no-graph-optimizations` turns grappler off first, as the `translate`
   and `evaluate` commands load it; `--savedmodel-warmup` replays its
   warm-up requests at load (counted in the load time), as TF Serving and
@@ -114,7 +115,7 @@ def load_engine(engine, args):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401 - registers the tokenizer ops
 
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads or args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
         if not args.graph_optimizations:
             tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
@@ -173,7 +174,7 @@ def load_engine(engine, args):
     if backend_of(engine) == "tensorflow":
         import tensorflow as tf
 
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads or args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     model = presets.load_model(args.preset, dtype="bfloat16" if engine.endswith("bfloat16") else None)
     if engine.endswith("int8"):
@@ -245,6 +246,11 @@ def worker(args):
         "first_translation_s": first_s,
         "load_and_first_translation_s": load_s + first_s,
     }
+    if engine == "savedmodel" or engine.startswith("translator-tf-"):
+        import tensorflow as tf
+
+        result["tensorflow_threads"] = {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                                        "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
     if hasattr(translate, "warmup_requests"):
         result["warmup_requests_replayed"] = translate.warmup_requests
     if hasattr(translate, "dtype_policy"):
@@ -432,6 +438,8 @@ def parse_args(argv=None):
     parser.add_argument("--no-graph-optimizations", dest="graph_optimizations", action="store_false",
                         help="the SavedModel with TensorFlow's graph optimizer (grappler) off, as "
                              "keras_transformer.serving.predictor loads it")
+    parser.add_argument("--intra-op-threads", type=int, default=0,
+                        help="TensorFlow engines: threads within one op (default: --threads; inter-op: --threads)")
     parser.add_argument("--savedmodel-warmup", action="store_true",
                         help="the savedmodel engine replays the SavedModel's warm-up requests "
                              "(assets.extra/tf_serving_warmup_requests) at load, as TF Serving and serve do")
@@ -449,6 +457,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be >= 1")
+    if args.intra_op_threads < 0:
+        parser.error(f"--intra-op-threads must be >= 0. Received: {args.intra_op_threads}")
     if args.device == "cpu" and "ctranslate2-float16" in args.engines:
         parser.error("--engines ctranslate2-float16 needs --device gpu (CTranslate2 computes float16 on GPUs only)")
     return args
@@ -493,6 +503,7 @@ def main(argv=None):
             "--latency-sentences", str(args.latency_sentences), "--beam-size", str(args.beam_size),
             "--alpha", str(args.alpha), "--threads", str(args.threads), "--ct2-patience", str(args.ct2_patience),
             "--max-decoding-length", str(args.max_decoding_length), "--device", args.device,
+            "--intra-op-threads", str(args.intra_op_threads),
             *([] if args.graph_optimizations else ["--no-graph-optimizations"]),
             *(["--narrow-batches"] if args.narrow_batches else []),
             *(["--savedmodel-warmup"] if args.savedmodel_warmup else []),
@@ -519,7 +530,8 @@ def main(argv=None):
                     "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
         "preset": args.preset, "saved_model": args.saved_model, "corpus": args.corpus or args.preset,
         "split": args.split, "sentences": len(sources), "batch_size": args.batch_size, "beam_size": args.beam_size,
-        "alpha": args.alpha, "threads": args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
+        "alpha": args.alpha, "threads": args.threads,
+        "tensorflow_intra_op_threads": args.intra_op_threads or args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
         "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
         "translator_narrow_batches": args.narrow_batches, "savedmodel_warmup": args.savedmodel_warmup,
         "ctranslate2": {"length_penalty": args.alpha, "patience": args.ct2_patience,

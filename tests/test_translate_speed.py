@@ -283,13 +283,16 @@ def test_bfloat16_engine_without_bleu(tmp_path):
 
 def test_savedmodel_engine_replays_the_warmup_requests(tmp_path):
     """`--savedmodel-warmup`: the shipped SavedModel's four warm-up requests (one per bucket)
-    run at load, as TF Serving replays them, and the engine then translates."""
+    run at load, as TF Serving replays them, and the engine then translates; `--intra-op-threads`
+    sizes TensorFlow's intra-op pool."""
     output = tmp_path / "run.json"
     command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", "2",
                "--batch-size", "2", "--latency-sentences", "1", "--engines", "savedmodel", "--savedmodel-warmup",
-               "--keep-outputs", "--output", str(output)]
+               "--intra-op-threads", "1", "--keep-outputs", "--output", str(output)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(output.read_text())
     assert report["savedmodel_warmup"] is True and report["results"][0]["warmup_requests_replayed"] == 4
+    # `--intra-op-threads 1` reached TensorFlow in the engine's process; the inter-op pool is --threads.
+    assert report["results"][0]["tensorflow_threads"] == {"intra_op": 1, "inter_op": 2}
     assert len(report["outputs"]["savedmodel"]) == 2 and all(report["outputs"]["savedmodel"])

@@ -15,6 +15,8 @@ import os
 
 import numpy as np
 
+from keras_transformer.validation import check_non_negative_int
+
 
 def latest_version(model_dir):
     """The highest numbered version folder of a TF Serving model folder."""
@@ -39,7 +41,7 @@ def _to_python(array):
     return array.tolist()
 
 
-def load_saved_model_predictor(path, graph_optimizations=True):
+def load_saved_model_predictor(path, graph_optimizations=True, intra_op_threads=0, inter_op_threads=0):
     """Loads an exported SavedModel; returns `(predict, version)`.
 
     Args:
@@ -54,10 +56,30 @@ def load_saved_model_predictor(path, graph_optimizations=True):
             but single sentences and unsorted batches run 10-20% faster with
             it (benchmarks/README.md). The one-shot `translate` and
             `evaluate` commands turn it off; `serve` keeps it.
+        intra_op_threads, inter_op_threads: TensorFlow's thread pools for
+            the process (`tf.config.threading`; 0: TensorFlow's choice, one
+            thread per core for each), set before loading, as TF Serving's
+            `--tensorflow_intra_op_parallelism` and
+            `--tensorflow_inter_op_parallelism`. On 2 CPU cores, 1 and 2
+            translated single sentences 20-25% faster than the default and
+            batches of 64 5-8% slower (benchmarks/README.md).
     """
+    check_non_negative_int("intra_op_threads", intra_op_threads)
+    check_non_negative_int("inter_op_threads", inter_op_threads)
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 - registers the tokenizer ops
 
+    for name, value, setter, getter in (
+        ("intra_op_threads", intra_op_threads, tf.config.threading.set_intra_op_parallelism_threads,
+         tf.config.threading.get_intra_op_parallelism_threads),
+        ("inter_op_threads", inter_op_threads, tf.config.threading.set_inter_op_parallelism_threads,
+         tf.config.threading.get_inter_op_parallelism_threads),
+    ):
+        if value and value != getter():
+            try:
+                setter(value)
+            except RuntimeError as error:  # TensorFlow's runtime already started in this process
+                raise RuntimeError(f"Cannot set `{name}`={value}: {error}") from error
     if not graph_optimizations:
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     version, version_dir = latest_version(path)

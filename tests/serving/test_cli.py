@@ -30,6 +30,8 @@ def test_counts_must_be_positive(argv, flag, value, capsys):
         (["--request-timeout", "-1"], "Received: request_timeout_s=-1"),
         (["--max-batch-size", "4", "--max-instances", "10"], "Received: max_instances=10"),
         (["--port", "70000"], "Received: port=70000"),
+        (["--intra-op-threads", "-1"], "Received: intra_op_threads=-1"),
+        (["--inter-op-threads", "-2"], "Received: inter_op_threads=-2"),
     ],
 )
 def test_serve_limits_and_port_are_checked_before_loading(flags, words):

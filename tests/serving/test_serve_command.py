@@ -156,7 +156,7 @@ def test_serve_command_answers_then_drains_on_sigterm(model_dir, tmp_path):
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
     stderr = open(tmp_path / "stderr.txt", "w")
     process = subprocess.Popen(
-        serve_command() + ["serve", model_dir, "--port", "0"],
+        serve_command() + ["serve", model_dir, "--port", "0", "--intra-op-threads", "1", "--inter-op-threads", "2"],
         stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
     )
     try:
@@ -170,7 +170,9 @@ def test_serve_command_answers_then_drains_on_sigterm(model_dir, tmp_path):
         check_sigterm_answers_the_request_in_flight(process, url, expected)
         stderr.flush()
         # As TF Serving does, the export's warm-up request (one bucket, batch size 1) ran before serving.
-        assert "Replayed 1 warm-up requests in " in (tmp_path / "stderr.txt").read_text()
+        log = (tmp_path / "stderr.txt").read_text()
+        assert "Replayed 1 warm-up requests in " in log
+        assert "TensorFlow threads: intra-op 1, inter-op 2" in log  # as asked, read back from TensorFlow
     except BaseException:
         stderr.flush()
         print((tmp_path / "stderr.txt").read_text()[-3000:], file=sys.stderr)

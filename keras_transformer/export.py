@@ -20,7 +20,9 @@ that bucket's own branch of the graph, so shapes are static inside the
 loop, a short sentence never pays for a long one in the same request, and
 a sentence is padded to the same length whatever else the request holds.
 Within a bucket, a sentence leaves the batch at the step its beam search is
-done (`beam_search(drop_finished=True)`).
+done (`beam_search(drop_finished=True)`), and the bucket's sentences are
+split between `parallel_loops` loops (2 by default) that TensorFlow runs
+side by side.
 """
 
 import json
@@ -34,7 +36,7 @@ from keras_transformer.data.tokenizer import detokenize_ids
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding.common import model_max_length
 from keras_transformer.serving.warmup import check_batch_sizes, write_warmup_requests
-from keras_transformer.tokens import BOS_ID, EOS_ID, pack_source_ragged, source_capacity
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, pack_source_ragged, source_capacity
 from keras_transformer.validation import check_non_negative_int, check_positive
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256)
@@ -89,7 +91,7 @@ def _keep_branches_lazy(output):
 
 
 def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length, n_best, max_input_length, buckets,
-                       jit_compile=False):
+                       jit_compile=False, parallel_loops=1):
     """The graph function `inputs [batch] string -> dict of outputs`."""
     import tensorflow as tf
     import tensorflow_text as tf_text
@@ -105,6 +107,27 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
     if jit_compile:  # under XLA shapes are static: finished sentences stay in the batch
         compiled_search = tf.function(lambda source: search(source, False), jit_compile=True, autograph=False)
 
+    def parallel_search(source):
+        """`search` over `parallel_loops` parts of the rows, each its own loop.
+
+        The parts do not depend on one another, so TensorFlow's inter-op
+        threads run their loops side by side, where one loop's small ops,
+        each waiting on the last, leave a second core mostly idle
+        (benchmarks/README.md). Each loop is a copy of the beam search in
+        the graph: a nested `tf.function` would keep one, but it ran single
+        sentences 7 ms slower. A part may be empty (fewer rows than parts).
+        """
+        rows = tf.shape(source)[0]
+        bounds = [rows * i // parallel_loops for i in range(parallel_loops + 1)]
+        parts = [search(source[start:end], drop_finished=True) for start, end in zip(bounds, bounds[1:])]
+        length = tf.reduce_max([tf.shape(ids)[-1] for ids, _ in parts])
+        # Parts stop at their own lengths: PAD the shorter ones' ids.
+        ids = [
+            tf.pad(ids, [[0, 0]] * (ids.shape.rank - 1) + [[0, length - tf.shape(ids)[-1]]], constant_values=PAD_ID)
+            for ids, _ in parts
+        ]
+        return tf.concat(ids, 0), tf.concat([scores for _, scores in parts], 0)
+
     def decode_bucket(tokens, size, tokenizer):
         source = tokens.to_tensor(default_value=0, shape=[None, size])  # (batch, size)
         if jit_compile:
@@ -116,8 +139,8 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
             source = tf.gather(source, tf.minimum(tf.range(padded), rows - 1))
             ids, scores = compiled_search(source)
             ids, scores = ids[:rows], scores[:rows]
-        else:
-            ids, scores = search(source, drop_finished=True)  # done sentences leave the loop
+        else:  # done sentences leave the loop
+            ids, scores = parallel_search(source)
         if n_best == 1:  # (batch, length) -> (batch, 1, length)
             ids, scores = ids[:, None], scores[:, None]
         flat = tf.reshape(tf.cast(ids, tf.int32), [-1, tf.shape(ids)[-1]])  # (batch * n_best, length)
@@ -178,6 +201,7 @@ def export(
     buckets=DEFAULT_BUCKETS,
     metadata=None,
     jit_compile=False,
+    parallel_loops=None,
     warmup_batch_sizes=(1,),
 ):
     """Writes `export_dir/<version>/`, a SavedModel that translates strings.
@@ -202,6 +226,12 @@ def export(
             it comes: faster translation after a few seconds of compiling
             per new shape. TF Serving runs such a SavedModel only with
             `--xla_cpu_compilation_enabled=true` on CPUs.
+        parallel_loops: int; without `jit_compile`, a bucket's sentences
+            are split into this many parts, each decoded by a loop of its
+            own, which TensorFlow's inter-op threads run side by side
+            (about one per core the server gives the model). Each loop is a
+            copy of the beam search in the graph. Defaults to 2 (1 with
+            `jit_compile`, where XLA's threads split the work instead).
         warmup_batch_sizes: TF Serving's warm-up requests, written to
             `assets.extra/tf_serving_warmup_requests`: one per bucket and
             batch size (`keras_transformer.serving.warmup`). TF Serving and
@@ -236,6 +266,14 @@ def export(
         isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in buckets
     ):
         raise ValueError(f"Argument `buckets` must be a list or tuple of integers >= 2. Received: buckets={buckets!r}")
+    if parallel_loops is None:
+        parallel_loops = 1 if jit_compile else 2
+    check_positive("parallel_loops", parallel_loops)
+    if jit_compile and parallel_loops != 1:
+        raise ValueError(
+            "Argument `parallel_loops` applies to the graph without XLA; with `jit_compile=True` it must be 1 "
+            f"or None. Received: parallel_loops={parallel_loops!r}"
+        )
     check_batch_sizes(warmup_batch_sizes, len(buckets) + 1, name="warmup_batch_sizes")  # + max_input_length's
     if version is not None:
         check_positive("version", version)
@@ -267,7 +305,7 @@ def export(
             f.write(_tokenizer_model_bytes(tokenizer))
         translate, in_graph_tokenizer, used_buckets = build_translate_fn(
             model, tokenizer_path, beam_size, alpha, max_extra_length, n_best, max_input_length, buckets,
-            jit_compile=jit_compile,
+            jit_compile=jit_compile, parallel_loops=parallel_loops,
         )
         resources = tf.Module()
         resources.tokenizer = in_graph_tokenizer
@@ -284,7 +322,7 @@ def export(
         settings = dict(
             beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, n_best=n_best,
             max_input_length=max_input_length, buckets=used_buckets, bos_id=BOS_ID, eos_id=EOS_ID,
-            jit_compile=bool(jit_compile),
+            jit_compile=bool(jit_compile), parallel_loops=parallel_loops,
             model_config=model.get_config(), **(metadata or {}),
         )
         # The tokenizer model travels in assets/ (for tools such as the

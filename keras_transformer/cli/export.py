@@ -42,6 +42,9 @@ def add_arguments(p):
     p.add_argument("--jit-compile", action="store_true",
                    help="compile each bucket's beam search with XLA (faster after a few seconds per new batch "
                         "shape; TF Serving needs --xla_cpu_compilation_enabled=true)")
+    p.add_argument("--parallel-loops", type=int, default=None, metavar="N",
+                   help="without --jit-compile: decode a bucket's sentences as N loops that TensorFlow runs side "
+                        "by side (default: 2; 1 with --jit-compile)")
     p.add_argument("--warmup-batch-sizes", type=int, nargs="+", default=[1], metavar="N",
                    help="TF Serving's warm-up requests (assets.extra/tf_serving_warmup_requests): one per bucket "
                         "and batch size, replayed at load by TF Serving and serve (default: 1); with "
@@ -62,7 +65,7 @@ def run(args):
         model, tokenizer, args.output_dir, version=args.version, beam_size=args.beam_size,
         alpha=args.alpha, max_extra_length=args.max_extra_length, n_best=args.n_best,
         buckets=tuple(args.buckets or DEFAULT_BUCKETS), metadata=metadata or None, jit_compile=args.jit_compile,
-        warmup_batch_sizes=() if args.no_warmup else tuple(args.warmup_batch_sizes),
+        parallel_loops=args.parallel_loops, warmup_batch_sizes=() if args.no_warmup else tuple(args.warmup_batch_sizes),
     )
     print(f"Exported {path}")
     return 0

@@ -366,6 +366,29 @@ def test_an_xla_compiled_saved_model_translates_as_the_plain_one(exported, tmp_p
         np.testing.assert_allclose(out["nbest_scores"].numpy(), expected["nbest_scores"].numpy(), rtol=1e-4)
 
 
+def test_parallel_loops_translate_as_one(exported, tmp_path):
+    """A bucket's sentences split into parts, each decoded by its own loop: the same n-best
+    and scores as the fixture's two loops, with parts that are empty, uneven or
+    stop at different lengths (the shorter parts' ids padded)."""
+    import tensorflow as tf
+
+    from keras_transformer.export import export
+
+    model, sp, path = exported
+    assert json.load(open(os.path.join(path, "assets.extra", "metadata.json")))["parallel_loops"] == 2  # the default
+    three = export(model, sp.serialized_model_proto(), str(tmp_path / "three"), n_best=2, buckets=(8, 16),
+                   parallel_loops=3, warmup_batch_sizes=())
+    assert json.load(open(os.path.join(three, "assets.extra", "metadata.json")))["parallel_loops"] == 3
+    two, three = (tf.saved_model.load(p).signatures["serving_default"] for p in (path, three))
+    for batch in (SENTENCES[:1], SENTENCES[:2], SENTENCES[:5], SENTENCES + ["", "Hello there."]):
+        expected, out = two(inputs=tf.constant(batch)), three(inputs=tf.constant(batch))
+        assert out["nbest_translations"].numpy().tolist() == expected["nbest_translations"].numpy().tolist()
+        np.testing.assert_allclose(out["nbest_scores"].numpy(), expected["nbest_scores"].numpy(), rtol=1e-5)
+    # And as the model itself decodes them, one batch in memory.
+    texts = [t.decode("utf-8") for t in three(inputs=tf.constant(SENTENCES))["translations"].numpy()]
+    assert texts == in_memory_translations(model, sp, SENTENCES)[0]
+
+
 def test_bad_export_arguments(exported, tmp_path):
     from keras_transformer.export import export
 
@@ -375,9 +398,12 @@ def test_bad_export_arguments(exported, tmp_path):
     with pytest.raises(ValueError, match="buckets"):
         export(model, b"", str(tmp_path), buckets=(0, 16))
     for name, value in (("version", -1), ("version", 0), ("version", "abc"), ("max_input_length", 0), ("buckets", 8),
-                        ("jit_compile", "yes"), ("warmup_batch_sizes", 1), ("warmup_batch_sizes", (0,))):
+                        ("jit_compile", "yes"), ("warmup_batch_sizes", 1), ("warmup_batch_sizes", (0,)),
+                        ("parallel_loops", 0)):
         with pytest.raises(ValueError, match=f"`{name}`.*Received: " + re.escape(f"{name}={value!r}")):
             export(model, b"", str(tmp_path), **{name: value})
+    with pytest.raises(ValueError, match="`parallel_loops` applies to the graph without XLA"):
+        export(model, b"", str(tmp_path), jit_compile=True, parallel_loops=2)
     assert os.listdir(tmp_path) == []
     with pytest.raises(FileNotFoundError, match="no_such.model"):
         export(model, str(tmp_path / "no_such.model"), str(tmp_path))
@@ -396,12 +422,14 @@ def test_command_line_export_translate_and_plot(exported, tmp_path, capsys):
     export = ["export", model_file, "--tokenizer", tokenizer_file, "--output-dir", str(tmp_path / "saved" / "copy")]
     with pytest.raises(SystemExit, match="--metadata"):
         main(export + ["--metadata", "[1, 2]"])
-    assert main(export + ["--buckets", "8", "--metadata", '{"bleu": 1.5}', "--warmup-batch-sizes", "1", "4"]) == 0
+    assert main(export + ["--buckets", "8", "--metadata", '{"bleu": 1.5}', "--warmup-batch-sizes", "1", "4",
+                          "--parallel-loops", "1"]) == 0
     assert os.path.isfile(tmp_path / "saved" / "copy" / "1" / "saved_model.pb")
     warmup = parse_warmup_file(str(tmp_path / "saved" / "copy" / "1"))  # 2 buckets x 2 batch sizes
     assert [r.predict_log.request.inputs["inputs"].tensor_shape.dim[0].size for r in warmup] == [1, 4, 1, 4]
     metadata = json.load(open(tmp_path / "saved" / "copy" / "1" / "assets.extra" / "metadata.json"))
     assert metadata["bleu"] == 1.5 and metadata["buckets"] == [8, metadata["max_input_length"]]
+    assert metadata["parallel_loops"] == 1
 
     sentences = ["Hello there.", "The cat sleeps."]
     (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")

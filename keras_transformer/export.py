@@ -115,7 +115,7 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
         each waiting on the last, leave a second core mostly idle
         (benchmarks/README.md). Each loop is a copy of the beam search in
         the graph: a nested `tf.function` would keep one, but it ran single
-        sentences 7 ms slower. A part may be empty (fewer rows than parts).
+        sentences 7-12 ms slower. A part may be empty (fewer rows than parts).
         """
         rows = tf.shape(source)[0]
         bounds = [rows * i // parallel_loops for i in range(parallel_loops + 1)]

@@ -50,9 +50,10 @@ def load_saved_model_predictor(path, graph_optimizations=True, intra_op_threads=
         graph_optimizations: bool. False turns TensorFlow's graph optimizer
             (grappler) off, for the whole process
             (`tf.config.optimizer.set_experimental_options`), before
-            loading. On the exported beam search it spends about 4 s at the
-            first call (zoo model, 2 cores: first translation 6.3 s with it,
-            2.0 s without) and then gains nothing on length-sorted batches,
+            loading. On the exported beam search it spends seconds at the
+            first call (the shipped model with two loops, 2 cores: first
+            translation 10.9 s with it, 4.1 s without) and then gains
+            nothing on length-sorted batches,
             but single sentences and unsorted batches run 10-20% faster with
             it (benchmarks/README.md). The one-shot `translate` and
             `evaluate` commands turn it off; `serve` keeps it.
@@ -61,8 +62,9 @@ def load_saved_model_predictor(path, graph_optimizations=True, intra_op_threads=
             thread per core for each), set before loading, as TF Serving's
             `--tensorflow_intra_op_parallelism` and
             `--tensorflow_inter_op_parallelism`. On 2 CPU cores, 1 and 2
-            translated single sentences 20-25% faster than the default and
-            batches of 64 5-8% slower (benchmarks/README.md).
+            translated single sentences 20-25% faster than the default and,
+            with the two decoding loops `export` writes by default, batches
+            of 64 1.3-1.45× as fast (benchmarks/README.md).
     """
     check_non_negative_int("intra_op_threads", intra_op_threads)
     check_non_negative_int("inter_op_threads", inter_op_threads)

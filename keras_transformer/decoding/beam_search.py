@@ -192,6 +192,22 @@ def batch_widths(batch):
     return widths
 
 
+def _narrowing(batch):
+    """`(widths, usable)` of `drop_finished="halves"`.
+
+    With a batch size known when tracing, `batch_widths(batch)`, each usable.
+    With one known only when the graph runs (a TensorFlow graph traced for
+    any batch size, as the SavedModel exported with `jit_compile=True`; XLA
+    compiles it for each batch size it meets): `batch`, `batch // 2` and
+    `batch // 4` as tensors, the narrower two usable (bool tensors) where
+    they hold at least `NARROWEST_WIDTH` sentences.
+    """
+    if isinstance(batch, int):
+        widths = batch_widths(batch)
+        return widths, [True] * len(widths)
+    return [batch, batch // 2, batch // 4], [True, batch >= 2 * NARROWEST_WIDTH, batch >= 4 * NARROWEST_WIDTH]
+
+
 def _repeat_beams(x, beam_size):
     return ops.repeat(x, beam_size, axis=0)  # (batch * beam, ...)
 
@@ -244,10 +260,12 @@ def beam_search(
             shapes (`jax.jit`, XLA): once at most half of the batch's
             sentences are still decoding they go on in a batch half as wide,
             and then a quarter (widths of at least `NARROWEST_WIDTH`
-            sentences; `batch_widths`). Each width is another copy of the
-            decoding step in a compiled function, which compiled 2-2.5×
-            as long (benchmarks/README.md). The outputs are those of
-            `False`.
+            sentences; `batch_widths`; in a TensorFlow graph traced for any
+            batch size, as the SavedModel exported with XLA, widths that
+            XLA fixes for each batch size it compiles). Each width is
+            another copy of the decoding step in a compiled function, which
+            compiled 2-2.5× as long (benchmarks/README.md). The outputs are
+            those of `False`.
 
     Returns:
         `(tokens, scores)`. With `num_return=1`: int32 `(batch, length)`,
@@ -426,37 +444,43 @@ def beam_search(
         """() int32: the number of sentences still decoding."""
         return ops.sum(ops.cast(ops.logical_not(sentence_done(s, r)), "int32"))
 
-    widths = batch_widths(batch) if drop_finished == "halves" and isinstance(batch, int) else [batch]
+    widths, usable = _narrowing(batch) if drop_finished == "halves" else ([batch], [True])
+    last = len(widths) - 1
 
-    def at_width(width, end):
-        """A `switch` branch: decodes the batch's state on in `width`
+    def narrower_holds(i, p, r):
+        """Whether the next width, `widths[i + 1]`, is usable and holds the
+        sentences of `p` still decoding."""
+        return ops.logical_and(usable[i + 1], decoding(p, r) <= widths[i + 1])
+
+    def at_width(i, end):
+        """A `switch` branch: decodes the batch's state on in `widths[i]`
         sentences, those still decoding first, until the segment's `end`,
         until every sentence is done, or (but at the narrowest width) until
-        at most half of them are still decoding."""
+        the next width holds those still decoding."""
 
         def run(s):
             part, r = s, rows
-            if width != batch:
+            if i:
                 order = ops.where(sentence_done(s, rows), 0, batch) + ops.arange(batch, 0, -1, dtype="int32")
-                sentences = ops.cast(ops.top_k(order, width)[1], "int32")  # (width,) decoding ones first
+                sentences = ops.cast(ops.top_k(order, widths[i])[1], "int32")  # (width,) decoding ones first
                 part, r = _take_sentences(s, rows, sentences, k)
 
             def go_on(p):
                 more = cond(p, r, end)
-                if width == widths[-1]:
+                if i == last:
                     return more
-                return ops.logical_and(more, decoding(p, r) > width // 2)
+                return ops.logical_and(more, ops.logical_not(narrower_holds(i, p, r)))
 
             (part,) = ops.while_loop(go_on, lambda p: (body(p, r)[0],), (part,))
-            return part if width == batch else _put_sentences(s, part, sentences, k)
+            return part if not i else _put_sentences(s, part, sentences, k)
 
         return run
 
     def narrowing(s, end):
-        """`(s,)` after the narrowest width that holds the sentences still
-        decoding has run (`at_width`)."""
-        index = ops.sum(ops.cast(ops.convert_to_tensor(widths[1:]) >= decoding(s, rows), "int32"))
-        return (ops.switch(index, [at_width(w, end) for w in widths], s),)
+        """`(s,)` after the narrowest usable width that holds the sentences
+        still decoding has run (`at_width`)."""
+        index = sum(ops.cast(narrower_holds(i, s, rows), "int32") for i in range(last))
+        return (ops.switch(index, [at_width(i, end) for i in range(len(widths))], s),)
 
     # With `drop_finished` the finished pools of the sentences that left are
     # kept in `whole`, the pools of the whole batch, at the rows' sentences.

@@ -197,6 +197,49 @@ def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_
     np.testing.assert_allclose(np_(compiled[1]), np_(expected[1]), atol=1e-5)
 
 
+def test_halves_with_a_batch_size_known_only_when_the_graph_runs(monkeypatch):
+    # The SavedModel exported with XLA traces its beam search for any batch
+    # size: the widths are then `batch`, `batch // 2` and `batch // 4` as
+    # tensors. Same sentences and expected row counts as above, in a graph
+    # without XLA (each step's rows recorded as it runs) and with it.
+    tf = pytest.importorskip("tensorflow")
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("TensorFlow graphs")
+    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
+    monkeypatch.setattr(bs_module, "NARROWEST_WIDTH", 1)
+    model = tiny_model()
+    source = np.zeros((4, 9), "int32")
+    for row, length in enumerate([5, 2, 9, 3]):
+        source[row, : length - 1] = np.arange(length - 1) % 19 + 4 + row
+        source[row, length - 1] = EOS
+    kwargs = dict(beam_size=3, num_return=3, max_extra_length=0, eos_id=None)
+    expected = beam_search(model, source, **kwargs)
+    traced, ran, plain = [], [], model.decode
+
+    def decode(ids, *args, **kw):
+        traced.append(ids.shape[0])
+        tf.numpy_function(lambda n: ran.append(int(n)) or np.int32(0), [tf.shape(ids)[0]], tf.int32)
+        return plain(ids, *args, **kw)
+
+    monkeypatch.setattr(model, "decode", decode)
+    spec = [tf.TensorSpec((None, 9), tf.int32)]
+    graph = tf.function(lambda s: beam_search(model, s, drop_finished="halves", **kwargs), autograph=False,
+                        input_signature=spec)
+    tokens, scores = graph(source)
+    assert traced == [None] * 6, traced  # three widths in each of the two segments
+    assert ran == [12] * 3 + [6] * 2 + [3] * 4, ran
+    np.testing.assert_array_equal(np_(tokens), np_(expected[0]))
+    np.testing.assert_allclose(np_(scores), np_(expected[1]), atol=1e-6)
+
+    monkeypatch.setattr(model, "decode", plain)
+    xla = tf.function(lambda s: beam_search(model, s, drop_finished="halves", **kwargs), autograph=False,
+                      input_signature=spec, jit_compile=True)
+    for batch in (source, source[:1]):  # narrowing, and a sentence alone (its widths 1, 0, 0)
+        tokens, scores = xla(batch)
+        np.testing.assert_array_equal(np_(tokens), np_(expected[0])[: len(batch)])
+        np.testing.assert_allclose(np_(scores), np_(expected[1])[: len(batch)], atol=1e-5)
+
+
 @pytest.mark.parametrize("value", ["yes", 1, None])
 def test_drop_finished_takes_false_true_or_halves(value):
     with pytest.raises(ValueError, match="drop_finished"):

@@ -22,7 +22,9 @@ a sentence is padded to the same length whatever else the request holds.
 Within a bucket, a sentence leaves the batch at the step its beam search is
 done (`beam_search(drop_finished=True)`), and the bucket's sentences are
 split between `parallel_loops` loops (2 by default) that TensorFlow runs
-side by side.
+side by side. With `jit_compile=True` (XLA) the batch keeps its rows, or,
+with `narrow_batches=True`, narrows to its half and then its quarter as its
+sentences finish.
 """
 
 import json
@@ -91,7 +93,7 @@ def _keep_branches_lazy(output):
 
 
 def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length, n_best, max_input_length, buckets,
-                       jit_compile=False, parallel_loops=1):
+                       jit_compile=False, parallel_loops=1, narrow_batches=False):
     """The graph function `inputs [batch] string -> dict of outputs`."""
     import tensorflow as tf
     import tensorflow_text as tf_text
@@ -104,8 +106,9 @@ def build_translate_fn(model, tokenizer_path, beam_size, alpha, max_extra_length
             max_extra_length=max_extra_length, num_return=n_best, drop_finished=drop_finished,
         )
 
-    if jit_compile:  # under XLA shapes are static: finished sentences stay in the batch
-        compiled_search = tf.function(lambda source: search(source, False), jit_compile=True, autograph=False)
+    if jit_compile:  # under XLA shapes are static: finished sentences stay in the batch, or it narrows
+        drop = "halves" if narrow_batches else False
+        compiled_search = tf.function(lambda source: search(source, drop), jit_compile=True, autograph=False)
 
     def parallel_search(source):
         """`search` over `parallel_loops` parts of the rows, each its own loop.
@@ -202,6 +205,7 @@ def export(
     metadata=None,
     jit_compile=False,
     parallel_loops=None,
+    narrow_batches=False,
     warmup_batch_sizes=(1,),
 ):
     """Writes `export_dir/<version>/`, a SavedModel that translates strings.
@@ -232,6 +236,11 @@ def export(
             (about one per core the server gives the model). Each loop is a
             copy of the beam search in the graph. Defaults to 2 (1 with
             `jit_compile`, where XLA's threads split the work instead).
+        narrow_batches: bool; with `jit_compile`, a bucket's batch narrows
+            to its half, then its quarter, as its sentences finish
+            (`beam_search(drop_finished="halves")`; without XLA each
+            sentence leaves the batch as it finishes anyway). Each batch
+            shape then compiles about twice as long.
         warmup_batch_sizes: TF Serving's warm-up requests, written to
             `assets.extra/tf_serving_warmup_requests`: one per bucket and
             batch size (`keras_transformer.serving.warmup`). TF Serving and
@@ -274,6 +283,12 @@ def export(
             "Argument `parallel_loops` applies to the graph without XLA; with `jit_compile=True` it must be 1 "
             f"or None. Received: parallel_loops={parallel_loops!r}"
         )
+    if not isinstance(narrow_batches, bool) or (narrow_batches and not jit_compile):
+        raise ValueError(
+            "Argument `narrow_batches` must be True or False, and True only with `jit_compile=True` (without "
+            "XLA each sentence leaves the batch as it finishes). Received: "
+            f"narrow_batches={narrow_batches!r}, jit_compile={jit_compile!r}"
+        )
     check_batch_sizes(warmup_batch_sizes, len(buckets) + 1, name="warmup_batch_sizes")  # + max_input_length's
     if version is not None:
         check_positive("version", version)
@@ -305,7 +320,7 @@ def export(
             f.write(_tokenizer_model_bytes(tokenizer))
         translate, in_graph_tokenizer, used_buckets = build_translate_fn(
             model, tokenizer_path, beam_size, alpha, max_extra_length, n_best, max_input_length, buckets,
-            jit_compile=jit_compile, parallel_loops=parallel_loops,
+            jit_compile=jit_compile, parallel_loops=parallel_loops, narrow_batches=narrow_batches,
         )
         resources = tf.Module()
         resources.tokenizer = in_graph_tokenizer
@@ -322,7 +337,7 @@ def export(
         settings = dict(
             beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, n_best=n_best,
             max_input_length=max_input_length, buckets=used_buckets, bos_id=BOS_ID, eos_id=EOS_ID,
-            jit_compile=bool(jit_compile), parallel_loops=parallel_loops,
+            jit_compile=bool(jit_compile), parallel_loops=parallel_loops, narrow_batches=narrow_batches,
             model_config=model.get_config(), **(metadata or {}),
         )
         # The tokenizer model travels in assets/ (for tools such as the

@@ -14,6 +14,13 @@ its name and its metadata.json go into the SavedModel's
 the decoding settings and `--metadata`. A `.keras` file or a run folder
 needs `--tokenizer`. TF Serving's warm-up requests (`--warmup-batch-sizes`,
 `--no-warmup`) go into `assets.extra/tf_serving_warmup_requests`.
+
+The fastest SavedModel on CPUs (benchmarks/README.md) is int8 under XLA,
+its batches narrowing as sentences finish; TF Serving runs it with
+`--xla_cpu_compilation_enabled=true`:
+
+    keras-transformer export tatoeba_en_fr --output-dir saved_models/tatoeba_en_fr_xla --buckets 16 32 64 \
+        --quantize int8 --jit-compile --narrow-batches
 """
 
 import json
@@ -45,6 +52,12 @@ def add_arguments(p):
     p.add_argument("--parallel-loops", type=int, default=None, metavar="N",
                    help="without --jit-compile: decode a bucket's sentences as N loops that TensorFlow runs side "
                         "by side (default: 2; 1 with --jit-compile)")
+    p.add_argument("--quantize", choices=["int8"], default=None,
+                   help="quantize the weights first (Keras' model.quantize): with --jit-compile the fastest "
+                        "SavedModel on CPUs; without XLA, int8 runs slower than float32 (benchmarks/README.md)")
+    p.add_argument("--narrow-batches", action="store_true",
+                   help="with --jit-compile: a bucket's batch narrows to its half, then its quarter, as its "
+                        "sentences finish; each batch shape compiles about twice as long")
     p.add_argument("--warmup-batch-sizes", type=int, nargs="+", default=[1], metavar="N",
                    help="TF Serving's warm-up requests (assets.extra/tf_serving_warmup_requests): one per bucket "
                         "and batch size, replayed at load by TF Serving and serve (default: 1); with "
@@ -59,13 +72,17 @@ def run(args):
 
     metadata = {} if args.metadata is None else parse_metadata(args.metadata)
     model, tokenizer, preset_metadata = load_model_and_tokenizer(args)
+    if args.quantize:
+        model.quantize(args.quantize)
+        metadata = {"quantize": args.quantize, **metadata}
     if preset_metadata is not None:
         metadata = {"preset": args.model, "preset_metadata": preset_metadata, **metadata}
     path = export(
         model, tokenizer, args.output_dir, version=args.version, beam_size=args.beam_size,
         alpha=args.alpha, max_extra_length=args.max_extra_length, n_best=args.n_best,
         buckets=tuple(args.buckets or DEFAULT_BUCKETS), metadata=metadata or None, jit_compile=args.jit_compile,
-        parallel_loops=args.parallel_loops, warmup_batch_sizes=() if args.no_warmup else tuple(args.warmup_batch_sizes),
+        parallel_loops=args.parallel_loops, narrow_batches=args.narrow_batches,
+        warmup_batch_sizes=() if args.no_warmup else tuple(args.warmup_batch_sizes),
     )
     print(f"Exported {path}")
     return 0

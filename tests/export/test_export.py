@@ -319,19 +319,26 @@ def test_every_weight_is_stored_once(exported):
 
 
 def test_an_int8_quantized_model_exports_and_translates_as_in_memory(exported, tmp_path):
-    # The SavedModel of `model.quantize("int8")`: int8 kernels in its
-    # variables, the in-memory quantized model's translations and scores.
+    # `export --quantize int8`: int8 kernels in the SavedModel's variables,
+    # the translations and scores of the model quantized in memory.
     import tensorflow as tf
 
     from keras_transformer import Transformer
-    from keras_transformer.export import export
+    from keras_transformer.cli import main
 
     model, sp, _ = exported
+    model_file, tokenizer_file = str(tmp_path / "model.keras"), str(tmp_path / "tokenizer.model")
+    model.save(model_file)
+    with open(tokenizer_file, "wb") as f:
+        f.write(sp.serialized_model_proto())
+    assert main(["export", model_file, "--tokenizer", tokenizer_file, "--output-dir", str(tmp_path / "int8"),
+                 "--buckets", "16", "--quantize", "int8", "--parallel-loops", "1", "--no-warmup"]) == 0
+    path = str(tmp_path / "int8" / "1")
+    assert json.load(open(os.path.join(path, "assets.extra", "metadata.json")))["quantize"] == "int8"
     quantized = Transformer.from_config(model.get_config())
     quantized.build(((None, None), (None, None)))
     quantized.set_weights(model.get_weights())
     quantized.quantize("int8")
-    path = export(quantized, sp.serialized_model_proto(), str(tmp_path / "int8"), buckets=(16,))
     expected, scores = in_memory_translations(quantized, sp, SENTENCES)
     assert expected[:2] == SENTENCES[:2]  # still the copying model
     out = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(SENTENCES))
@@ -345,22 +352,31 @@ def test_an_int8_quantized_model_exports_and_translates_as_in_memory(exported, t
     ) > 0
 
 
-def test_an_xla_compiled_saved_model_translates_as_the_plain_one(exported, tmp_path):
+@pytest.mark.parametrize("narrow_batches", [False, True])
+def test_an_xla_compiled_saved_model_translates_as_the_plain_one(exported, tmp_path, narrow_batches):
     # `jit_compile=True`: each bucket's beam search compiled per number of
     # rows, rounded up to a power of two (3 rows run as 4, with a copy of
-    # the last sentence), the same outputs as the graph without XLA.
+    # the last sentence), the same outputs as the graph without XLA. With
+    # `narrow_batches` (`beam_search(drop_finished="halves")`, the batch
+    # size known only when the graph runs): 32 sentences of the first
+    # bucket, 28 of 5 tokens and 4 of 7, go on as a quarter of the batch (8
+    # rows) once the short ones are done; one sentence alone never narrows.
     import tensorflow as tf
 
     from keras_transformer.export import export
 
     model, sp, path = exported
     compiled = export(model, sp.serialized_model_proto(), str(tmp_path / "xla"), n_best=2, buckets=(8, 16),
-                      jit_compile=True, warmup_batch_sizes=())
-    assert json.load(open(os.path.join(compiled, "assets.extra", "metadata.json")))["jit_compile"] is True
+                      jit_compile=True, narrow_batches=narrow_batches, warmup_batch_sizes=())
+    metadata = json.load(open(os.path.join(compiled, "assets.extra", "metadata.json")))
+    assert metadata["jit_compile"] is True and metadata["narrow_batches"] is narrow_batches
     assert not os.path.exists(os.path.join(compiled, "assets.extra", "tf_serving_warmup_requests"))  # none asked
     plain = tf.saved_model.load(path).signatures["serving_default"]
     xla = tf.saved_model.load(compiled).signatures["serving_default"]
-    for batch in (SENTENCES[:3], SENTENCES + ["", "Hello there."]):
+    batches = [SENTENCES[:3], SENTENCES + ["", "Hello there."]]
+    if narrow_batches:
+        batches = [SENTENCES[:1], ["Hello there.", "How are you?"] * 14 + ["See you tomorrow."] * 4]
+    for batch in batches:
         expected, out = plain(inputs=tf.constant(batch)), xla(inputs=tf.constant(batch))
         assert out["nbest_translations"].numpy().tolist() == expected["nbest_translations"].numpy().tolist()
         np.testing.assert_allclose(out["nbest_scores"].numpy(), expected["nbest_scores"].numpy(), rtol=1e-4)
@@ -399,7 +415,7 @@ def test_bad_export_arguments(exported, tmp_path):
         export(model, b"", str(tmp_path), buckets=(0, 16))
     for name, value in (("version", -1), ("version", 0), ("version", "abc"), ("max_input_length", 0), ("buckets", 8),
                         ("jit_compile", "yes"), ("warmup_batch_sizes", 1), ("warmup_batch_sizes", (0,)),
-                        ("parallel_loops", 0)):
+                        ("parallel_loops", 0), ("narrow_batches", "yes"), ("narrow_batches", True)):
         with pytest.raises(ValueError, match=f"`{name}`.*Received: " + re.escape(f"{name}={value!r}")):
             export(model, b"", str(tmp_path), **{name: value})
     with pytest.raises(ValueError, match="`parallel_loops` applies to the graph without XLA"):

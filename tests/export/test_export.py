@@ -380,6 +380,15 @@ def test_an_xla_compiled_saved_model_translates_as_the_plain_one(exported, tmp_p
         expected, out = plain(inputs=tf.constant(batch)), xla(inputs=tf.constant(batch))
         assert out["nbest_translations"].numpy().tolist() == expected["nbest_translations"].numpy().tolist()
         np.testing.assert_allclose(out["nbest_scores"].numpy(), expected["nbest_scores"].numpy(), rtol=1e-4)
+    if narrow_batches:  # XLA's SavedModel too runs with tensorflow and tensorflow-text alone
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        run = subprocess.run(
+            [sys.executable, "-I", "-c", RELOAD, os.path.abspath(compiled), json.dumps(batches[-1])],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        fresh = json.loads(run.stdout.strip().splitlines()[-1])["nbest_translations"]
+        assert fresh == [[t.decode() for t in row] for row in expected["nbest_translations"].numpy()]
 
 
 def test_parallel_loops_translate_as_one(exported, tmp_path):

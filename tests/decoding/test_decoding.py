@@ -163,6 +163,15 @@ def test_batch_widths_halve_twice_down_to_the_narrowest():
     assert bs_module.batch_widths(9) == [9] and bs_module.batch_widths(8) == [8] and bs_module.batch_widths(1) == [1]
 
 
+def sources_of_lengths(lengths):
+    """Sources `(len(lengths), max(lengths))`, each of its length with EOS, padded with 0."""
+    source = np.zeros((len(lengths), max(lengths)), "int32")
+    for row, length in enumerate(lengths):
+        source[row, : length - 1] = np.arange(length - 1) % 19 + 4 + row
+        source[row, length - 1] = EOS
+    return source
+
+
 @pytest.mark.parametrize("eos_id", [5, None])
 def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_id):
     # Four sentences with length limits 5, 2, 9 and 3 (no extra length),
@@ -175,10 +184,7 @@ def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_
     monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
     monkeypatch.setattr(bs_module, "NARROWEST_WIDTH", 1)
     model = tiny_model()
-    source = np.zeros((4, 9), "int32")
-    for row, length in enumerate([5, 2, 9, 3]):
-        source[row, : length - 1] = np.arange(length - 1) % 19 + 4 + row
-        source[row, length - 1] = EOS
+    source = sources_of_lengths([5, 2, 9, 3])
     kwargs = dict(beam_size=3, num_return=3, max_extra_length=0, eos_id=eos_id)
     expected = beam_search(model, source, **kwargs)
     rows = []
@@ -208,10 +214,7 @@ def test_halves_with_a_batch_size_known_only_when_the_graph_runs(monkeypatch):
     monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
     monkeypatch.setattr(bs_module, "NARROWEST_WIDTH", 1)
     model = tiny_model()
-    source = np.zeros((4, 9), "int32")
-    for row, length in enumerate([5, 2, 9, 3]):
-        source[row, : length - 1] = np.arange(length - 1) % 19 + 4 + row
-        source[row, length - 1] = EOS
+    source = sources_of_lengths([5, 2, 9, 3])
     kwargs = dict(beam_size=3, num_return=3, max_extra_length=0, eos_id=None)
     expected = beam_search(model, source, **kwargs)
     traced, ran, plain = [], [], model.decode

@@ -53,6 +53,11 @@ Figures per engine, on the first `--limit` sources of the test split of
 - the load time, and the time of the first translation after it (one
   sentence), both in the fresh process (with `--compilation-cache DIR`, run
   twice: the second run's engines read what the first compiled);
+- with `--once-through`, each of our engines also translates the sources
+  once, as `keras-transformer translate MODEL --input FILE` does (the
+  CLI's `translate_function` and `translate_sorted`, their defaults), in a
+  fresh process: its seconds, compiling included (`once_through_s`), and
+  sentences/s;
 - BLEU and chrF of the file-order outputs against every reference;
 - the fraction of outputs identical to `translator-tf-float32`'s (and, for
   CTranslate2, of its own first hypothesis before rescoring).
@@ -223,7 +228,35 @@ def batches(order, size):
     return [order[i : i + size] for i in range(0, len(order), size)]
 
 
+def once_through(args):
+    """Translates every source once with the CLI's defaults, as `translate
+    --input` does; the seconds, compiling included, in a fresh process."""
+    from keras_transformer.cli.common import translate_function, translate_sorted
+
+    if backend_of(args.worker) == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads or args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    with open(args.worker_input) as f:
+        sources = json.load(f)["sources"]
+    model = args.saved_model if args.worker == "savedmodel" else args.preset
+    start = time.perf_counter()
+    translate, _, _ = translate_function(model, quantize="int8" if args.worker.endswith("int8") else None)
+    load_s = time.perf_counter() - start
+    start = time.perf_counter()
+    outputs = translate_sorted(translate, sources, CLI_BATCH_SIZE)
+    with open(args.worker_output, "w") as f:
+        json.dump({"load_s": load_s, "once_through_s": time.perf_counter() - start, "outputs": outputs}, f)
+
+
+# `keras-transformer translate --batch-size`'s default.
+CLI_BATCH_SIZE = 32
+
+
 def worker(args):
+    if args.once_through_worker:
+        return once_through(args)
     started = time.perf_counter()
     cpus = pin_threads(args.threads) if args.device == "cpu" else None
     with open(args.worker_input) as f:
@@ -333,11 +366,11 @@ def engine_environment(engine, args, environ):
     return env
 
 
-def run_engine(engine, args, job_path, workdir):
-    output = os.path.join(workdir, f"{engine}.json")
+def run_engine(engine, args, job_path, workdir, once=False):
+    output = os.path.join(workdir, f"{engine}{'-once' if once else ''}.json")
     env = engine_environment(engine, args, args.environ)
     command = [sys.executable, os.path.abspath(__file__), "--worker", engine, "--worker-input", job_path,
-               "--worker-output", output] + args.forward
+               "--worker-output", output] + args.forward + (["--once-through-worker"] if once else [])
     run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
     if run.returncode != 0:
         raise RuntimeError(f"{engine} failed ({run.returncode}):\n{run.stderr[-4000:]}")
@@ -392,7 +425,7 @@ def summarise(result, tokenizer, references, reference_outputs, n):
 
 def print_table(results):
     header = ("engine", "sorted sent/s", "sorted tok/s", "file sent/s", "file tok/s", "p50 ms", "p90 ms",
-              "load s", "1st s", "warm-up s", "BLEU", "chrF", "same as tf-f32")
+              "load s", "1st s", "warm-up s", "once sent/s", "BLEU", "chrF", "same as tf-f32")
     rows = []
     for r in results:
         same = r.get("identical_to_" + REFERENCE_ENGINE)
@@ -401,6 +434,7 @@ def print_table(results):
             f"{r['file_sentences_per_s']:.1f}", f"{r['file_tokens_per_s']:.0f}", f"{r['latency_p50_ms']:.1f}",
             f"{r['latency_p90_ms']:.1f}", f"{r['load_s']:.2f}", f"{r['first_translation_s']:.2f}",
             f"{r['warmup_s']:.1f}",
+            "-" if r.get("once_through_s") is None else f"{r['once_through_sentences_per_s']:.1f}",
             "-" if r.get("bleu") is None else f"{r['bleu']:.2f}", "-" if r.get("chrf") is None else f"{r['chrf']:.2f}",
             "-" if same is None else f"{100 * same:.1f}%",
         ))
@@ -446,6 +480,10 @@ def parse_args(argv=None):
     parser.add_argument("--narrow-batches", action="store_true",
                         help="Translator(narrow_batches=True): under JAX and XLA a batch narrows to its half, "
                              "then its quarter, as its sentences finish (longer compiles, in the warm-up)")
+    parser.add_argument("--once-through", action="store_true",
+                        help="also translate the sources once with the CLI's defaults, in a fresh process per "
+                             "engine (ours, not CTranslate2), compiling included")
+    parser.add_argument("--once-through-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=7200, help="seconds per engine process")
     parser.add_argument("--keep-outputs", action="store_true", help="each engine's translations in the JSON")
     parser.add_argument("--no-bleu", dest="bleu", action="store_false",
@@ -516,6 +554,13 @@ def main(argv=None):
             raw = run_engine(engine, args, job_path, workdir)
             summary, outputs = summarise(raw, tokenizer, references if args.bleu else None, reference_outputs,
                                          len(sources))
+            if args.once_through and not engine.startswith("ctranslate2"):
+                once = run_engine(engine, args, job_path, workdir, once=True)
+                summary.update(once_through_load_s=once["load_s"], once_through_s=once["once_through_s"],
+                               once_through_sentences_per_s=len(sources) / once["once_through_s"],
+                               once_through_batch_size=CLI_BATCH_SIZE,
+                               once_through_identical_to_file_pass=float(
+                                   np.mean([a == b for a, b in zip(once["outputs"], outputs)])))
             if engine == REFERENCE_ENGINE:
                 reference_outputs = outputs
             all_outputs[engine] = outputs
@@ -533,7 +578,7 @@ def main(argv=None):
         "alpha": args.alpha, "threads": args.threads,
         "tensorflow_intra_op_threads": args.intra_op_threads or args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
         "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
-        "translator_narrow_batches": args.narrow_batches, "savedmodel_warmup": args.savedmodel_warmup,
+        "translator_narrow_batches": args.narrow_batches, "once_through": args.once_through, "savedmodel_warmup": args.savedmodel_warmup,
         "ctranslate2": {"length_penalty": args.alpha, "patience": args.ct2_patience,
                         "rescored_with_gnmt": not args.ct2_no_rescore, "convert_s": ct2_convert_s,
                         "use_mkl": args.ct2_use_mkl,

@@ -14,7 +14,7 @@ source); "hyp tokens/s" counts every beam's token: x beam size.
 `--dtypes` runs our model in other dtype policies too (`bfloat16`: the
 float32 model's weights cast). `--ctranslate2 float32 float16 ...` puts
 CTranslate2 beside it on the same weights (`keras_transformer.
-ctranslate2_converter`, a vocabulary of placeholder pieces), on
+converters.ctranslate2`, a vocabulary of placeholder pieces), on
 `--ct2-device` (`cpu` or `cuda`), with each listed `compute_type`: the same
 sources, beam size and length penalty, and `min_decoding_length =
 max_decoding_length = --output-length` so that it too decodes exactly that
@@ -193,7 +193,7 @@ def main():
                         results.append(row)
                         print_row(row)
         if args.ctranslate2:
-            from keras_transformer.ctranslate2_converter import convert
+            from keras_transformer.converters.ctranslate2 import convert
 
             with tempfile.TemporaryDirectory() as workdir:
                 model_dir = convert(model, placeholder_pieces(args.vocab_size), os.path.join(workdir, "ct2"))

@@ -25,7 +25,7 @@ CPUs):
   int8), beam 4, alpha 0.6, `batch_size` 64, `narrow_batches` with
   `--narrow-batches`; JAX gets `XLA_FLAGS` for `--threads` Eigen threads.
 - `ctranslate2-float32`, `ctranslate2-int8`: CTranslate2 on the preset's
-  weights converted by `keras_transformer.ctranslate2_converter` (ctranslate2's
+  weights converted by `keras_transformer.converters.ctranslate2` (ctranslate2's
   spec API; our position table, our vocabulary), `compute_type` float32 or
   int8, `intra_threads=--threads`, beam 4, `length_penalty` 0.6 and
   `patience` `--ct2-patience`. CTranslate2 divides a hypothesis's
@@ -140,7 +140,7 @@ def load_engine(engine, args):
     if engine.startswith("ctranslate2-"):
         # CTranslate2 and SentencePiece only: no Keras or TensorFlow import
         # counted in its start-up (the pieces of keras_transformer.
-        # ctranslate2_converter.ctranslate2_source_tokens, the scoring of
+        # converters.ctranslate2.ctranslate2_source_tokens, the scoring of
         # gnmt_rescore below).
         import ctranslate2
         import sentencepiece
@@ -173,8 +173,7 @@ def load_engine(engine, args):
         return translate
 
     # Translator on this process's backend
-    from keras_transformer import presets
-    from keras_transformer.decoding import Translator
+    from keras_transformer import SubwordTokenizer, Translator, presets
 
     if backend_of(engine) == "tensorflow":
         import tensorflow as tf
@@ -185,7 +184,7 @@ def load_engine(engine, args):
     if engine.endswith("int8"):
         model.quantize("int8")
     translator = Translator(
-        model, presets.load_tokenizer(args.preset), beam_size=args.beam_size, alpha=args.alpha,
+        model, SubwordTokenizer.from_preset(args.preset), beam_size=args.beam_size, alpha=args.alpha,
         batch_size=args.batch_size, narrow_batches=args.narrow_batches,
     )
 
@@ -512,12 +511,12 @@ def main(argv=None):
     # This process converts the weights and counts tokens on the CPU: a GPU's memory stays the engines'.
     os.environ["JAX_PLATFORMS"] = "cpu"
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    from keras_transformer import datasets, presets
+    from keras_transformer import SubwordTokenizer, datasets, presets
 
     sources, references = datasets.load_references(args.corpus or args.preset, args.split)
     if args.limit is not None:
         sources, references = sources[: args.limit], references[: args.limit]
-    tokenizer = presets.load_tokenizer(args.preset)
+    tokenizer = SubwordTokenizer.from_preset(args.preset)
     lengths = [len(ids) + 1 for ids in tokenizer.encode(sources)]  # + EOS
 
     engines = list(args.engines)
@@ -527,7 +526,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as workdir:
         ct2_convert_s = None
         if any(e.startswith("ctranslate2") for e in engines) and args.ct2_model is None:
-            from keras_transformer.ctranslate2_converter import convert_preset
+            from keras_transformer.converters.ctranslate2 import convert_preset
 
             args.ct2_model = os.path.join(workdir, "ctranslate2")
             start = time.perf_counter()

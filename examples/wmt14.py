@@ -66,7 +66,7 @@ def main(argv=None):
 
     from keras_transformer import LabelSmoothedCrossEntropy, MaskedAccuracy, Transformer, datasets, paper_optimizer
     from keras_transformer.data import SubwordTokenizer, load_wmt14, make_dataset
-    from keras_transformer.decoding import Translator
+    from keras_transformer import Translator
     from keras_transformer.evaluation import corpus_bleu
     from keras_transformer.export import export
     from keras_transformer.training import CheckpointAndRestore, average_checkpoints, resolve_precision

@@ -29,6 +29,8 @@ import tempfile
 
 import keras
 
+from keras_transformer.architectures import ARCHITECTURES
+
 ZOO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo")
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
@@ -56,8 +58,6 @@ def preset_directory(preset):
     if not isinstance(preset, (str, os.PathLike)):
         raise ValueError(f"Argument `preset` must be a preset name or a directory. Received: preset={preset!r}")
     preset = os.fspath(preset)
-    from keras_transformer.models.config import ARCHITECTURES
-
     if preset in list_presets():
         return os.path.join(ZOO, preset)
     if preset in ARCHITECTURES:
@@ -112,13 +112,6 @@ def load_model(preset, load_weights=True, dtype=None):
         # float16 files load into float32 variables: Keras casts on assign.
         model.load_weights(path)
     return model
-
-
-def load_tokenizer(preset):
-    """The preset's `SubwordTokenizer`."""
-    from keras_transformer.data.tokenizer import SubwordTokenizer
-
-    return SubwordTokenizer.load(os.path.join(preset_directory(preset), TOKENIZER_FILE))
 
 
 def _store_float16(path):

@@ -17,8 +17,8 @@ import pytest
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from keras_transformer import Transformer, presets  # noqa: E402
-from keras_transformer.ctranslate2_converter import convert, ctranslate2_source_tokens, transformer_spec  # noqa: E402
+from keras_transformer import SubwordTokenizer, Transformer, presets  # noqa: E402
+from keras_transformer.converters.ctranslate2 import convert, ctranslate2_source_tokens, transformer_spec  # noqa: E402
 from keras_transformer.decoding import greedy_decode  # noqa: E402
 from keras_transformer.tokens import pack_source, pack_target, split_target, unpack_output  # noqa: E402
 
@@ -30,7 +30,7 @@ SENTENCES = ["I love you.", "Look at me.", "Where is the station?", "She has bee
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return presets.load_tokenizer(PRESET)
+    return SubwordTokenizer.from_preset(PRESET)
 
 
 def padded(rows):
@@ -114,7 +114,7 @@ def run_benchmark(tmp_path, engines, limit, extra=()):
     from keras_transformer.evaluation import corpus_bleu
 
     sources, references = datasets.load_references("tatoeba_en_fr", "test")
-    tokenizer = presets.load_tokenizer("tatoeba_en_fr")
+    tokenizer = SubwordTokenizer.from_preset("tatoeba_en_fr")
     for engine in engines:
         assert engine in run.stdout  # the table
         r, outputs = results[engine], report["outputs"][engine]

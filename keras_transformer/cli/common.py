@@ -99,22 +99,46 @@ def no_such_model(model):
 
 
 def load_tokenizer(path):
-    """The SentencePiece processor of the `.model` file given as `--tokenizer`."""
-    import sentencepiece as spm
+    """The `SubwordTokenizer` of the `.model` file given as `--tokenizer`."""
+    from keras_transformer.data.tokenizer import SubwordTokenizer
 
     if not path or not os.path.isfile(path):
         raise SystemExit(f"--tokenizer must name a SentencePiece .model file. Received: {path!r}")
-    return spm.SentencePieceProcessor(model_file=path)
+    return SubwordTokenizer.load(path)
 
 
-def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6, batch_size=32, quantize=None,
-                       narrow_batches=False):
+def add_decoding_arguments(p, batch_size=True):
+    """The `Translator`'s decoding options, for a preset or a `.keras` model;
+    unset, the `Translator`'s defaults (`keras_transformer.decoding.defaults`)."""
+    from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE
+    from keras_transformer.preprocessor import LONG_INPUTS
+
+    if batch_size:
+        p.add_argument("--batch-size", type=positive_int, default=BATCH_SIZE, help="sentences per batch")
+    p.add_argument("--beam-size", type=positive_int, default=None, help=f"1 decodes greedily (default: {BEAM_SIZE})")
+    p.add_argument("--alpha", type=float, default=None, help=f"the length penalty's exponent (default: {ALPHA})")
+    p.add_argument("--long-inputs", choices=LONG_INPUTS, default=None,
+                   help="an input over the model's source budget is split at sentence ends (the default) or "
+                        "truncated")
+    p.add_argument("--quantize", choices=["int8"], default=None,
+                   help="quantize the weights at load (Keras' model.quantize)")
+    p.add_argument("--narrow-batches", action="store_true", default=None,
+                   help="a compiled batch narrows to its half, then its quarter, as its sentences finish "
+                        "(Translator(narrow_batches=True)); each batch shape compiles about twice as long")
+
+
+def decoding_options(args):
+    """The decoding options given on the command line, as `Translator` arguments."""
+    names = ("beam_size", "alpha", "long_inputs", "narrow_batches")
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def translate_function(model, tokenizer=None, batch_size=None, quantize=None, **decoding):
     """`translate(sentences) -> translations` with a preset (name or
     directory), a SavedModel folder, or a `.keras` file and its `tokenizer`
-    file. A preset or `.keras` model decodes with `beam_size`, `alpha` in
-    batches of `batch_size`, after `model.quantize(quantize)` if given
-    (`"int8"`), with `Translator(narrow_batches=...)`; a SavedModel is
-    translated as it was exported.
+    file. A preset or `.keras` model is translated by a `Translator` with
+    `decoding` options and `batch_size`, after `model.quantize(quantize)`
+    if given (`"int8"`); a SavedModel as it was exported.
 
     Returns `(translate, keras_model, tokenizer)`, the last two None with a
     SavedModel (which carries its own tokenizer and decoding settings).
@@ -123,36 +147,36 @@ def translate_function(model, tokenizer=None, beam_size=4, alpha=0.6, batch_size
         raise ValueError(f"--quantize takes 'int8'. Received: --quantize={quantize!r}")
     preset = preset_path(model)
     if preset is not None:
-        from keras_transformer import presets
+        from keras_transformer import SubwordTokenizer, presets
 
         no_tokenizer_with_preset(model, tokenizer)
-        keras_model, sp = presets.load_model(preset), presets.load_tokenizer(preset)
+        keras_model, sp = presets.load_model(preset), SubwordTokenizer.from_preset(preset)
     elif model.endswith(".keras"):
         keras_model, sp = load_keras_model(model), load_tokenizer(tokenizer)
     else:
-        return _saved_model_function(model, quantize, narrow_batches), None, None
-    from keras_transformer.decoding import Translator
+        return _saved_model_function(model, quantize, decoding), None, None
+    from keras_transformer import Translator
 
     if quantize:
         keras_model.quantize(quantize)
-    translator = Translator(keras_model, sp, beam_size=beam_size, alpha=alpha, batch_size=batch_size,
-                            narrow_batches=narrow_batches)
-    return translator.translate, keras_model, sp
+    if batch_size is not None:
+        decoding["batch_size"] = batch_size
+    return Translator(keras_model, sp, **decoding).translate, keras_model, sp
 
 
-def _saved_model_function(model, quantize, narrow_batches):
+def _saved_model_function(model, quantize, decoding):
     """`translate(sentences) -> translations` with the SavedModel folder `model`."""
     if not os.path.isdir(model):
         raise no_such_model(model)
-    if quantize:
+    given = {"quantize": quantize, **decoding}
+    given = {name: value for name, value in given.items() if value is not None}
+    if given:
+        names = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        values = ", ".join(f"--{name.replace('_', '-')}" + ("" if value is True else f"={value!r}")
+                           for name, value in given.items())
         raise ValueError(
-            "--quantize applies to a preset or a .keras model; a SavedModel runs as it was "
-            f"exported. Received: model={model!r}, --quantize={quantize!r}"
-        )
-    if narrow_batches:
-        raise ValueError(
-            "--narrow-batches applies to a preset or a .keras model; a SavedModel drops each "
-            f"finished sentence as it decodes. Received: model={model!r}, --narrow-batches"
+            f"{names} applies to a preset or a .keras model; a SavedModel translates as it was "
+            f"exported. Received: model={model!r}, {values}"
         )
     from keras_transformer.serving.predictor import load_saved_model_predictor
 

@@ -11,7 +11,13 @@ tokenizer, decoded with `--beam-size` and `--alpha`), a SavedModel folder
 Every reference of a source counts (`keras_transformer.evaluation.corpus_bleu`).
 """
 
-from keras_transformer.cli.common import positive_int, translate_function, translate_sorted
+from keras_transformer.cli.common import (
+    add_decoding_arguments,
+    decoding_options,
+    positive_int,
+    translate_function,
+    translate_sorted,
+)
 
 NAME = "evaluate"
 HELP = "Translate a test set and score it with sacreBLEU and chrF (every reference of a source)."
@@ -25,16 +31,7 @@ def add_arguments(p):
     p.add_argument("--tsv", help="score a TSV file (source, reference) instead of --corpus")
     p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
     p.add_argument("--limit", type=positive_int, default=None, help="only the first N sources")
-    p.add_argument("--batch-size", type=positive_int, default=64)
-    p.add_argument("--beam-size", type=int, default=4, help="with a preset or a .keras model")
-    p.add_argument("--alpha", type=float, default=0.6, help="with a preset or a .keras model")
-    p.add_argument("--quantize", choices=["int8"], default=None,
-                   help="quantize a preset or .keras model's weights at load (Keras' model.quantize): int8 "
-                        "translates faster on CPUs (benchmarks/README.md)")
-    p.add_argument("--narrow-batches", action="store_true",
-                   help="with a preset or a .keras model: a batch narrows to its half, then its quarter, as "
-                        "its sentences finish (Translator(narrow_batches=True)); each batch shape compiles "
-                        "2-2.5x as long, so it pays on files of tens of thousands of sentences")
+    add_decoding_arguments(p)
 
 
 def run(args):
@@ -48,8 +45,7 @@ def run(args):
     sources, references = datasets.references(pairs)
     sources, references = sources[: args.limit], references[: args.limit]
     translate, _, _ = translate_function(
-        args.model, args.tokenizer, args.beam_size, args.alpha, batch_size=args.batch_size,
-        quantize=args.quantize, narrow_batches=args.narrow_batches,
+        args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, **decoding_options(args)
     )
     progress = keras.utils.Progbar(len(sources), unit_name="sentence")
     hypotheses = translate_sorted(translate, sources, args.batch_size, progress)

@@ -27,7 +27,15 @@ for each batch size listed (minutes):
 import json
 import os
 
-from keras_transformer.cli.common import load_keras_model, no_tokenizer_with_preset, preset_path
+from keras_transformer.cli.common import (
+    add_decoding_arguments,
+    decoding_options,
+    load_keras_model,
+    no_tokenizer_with_preset,
+    preset_path,
+)
+from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
+from keras_transformer.preprocessor import DEFAULT_BUCKETS
 
 NAME = "export"
 HELP = "Export a preset or a trained model as a SavedModel that translates strings (TF Serving layout)."
@@ -40,25 +48,21 @@ def add_arguments(p):
     p.add_argument("--tokenizer", help="its SentencePiece .model file (required unless MODEL is a preset)")
     p.add_argument("--output-dir", required=True, help="saved_models/<name>; the version folder goes inside")
     p.add_argument("--version", type=int, default=None, help="default: one more than the highest there")
-    p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent")
-    p.add_argument("--max-extra-length", type=int, default=50, help="output length limit: input length + this")
-    p.add_argument("--n-best", type=int, default=1)
+    add_decoding_arguments(p, batch_size=False)
+    p.add_argument("--max-extra-length", type=int, default=None,
+                   help=f"output length limit: input length + this (default: {MAX_EXTRA_LENGTH})")
     p.add_argument("--buckets", type=int, nargs="+", default=None,
-                   help="source lengths the graph pads to, one graph branch each (default: 16 32 64 128 "
-                        "and the longest input); fewer buckets, a smaller SavedModel")
+                   help="source lengths the graph pads to, one graph branch each (default: "
+                        f"{' '.join(map(str, DEFAULT_BUCKETS))}, capped at the model's source budget); fewer "
+                        "buckets, a smaller SavedModel")
+    p.add_argument("--n-best", type=int, default=1)
     p.add_argument("--jit-compile", action="store_true",
                    help="compile each bucket's beam search with XLA (faster after a few seconds per new batch "
-                        "shape; TF Serving needs --xla_cpu_compilation_enabled=true)")
+                        "shape; TF Serving needs --xla_cpu_compilation_enabled=true); with --narrow-batches "
+                        "and --quantize int8 the fastest SavedModel on CPUs")
     p.add_argument("--parallel-loops", type=int, default=None, metavar="N",
                    help="without --jit-compile: decode a bucket's sentences as N loops that TensorFlow runs side "
                         "by side (default: 2; 1 with --jit-compile)")
-    p.add_argument("--quantize", choices=["int8"], default=None,
-                   help="quantize the weights first (Keras' model.quantize): with --jit-compile the fastest "
-                        "SavedModel on CPUs; without XLA, int8 runs slower than float32 (benchmarks/README.md)")
-    p.add_argument("--narrow-batches", action="store_true",
-                   help="with --jit-compile: a bucket's batch narrows to its half, then its quarter, as its "
-                        "sentences finish; each batch shape compiles about twice as long")
     p.add_argument("--warmup-batch-sizes", type=int, nargs="+", default=[1], metavar="N",
                    help="TF Serving's warm-up requests (assets.extra/tf_serving_warmup_requests): one per bucket "
                         "and batch size, replayed at load by TF Serving and serve (default: 1); with "
@@ -69,7 +73,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from keras_transformer.export import DEFAULT_BUCKETS, export
+    from keras_transformer.export import export
 
     metadata = {} if args.metadata is None else parse_metadata(args.metadata)
     model, tokenizer, preset_metadata = load_model_and_tokenizer(args)
@@ -78,11 +82,14 @@ def run(args):
         metadata = {"quantize": args.quantize, **metadata}
     if preset_metadata is not None:
         metadata = {"preset": args.model, "preset_metadata": preset_metadata, **metadata}
+    decoding = decoding_options(args)
+    if args.max_extra_length is not None:
+        decoding["max_extra_length"] = args.max_extra_length
+    if args.buckets is not None:
+        decoding["buckets"] = tuple(args.buckets)
     path = export(
-        model, tokenizer, args.output_dir, version=args.version, beam_size=args.beam_size,
-        alpha=args.alpha, max_extra_length=args.max_extra_length, n_best=args.n_best,
-        buckets=tuple(args.buckets or DEFAULT_BUCKETS), metadata=metadata or None, jit_compile=args.jit_compile,
-        parallel_loops=args.parallel_loops, narrow_batches=args.narrow_batches,
+        model, tokenizer, args.output_dir, **decoding, version=args.version, n_best=args.n_best,
+        metadata=metadata or None, jit_compile=args.jit_compile, parallel_loops=args.parallel_loops,
         warmup_batch_sizes=() if args.no_warmup else tuple(args.warmup_batch_sizes),
     )
     print(f"Exported {path}")
@@ -93,6 +100,7 @@ def load_model_and_tokenizer(args):
     """`(model, tokenizer, preset_metadata)` for MODEL; the metadata is None
     unless MODEL is a preset."""
     from keras_transformer import presets
+    from keras_transformer.data.tokenizer import SubwordTokenizer
 
     preset = preset_path(args.model)
     if preset is not None:
@@ -102,7 +110,7 @@ def load_model_and_tokenizer(args):
                 f"--weights is for a training run folder; the preset {args.model!r} has its own "
                 f"model.weights.h5. Received: --weights={args.weights!r}"
             )
-        return presets.load_model(preset), presets.load_tokenizer(preset), presets.load_metadata(preset)
+        return presets.load_model(preset), SubwordTokenizer.from_preset(preset), presets.load_metadata(preset)
     if not os.path.exists(args.model):
         raise FileNotFoundError(
             f"No preset, .keras file or run folder {args.model!r}: expected a shipped preset (one of "

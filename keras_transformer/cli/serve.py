@@ -9,6 +9,8 @@ Without fastapi or uvicorn it stops with one line naming the extra to install.
 
 import importlib
 
+from keras_transformer.decoding.defaults import BATCH_SIZE
+
 NAME = "serve"
 HELP = "Serve a SavedModel over TF Serving's REST API (POST /v1/models/<name>:predict)."
 
@@ -23,11 +25,11 @@ def add_arguments(p):
                    help='0 takes a free port; "Serving <name> at http://<host>:<port>" is printed once bound')
     p.add_argument("--name", default=None, help="model name in the URLs; default: the folder's name")
     p.add_argument("--max-instances", type=int, default=None,
-                   help="inputs per request (default: 64, at most --max-batch-size)")
+                   help=f"inputs per request (default: {BATCH_SIZE}, at most --max-batch-size)")
     p.add_argument("--max-characters", type=int, default=2000, help="characters per input")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20)
     p.add_argument("--request-timeout", type=float, default=30.0, help="seconds")
-    p.add_argument("--max-batch-size", type=int, default=64, help="inputs per model call, across requests")
+    p.add_argument("--max-batch-size", type=int, default=BATCH_SIZE, help="inputs per model call, across requests")
     p.add_argument("--intra-op-threads", type=int, default=0,
                    help="TensorFlow's threads within one op (0: one per core), as TF Serving's "
                         "--tensorflow_intra_op_parallelism; 1 with --inter-op-threads 2 answered single "

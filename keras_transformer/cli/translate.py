@@ -15,7 +15,13 @@ tensorflow-text for a SavedModel.
 import os
 import sys
 
-from keras_transformer.cli.common import positive_int, preset_path, translate_function, translate_sorted
+from keras_transformer.cli.common import (
+    add_decoding_arguments,
+    decoding_options,
+    preset_path,
+    translate_function,
+    translate_sorted,
+)
 
 NAME = "translate"
 HELP = "Translate sentences, a file or standard input with a preset, a SavedModel or a .keras model."
@@ -28,16 +34,7 @@ def add_arguments(p):
     p.add_argument("--input", help="a text file, one sentence per line")
     p.add_argument("--output", help="write translations here, one per line (default: standard output)")
     p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
-    p.add_argument("--batch-size", type=positive_int, default=32)
-    p.add_argument("--beam-size", type=int, default=4, help="with a preset or a .keras model")
-    p.add_argument("--alpha", type=float, default=0.6, help="with a preset or a .keras model")
-    p.add_argument("--quantize", choices=["int8"], default=None,
-                   help="quantize a preset or .keras model's weights at load (Keras' model.quantize): int8 "
-                        "translates faster on CPUs (benchmarks/README.md)")
-    p.add_argument("--narrow-batches", action="store_true",
-                   help="with a preset or a .keras model: a batch narrows to its half, then its quarter, as "
-                        "its sentences finish (Translator(narrow_batches=True)); each batch shape compiles "
-                        "2-2.5x as long, so it pays on files of tens of thousands of sentences")
+    add_decoding_arguments(p)
     p.add_argument("--plot-attention", metavar="FILE.png",
                    help="draw the cross-attention of the first sentence (with a preset or a .keras model)")
     p.add_argument("--head", type=int, default=None, help="plot one head instead of the mean and all heads")
@@ -51,8 +48,7 @@ def run(args):
             f"attention). Received: model={args.model!r}"
         )
     translate, model, tokenizer = translate_function(
-        args.model, args.tokenizer, args.beam_size, args.alpha, batch_size=args.batch_size,
-        quantize=args.quantize, narrow_batches=args.narrow_batches,
+        args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, **decoding_options(args)
     )
     progress = None
     if args.input:

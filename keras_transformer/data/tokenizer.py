@@ -17,6 +17,7 @@ import io
 import os
 import re
 
+from keras_transformer import presets
 from keras_transformer.atomic_files import atomic_write
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, unpack_output, unpack_output_ragged
 
@@ -188,9 +189,7 @@ class SubwordTokenizer:
     @classmethod
     def from_preset(cls, preset):
         """The tokenizer of a preset: a shipped name or a preset directory."""
-        from keras_transformer import presets
-
-        return presets.load_tokenizer(preset)
+        return cls.load(os.path.join(presets.preset_directory(preset), presets.TOKENIZER_FILE))
 
     def save_to_preset(self, preset_dir):
         """Writes `tokenizer.model` into a preset directory; returns its path."""

@@ -1,16 +1,22 @@
-"""Decoding: greedy, beam search, and a text-to-text `Translator`."""
+"""Decoding: samplers (greedy, beam search) over a model, and their defaults.
+
+The `Translator` (`keras_transformer.translator`) holds a model, its
+preprocessor and a sampler.
+"""
 
 from keras_transformer.decoding.beam_search import BeamState, beam_search, length_penalty, reorder_cache
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.greedy import greedy_decode
-from keras_transformer.decoding.translator import Translator
+from keras_transformer.decoding.samplers import BeamSampler, GreedySampler, get_sampler
 
 __all__ = [
+    "BeamSampler",
     "BeamState",
+    "GreedySampler",
     "NEG_INF",
-    "Translator",
     "beam_search",
+    "get_sampler",
     "greedy_decode",
     "jit_decoder",
     "length_penalty",

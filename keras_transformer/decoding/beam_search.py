@@ -38,6 +38,7 @@ from keras_transformer.decoding.common import (
     output_lengths,
     step_logits,
 )
+from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.validation import check_positive
 
@@ -215,14 +216,14 @@ def _repeat_beams(x, beam_size):
 def beam_search(
     model,
     source_ids,
-    beam_size=4,
-    alpha=0.6,
+    beam_size=BEAM_SIZE,
+    alpha=ALPHA,
     max_length=None,
     bos_id=BOS_ID,
     eos_id=EOS_ID,
     num_return=1,
     use_cache=True,
-    max_extra_length=50,
+    max_extra_length=MAX_EXTRA_LENGTH,
     drop_finished=False,
 ):
     """Beam search decoding of a batch of source sentences.

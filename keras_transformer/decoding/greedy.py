@@ -11,6 +11,7 @@ from keras_transformer.decoding.common import (
     output_lengths,
     step_logits,
 )
+from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -21,7 +22,7 @@ def greedy_decode(
     bos_id=BOS_ID,
     eos_id=EOS_ID,
     use_cache=True,
-    max_extra_length=50,
+    max_extra_length=MAX_EXTRA_LENGTH,
 ):
     """Decodes `source_ids` by taking the most likely token at each step.
 

@@ -28,6 +28,8 @@ from typing import Optional
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from keras_transformer.decoding.defaults import BATCH_SIZE
+from keras_transformer.preprocessor import is_blank
 from keras_transformer.serving.batcher import Batcher
 from keras_transformer.serving.predictor import latest_version, load_saved_model_predictor
 from keras_transformer.serving.warmup import replay_warmup_requests
@@ -46,7 +48,7 @@ class ServingLimits:
     max_characters: int = 2000  # characters per input
     max_body_bytes: int = 1 << 20  # bytes per request body
     request_timeout_s: float = 30.0  # answered with 504 past this
-    max_batch_size: int = 64  # inputs per model call, across requests
+    max_batch_size: int = BATCH_SIZE  # inputs per model call, across requests
     batch_timeout_s: float = 0.005  # how long a batch waits for company
 
     def __post_init__(self):
@@ -72,17 +74,12 @@ class RequestError(ValueError):
         self.status = status
 
 
-# What the exported SavedModel answers for an empty input (see export.py).
+# What the exported SavedModel answers for a blank input (keras_transformer.preprocessor).
 BLANK_OUTPUT = {"translations": "", "scores": 0.0}
 
 
 def _error(message, status):
     return JSONResponse({"error": message}, status_code=status)
-
-
-def is_blank(text):
-    """Whether `text` is empty or whitespace only: nothing to translate."""
-    return not text.strip()
 
 
 def parse_request(body, limits):

@@ -1,11 +1,12 @@
-"""The Translator: text round trip, batching, order, truncation, arguments;
+"""The Translator: text round trip, batching, order, long inputs, arguments;
 then a trained model and a SentencePiece vocabulary against decoding by hand."""
 
 import numpy as np
 import pytest
 from keras import ops
 
-from keras_transformer.decoding import Translator, beam_search, jit_decoder
+from keras_transformer import Translator
+from keras_transformer.decoding import beam_search, jit_decoder
 from keras_transformer.tokens import BOS_ID, EOS_ID
 from tests.decoding.toy_models import CopyModel, WordTokenizer
 from tests.decoding.trained_copy import padded, sentences, train_copy_model
@@ -35,18 +36,23 @@ def test_translate_ids_accepts_lists_and_padded_arrays():
     assert translator.translate_ids(padded) == [[4, 5], [6]]
 
 
-def test_over_long_source_is_truncated_not_fatal():
+def test_an_over_long_source_is_translated_whole_in_windows_or_truncated_if_asked():
+    # max_length 16 less 50 extra tokens: a source budget of 8 tokens, 7 words and EOS.
+    long = " ".join(WORDS * 2)  # 20 words, no sentence end: windows of 7, 7 and 6 words
     translator = copy_translator(beam_size=2, jit_compile=False)
-    long = " ".join(WORDS * 2)  # 20 words: > max_length 16 with EOS
-    with pytest.warns(UserWarning, match="truncated"):
-        out = translator.translate([long, "the cat"])
-    assert out == [" ".join((WORDS * 2)[:15]), "the cat"]
+    assert translator.preprocessor.source_budget == 8
+    assert translator.translate([long, "the cat"]) == [long, "the cat"]
+    assert translator.translate_ids([[4] * 20 + [EOS_ID]]) == [[4] * 20]
+    truncating = copy_translator(beam_size=2, jit_compile=False, long_inputs="truncate")
+    assert truncating.translate([long, "the cat"]) == [" ".join((WORDS * 2)[:7]), "the cat"]
+    assert truncating.translate_ids([[4] * 20 + [EOS_ID]]) == [[4] * 7]
 
 
 @pytest.mark.parametrize(
     "kwargs, name",
     [(dict(beam_size=0), "beam_size"), (dict(alpha=-1.0), "alpha"), (dict(batch_size=0), "batch_size"),
-     (dict(max_extra_length=-5), "max_extra_length"), (dict(narrow_batches="yes"), "narrow_batches")],
+     (dict(max_extra_length=-5), "max_extra_length"), (dict(narrow_batches="yes"), "narrow_batches"),
+     (dict(long_inputs="cut"), "long_inputs"), (dict(buckets=(1,)), "buckets")],
 )
 def test_bad_arguments_raise(kwargs, name):
     with pytest.raises(ValueError, match=name):

@@ -82,9 +82,9 @@ def test_translate_function_quantizes_a_preset_to_int8():
     """`--quantize int8` translates with the preset's model after Keras'
     `quantize("int8")`: every projection int8, and the same output as a
     `Translator` over a model quantized here."""
-    from keras_transformer import Transformer, presets
+    from keras_transformer import Transformer
     from keras_transformer.cli.common import translate_function
-    from keras_transformer.decoding import Translator
+    from keras_transformer import SubwordTokenizer, Translator
 
     sentences = ["Where is the station?", "I would like a cup of tea, please."]
     translate, model, _ = translate_function("tatoeba_en_fr", quantize="int8", batch_size=2)
@@ -92,7 +92,7 @@ def test_translate_function_quantizes_a_preset_to_int8():
     assert dense and {layer.quantization_mode for layer in dense + [model.embedding]} == {"int8"}
     expected_model = Transformer.from_preset("tatoeba_en_fr")
     expected_model.quantize("int8")
-    expected = Translator(expected_model, presets.load_tokenizer("tatoeba_en_fr"), batch_size=2).translate(sentences)
+    expected = Translator(expected_model, SubwordTokenizer.from_preset("tatoeba_en_fr"), batch_size=2).translate(sentences)
     assert translate(sentences) == expected
 
 
@@ -108,9 +108,10 @@ def test_quantize_reaches_the_translate_function(command, monkeypatch):
 
     monkeypatch.setattr(importlib.import_module(f"keras_transformer.cli.{command[0]}"), "translate_function", fake)
     assert main(command + ["--quantize", "int8"]) == 0
-    assert seen["quantize"] == "int8" and seen["narrow_batches"] is False
-    assert main(command + ["--narrow-batches"]) == 0
-    assert seen["quantize"] is None and seen["narrow_batches"] is True
+    assert seen["quantize"] == "int8" and "narrow_batches" not in seen  # the Translator's default
+    seen.clear()
+    assert main(command + ["--narrow-batches", "--long-inputs", "truncate", "--beam-size", "2"]) == 0
+    assert seen == dict(batch_size=64, quantize=None, narrow_batches=True, long_inputs="truncate", beam_size=2)
 
 
 def test_narrow_batches_reaches_the_translator_and_is_refused_with_a_saved_model(tmp_path):

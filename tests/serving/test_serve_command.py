@@ -47,9 +47,9 @@ def model_dir(tmp_path_factory):
         pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2,
     )
     keras.utils.set_random_seed(0)
-    model = Transformer(vocab_size=60, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=64, dropout_rate=0.0)
+    model = Transformer(vocab_size=60, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=32, dropout_rate=0.0)
     folder = str(tmp_path_factory.mktemp("saved") / "tiny")
-    export(model, buffer.getvalue(), folder, buckets=(16,), max_input_length=16, max_extra_length=48)
+    export(model, buffer.getvalue(), folder, buckets=(16,))  # one bucket: the source budget, 16
     return folder
 
 

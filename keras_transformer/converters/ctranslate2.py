@@ -34,7 +34,7 @@ it is matched:
 
 Example:
 
->>> from keras_transformer.ctranslate2_converter import convert_preset
+>>> from keras_transformer.converters.ctranslate2 import convert_preset
 >>> convert_preset("tatoeba_en_fr", "/tmp/tatoeba_en_fr_ct2")
 '/tmp/tatoeba_en_fr_ct2'
 >>> import ctranslate2
@@ -45,6 +45,7 @@ import os
 
 import numpy as np
 
+from keras_transformer.preprocessor import is_blank
 from keras_transformer.tokens import BOS_ID, EOS_ID, UNK_ID
 
 
@@ -219,8 +220,9 @@ def convert(model, tokenizer, output_dir, quantization=None):
 def convert_preset(preset, output_dir, quantization=None):
     """`convert` for a preset's (float32) model and tokenizer."""
     from keras_transformer import presets
+    from keras_transformer.data.tokenizer import SubwordTokenizer
 
-    return convert(presets.load_model(preset), presets.load_tokenizer(preset), output_dir, quantization)
+    return convert(presets.load_model(preset), SubwordTokenizer.from_preset(preset), output_dir, quantization)
 
 
 def ctranslate2_source_tokens(tokenizer, sentences):
@@ -229,7 +231,7 @@ def ctranslate2_source_tokens(tokenizer, sentences):
     encoded = tokenizer.encode(list(sentences)) if sentences else []
     processor = tokenizer.processor
     return [
-        [processor.id_to_piece(i) for i in ids] + ["</s>"] if s.strip() and ids else []
+        [processor.id_to_piece(i) for i in ids] + ["</s>"] if not is_blank(s) and ids else []
         for s, ids in zip(sentences, encoded)
     ]
 

@@ -1,0 +1,14 @@
+"""The decoding defaults, defined once for the package.
+
+The `Translator`, `beam_search`, the SavedModel export, the command line and
+the server read them here. Beam 4 and length penalty 0.6 are the paper's
+settings for translation ("Attention Is All You Need", section 6.1), and an
+output may run to its input length + 50 tokens, as there.
+"""
+
+BEAM_SIZE = 4
+ALPHA = 0.6  # the GNMT length penalty's exponent
+MAX_EXTRA_LENGTH = 50  # output tokens beyond the source's own length
+# Sentences decoded together: on CPU, batches of 64 translated more
+# sentences per second than 32 did, at every precision (benchmarks/README.md).
+BATCH_SIZE = 64

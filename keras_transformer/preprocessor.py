@@ -1,0 +1,249 @@
+"""Strings to model-ready source ids and translations back to strings, by one set of rules.
+
+Every path that translates text reads these rules here: the `Translator`,
+the SavedModel export, the server and the command line.
+
+- **Blank input.** An input that is empty or whitespace only (Python's
+  `str.isspace`), or that the tokenizer turns into no ids, is not
+  translated: its translation is `""`, with score 0.
+- **Length.** A source holds at most `source_budget` tokens, its EOS
+  included: the model's `max_length` less `max_extra_length`, so that an
+  output has room to run past its source's length, but at least half of
+  `max_length`.
+- **Long input.** An input over the budget is never cut silently. It is
+  split after each sentence end (`.`, `!`, `?` or `…`, with any closing
+  quotes or brackets, followed by whitespace); each sentence is translated
+  on its own, a sentence still over the budget in windows of
+  `source_budget - 1` ids; the translations are joined with one space, in
+  order, and the input's score is the mean of its pieces' scores. With
+  `long_inputs="truncate"` an input keeps its first `source_budget - 1` ids
+  instead.
+- **Padding.** A source is padded to the smallest of the `buckets` that
+  holds it, whatever else its batch holds, so its translation does not
+  depend on its neighbours' lengths; a compiled batch's rows go up to a
+  power of two, so that few shapes are compiled.
+
+Two faces apply the rules and give the same ids: `pieces` and `join` in
+Python (the `sentencepiece` package, no TensorFlow: for JAX and PyTorch),
+and `pieces_graph` and `join_graph` in TensorFlow ops (tensorflow-text), for
+tf.data and the SavedModel's graph.
+
+Example:
+
+>>> preprocessor = TranslationPreprocessor(tokenizer, max_length=256)
+>>> ids, owners = preprocessor.pieces(["Hi.", " ", "One. Two."])
+>>> owners                           # "One. Two." is short: one piece
+[0, 2]
+>>> preprocessor.join(["Salut.", "Un. Deux."], owners, 3)
+['Salut.', '', 'Un. Deux.']
+"""
+
+import re
+
+from keras_transformer.data.tokenizer import detokenize_ids
+from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
+from keras_transformer.tokens import pack_source, pack_source_ragged, source_capacity
+from keras_transformer.validation import check_non_negative_int
+
+LONG_INPUTS = ("split", "truncate")
+# The lengths a source is padded to, capped at the source budget.
+DEFAULT_BUCKETS = (16, 32, 64, 128, 256)
+
+# `str.isspace` as an RE2 class (TensorFlow's regular expressions): RE2's
+# `\s` lacks `\v`, `\x1c`-`\x1f` and `\x85`, which Python counts as space.
+_RE2_SPACE = r"[\s\v\x{1c}-\x{1f}\x{85}\pZ]"
+# A sentence end: its marks, any closing quotes or brackets, then the space
+# after it, which the split replaces with `_SEPARATOR`. Python's `\s` is
+# `str.isspace`, as `_RE2_SPACE` is, so both patterns match alike.
+_SENTENCE_END = "([" + re.escape(".!?\u2026") + "]+[" + re.escape("\"')]\u00bb\u201d\u2019") + "]*)"
+_PYTHON_SENTENCE_END = re.compile(_SENTENCE_END + r"\s+")
+_RE2_SENTENCE_END = _SENTENCE_END + _RE2_SPACE + "+"
+_SEPARATOR = "\x1e"  # the record separator; an input's own split it too, in both faces alike
+
+
+def is_blank(text):
+    """Whether `text` is empty or whitespace only: nothing to translate."""
+    return not text.strip()
+
+
+def split_sentences(text):
+    """`text` split after each sentence end, the spaces there dropped."""
+    return _PYTHON_SENTENCE_END.sub("\\1" + _SEPARATOR, text).split(_SEPARATOR)
+
+
+def source_budget(max_length, max_extra_length=MAX_EXTRA_LENGTH):
+    """The most tokens a source holds, EOS included (the rule above)."""
+    return max(max_length - max_extra_length, max_length // 2, 2)
+
+
+def resolve_buckets(buckets, budget):
+    """`buckets` below `budget`, sorted, then `budget` itself."""
+    if not isinstance(buckets, (list, tuple)) or not buckets or any(
+        isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in buckets
+    ):
+        raise ValueError(f"Argument `buckets` must be a list or tuple of integers >= 2. Received: buckets={buckets!r}")
+    return sorted({b for b in buckets if b < budget} | {budget})
+
+
+def padded_rows(rows, batch_size):
+    """A compiled batch's rows: `rows` up to a power of two, at most
+    `max(batch_size, rows)`."""
+    padded = 1
+    while padded < rows:
+        padded *= 2
+    return min(padded, max(batch_size, rows))
+
+
+class TranslationPreprocessor:
+    """Applies the rules above with one tokenizer and one model's lengths.
+
+    Args:
+        tokenizer: a `SubwordTokenizer`.
+        max_length: int >= 2. The model's `max_length`.
+        max_extra_length: int >= 0. Output tokens beyond a source's length.
+        long_inputs: `"split"` (the default) or `"truncate"`.
+        buckets: the lengths sources are padded to (capped at the budget).
+    """
+
+    def __init__(self, tokenizer, max_length, max_extra_length=MAX_EXTRA_LENGTH, long_inputs="split",
+                 buckets=DEFAULT_BUCKETS):
+        check_non_negative_int("max_extra_length", max_extra_length)
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+            raise ValueError(f"Argument `max_length` must be an integer >= 2. Received: max_length={max_length!r}")
+        if long_inputs not in LONG_INPUTS:
+            raise ValueError(
+                f"Argument `long_inputs` must be one of {LONG_INPUTS}. Received: long_inputs={long_inputs!r}"
+            )
+        self.tokenizer = tokenizer
+        self.long_inputs = long_inputs
+        self.source_budget = source_budget(max_length, max_extra_length)
+        self.buckets = resolve_buckets(buckets, self.source_budget)
+        self._graph_tokenizer = None
+
+    @property
+    def room(self):
+        """Ids a piece holds besides its EOS."""
+        return source_capacity(self.source_budget)
+
+    def bucket(self, length):
+        """The padded length of a source of `length` tokens."""
+        return next(b for b in self.buckets if b >= length)
+
+    # ------------------------------------------------------------ Python
+    def pieces(self, texts):
+        """`(ids, owners)`: each piece's packed source ids and the index of
+        the text it comes from, in order; a blank text has no piece."""
+        ids, owners = [], []
+        for index, (text, tokens) in enumerate(zip(texts, self.tokenizer.encode(list(texts)))):
+            for piece in self._split(text, tokens):
+                ids.append(pack_source(piece))
+                owners.append(index)
+        return ids, owners
+
+    def _split(self, text, tokens):
+        if is_blank(text) or not tokens:
+            return []
+        if len(tokens) <= self.room:
+            return [tokens]
+        if self.long_inputs == "truncate":
+            return [tokens[: self.room]]
+        sentences = split_sentences(text)
+        return [
+            window
+            for sentence, ids in zip(sentences, self.tokenizer.encode(sentences))
+            if not is_blank(sentence)
+            for window in self.windows(ids)
+        ]
+
+    def windows(self, ids):
+        """`ids` (no EOS) in windows of at most `room` ids, or truncated."""
+        if self.long_inputs == "truncate":
+            return [ids[: self.room]]
+        return [ids[start : start + self.room] for start in range(0, len(ids), self.room)]
+
+    def join(self, translations, owners, count):
+        """The translation of each of `count` texts: its pieces'
+        `translations`, the empty ones left out, joined with a space."""
+        parts = [[] for _ in range(count)]
+        for owner, translation in zip(owners, translations):
+            if translation:
+                parts[owner].append(translation)
+        return [" ".join(part) for part in parts]
+
+    # ------------------------------------------------------------ graph
+    @property
+    def graph_tokenizer(self):
+        """The tensorflow-text SentencePiece op of the tokenizer (a `tf.Module`
+        that a SavedModel tracks), made once."""
+        if self._graph_tokenizer is None:
+            import tensorflow_text as tf_text
+
+            self._graph_tokenizer = tf_text.SentencepieceTokenizer(model=self.tokenizer.model_proto)
+        return self._graph_tokenizer
+
+    def _tokenize(self, strings):
+        import tensorflow as tf
+
+        return tf.cast(self.graph_tokenizer.tokenize(strings), tf.int32)  # (n, None)
+
+    def detokenize_graph(self, ids):
+        """Output ids `(n, length)` to their text `(n,)` string, as the
+        tokenizer's `decode` does."""
+        return detokenize_ids(self.graph_tokenizer, ids)
+
+    def pieces_graph(self, inputs):
+        """`pieces` in TensorFlow ops: `inputs` `(batch,)` string to a ragged
+        int32 `(pieces, None)` of packed source ids and their owners `(pieces,)`."""
+        import tensorflow as tf
+
+        blank = tf.strings.regex_full_match(inputs, _RE2_SPACE + "*")
+        split = self._tokenize(inputs).row_lengths() > self.room
+        split = tf.logical_and(split, tf.logical_not(blank)) if self.long_inputs == "split" else tf.zeros_like(blank)
+        rows = tf.range(tf.size(inputs))
+        marked = tf.strings.regex_replace(tf.boolean_mask(inputs, split), _RE2_SENTENCE_END, "\\1" + _SEPARATOR)
+        sentences = tf.strings.split(marked, _SEPARATOR)  # (long inputs, None)
+        texts = tf.concat([tf.boolean_mask(inputs, ~split), sentences.flat_values], 0)
+        owners = tf.concat([tf.boolean_mask(rows, ~split), tf.gather(tf.boolean_mask(rows, split), sentences.value_rowids())], 0)
+        order = tf.argsort(owners, stable=True)  # the pieces in input order, a split input's in its order
+        texts, owners = tf.gather(texts, order), tf.gather(owners, order)
+        ids = self._tokenize(texts)
+        keep = tf.logical_not(tf.strings.regex_full_match(texts, _RE2_SPACE + "*")) & (ids.row_lengths() > 0)
+        ids, owners = tf.ragged.boolean_mask(ids, keep), tf.boolean_mask(owners, keep)
+        if self.long_inputs == "truncate":
+            ids = ids[:, : self.room]
+        else:
+            ids, owners = self._windows_graph(ids, owners)
+        return pack_source_ragged(ids), owners
+
+    def _windows_graph(self, ids, owners):
+        """`windows` of each row of the ragged `ids`, their owners repeated."""
+        import tensorflow as tf
+
+        lengths = tf.cast(ids.row_lengths(), tf.int32)
+        count = (lengths + self.room - 1) // self.room  # (n,): windows per row, at least 1
+        first = tf.cumsum(count, exclusive=True)  # (n,): each row's first window
+        rows = tf.cast(ids.value_rowids(), tf.int32)
+        position = tf.range(tf.size(ids.flat_values)) - tf.gather(tf.cast(ids.row_starts(), tf.int32), rows)
+        windows = tf.RaggedTensor.from_value_rowids(
+            ids.flat_values, tf.gather(first, rows) + position // self.room, nrows=tf.reduce_sum(count)
+        )
+        return windows, tf.repeat(owners, count)
+
+    def join_graph(self, translations, scores, owners, count):
+        """`join` in TensorFlow ops, for each of the `n` columns of
+        `translations` `(pieces, n)` string; each text's score per column is
+        the mean of its pieces' `scores` `(pieces, n)` (0 for a blank text).
+
+        Returns `(texts, scores)`, `(count, n)` each.
+        """
+        import tensorflow as tf
+
+        texts = []
+        for column in range(translations.shape[1]):
+            translation = translations[:, column]
+            kept = tf.strings.length(translation) > 0
+            grouped = tf.RaggedTensor.from_value_rowids(
+                tf.boolean_mask(translation, kept), tf.boolean_mask(owners, kept), nrows=count
+            )
+            texts.append(tf.strings.reduce_join(grouped, axis=1, separator=" "))
+        return tf.stack(texts, axis=1), tf.math.unsorted_segment_mean(scores, owners, count)

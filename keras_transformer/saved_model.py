@@ -1,0 +1,274 @@
+"""A `Translator` traced into a SavedModel that translates strings.
+
+The SavedModel's `serving_default` signature takes `inputs: tf.string
+[batch]` and returns `translations: tf.string [batch]` and `scores:
+tf.float32 [batch]` (plus `nbest_translations` and `nbest_scores` of shape
+`[batch, n_best]` when `n_best > 1`). The translator's preprocessor
+(`TranslationPreprocessor.pieces_graph`, tensorflow-text's SentencePiece
+op; the tokenizer model is also in the SavedModel's assets), its sampler (a
+`tf.while_loop` from `keras.ops.while_loop`) and the joining of pieces all
+run inside the graph, built from stock TensorFlow and tensorflow-text ops,
+so TF Serving or plain `tf.saved_model.load` serve it without this package.
+Blank, long and padded inputs follow the rules of
+`keras_transformer.preprocessor`, as `Translator.translate` does; they never
+fail the batch.
+
+The pieces of each bucket are decoded together in that bucket's own branch
+of the graph, so shapes are static inside the loop and a short sentence
+never pays for a long one in the same request. Within a bucket, a sentence
+leaves the batch at the step its beam search is done, and the bucket's
+sentences are split between `parallel_loops` loops that TensorFlow runs
+side by side. With `jit_compile=True` (XLA) the batch keeps its rows, or,
+with the translator's `narrow_batches`, narrows to its half and then its
+quarter as its sentences finish.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import keras
+
+from keras_transformer.decoding.samplers import BeamSampler
+from keras_transformer.serving.warmup import check_batch_sizes, write_warmup_requests
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.validation import check_bool, check_positive
+
+
+def next_version(export_dir):
+    """1 + the highest numbered version folder in `export_dir` (or 1)."""
+    if not os.path.isdir(export_dir):
+        return 1
+    versions = [int(d) for d in os.listdir(export_dir) if d.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def _keep_branches_lazy(output):
+    """Marks the `tf.cond` that computes `output` to stay a functional `If`.
+
+    TensorFlow lowers every `tf.cond` of a function into the function's own
+    graph (Switch/Merge), so the first call of the SavedModel optimizes
+    every bucket's beam search, each with its loop segments, whether the
+    call needs it or not. Unlowered, a bucket's branch is a function of its
+    own, optimized the first time a sentence of that bucket comes
+    (benchmarks/README.md). `_lower_using_switch_merge` is the attribute
+    TensorFlow's cond_v2 sets itself (`Operation._set_attr` is private
+    API); stock TensorFlow runs either form (tests/export loads the
+    SavedModel with only tensorflow and tensorflow-text).
+    """
+    from tensorflow.core.framework import attr_value_pb2
+
+    op = output.op
+    while op.type not in ("If", "StatelessIf"):
+        op = op.inputs[0].op
+    op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))
+
+
+def _parallel_search(search, source, parallel_loops):
+    """`search` over `parallel_loops` parts of the rows, each its own loop.
+
+    The parts do not depend on one another, so TensorFlow's inter-op
+    threads run their loops side by side, where one loop's small ops, each
+    waiting on the last, leave a second core mostly idle
+    (benchmarks/README.md). Each loop is a copy of the beam search in the
+    graph: a nested `tf.function` would keep one, but it ran single
+    sentences slower. A part may be empty (fewer rows than parts).
+    """
+    import tensorflow as tf
+
+    rows = tf.shape(source)[0]
+    bounds = [rows * i // parallel_loops for i in range(parallel_loops + 1)]
+    parts = [search(source[start:end]) for start, end in zip(bounds, bounds[1:])]
+    length = tf.reduce_max([tf.shape(ids)[-1] for ids, _ in parts])
+    # Parts stop at their own lengths: PAD the shorter ones' ids.
+    ids = [
+        tf.pad(ids, [[0, 0]] * (ids.shape.rank - 1) + [[0, length - tf.shape(ids)[-1]]], constant_values=PAD_ID)
+        for ids, _ in parts
+    ]
+    return tf.concat(ids, 0), tf.concat([scores for _, scores in parts], 0)
+
+
+def _rows_to_a_power_of_two(search, source):
+    """`search` with the rows of `source` filled up to a power of two with
+    copies of its last row (they stop with it): XLA compiles once per shape."""
+    import tensorflow as tf
+
+    rows = tf.shape(source)[0]
+    powers = tf.constant([2**i for i in range(31)], tf.int32)
+    padded = tf.gather(powers, tf.searchsorted(powers, rows[None])[0])  # the smallest power >= rows
+    ids, scores = search(tf.gather(source, tf.minimum(tf.range(padded), rows - 1)))
+    return ids[:rows], scores[:rows]
+
+
+def build_translate_fn(translator, n_best=1, jit_compile=False, parallel_loops=1):
+    """The graph function `inputs [batch] string -> dict of outputs`."""
+    import tensorflow as tf
+
+    preprocessor, model = translator.preprocessor, translator.model
+    sampler = translator.sampler
+    if n_best > 1:
+        sampler = BeamSampler(sampler.get_config()["beam_size"], sampler.get_config()["alpha"], num_return=n_best)
+    drop_finished = translator.drop_finished(static_shapes=jit_compile)
+
+    def search(source):
+        return sampler(model, source, translator.max_extra_length, drop_finished)
+
+    if jit_compile:
+        compiled = tf.function(search, jit_compile=True, autograph=False)
+        decode = lambda source: _rows_to_a_power_of_two(compiled, source)  # noqa: E731
+    else:
+        decode = lambda source: _parallel_search(search, source, parallel_loops)  # noqa: E731
+
+    def decode_bucket(ids, width):
+        ids, scores = decode(ids.to_tensor(default_value=PAD_ID, shape=[None, width]))  # (rows, width)
+        if n_best == 1:  # (rows, length) -> (rows, 1, length)
+            ids, scores = ids[:, None], scores[:, None]
+        flat = tf.reshape(tf.cast(ids, tf.int32), [-1, tf.shape(ids)[-1]])  # (rows * n_best, length)
+        text = tf.reshape(preprocessor.detokenize_graph(flat), [-1, n_best])  # (rows, n_best)
+        return text, tf.cast(scores, tf.float32)
+
+    def translate(inputs):
+        ids, owners = preprocessor.pieces_graph(inputs)  # (pieces, None), (pieces,)
+        # Each piece goes to the smallest bucket that holds it, and each
+        # bucket's pieces are decoded together.
+        lengths = tf.cast(ids.row_lengths(), tf.int32)  # (pieces,)
+        bucket = tf.searchsorted(tf.constant(preprocessor.buckets, tf.int32), lengths)  # (pieces,)
+        rows = tf.dynamic_partition(tf.range(tf.size(lengths)), bucket, len(preprocessor.buckets))
+        texts, scores = [], []
+        for width, part in zip(preprocessor.buckets, rows):
+            text, score = tf.cond(
+                tf.size(part) > 0,
+                lambda width=width, part=part: decode_bucket(tf.gather(ids, part), width),
+                lambda: (tf.zeros([0, n_best], tf.string), tf.zeros([0, n_best], tf.float32)),
+            )
+            _keep_branches_lazy(text)
+            texts.append(text)
+            scores.append(score)
+        texts, scores = tf.dynamic_stitch(rows, texts), tf.dynamic_stitch(rows, scores)  # (pieces, n_best)
+        text, scores = preprocessor.join_graph(texts, scores, owners, tf.size(inputs))  # (batch, n_best)
+        outputs = {"translations": text[:, 0], "scores": scores[:, 0]}
+        if n_best > 1:
+            outputs.update(nbest_translations=text, nbest_scores=scores)
+        return outputs
+
+    return translate
+
+
+def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version):
+    """`parallel_loops` resolved (2 without XLA, 1 with); `ValueError`s name a bad argument."""
+    check_positive("n_best", n_best)
+    check_bool("jit_compile", jit_compile)
+    if parallel_loops is None:
+        parallel_loops = 1 if jit_compile else 2
+    check_positive("parallel_loops", parallel_loops)
+    if jit_compile and parallel_loops != 1:
+        raise ValueError(
+            "Argument `parallel_loops` applies to the graph without XLA; with `jit_compile=True` it must be 1 "
+            f"or None. Received: parallel_loops={parallel_loops!r}"
+        )
+    if translator.narrow_batches and not jit_compile:
+        raise ValueError(
+            "Argument `narrow_batches` exports only with `jit_compile=True` (without XLA each sentence leaves "
+            "the batch as it finishes). Received: narrow_batches=True, jit_compile=False"
+        )
+    check_batch_sizes(warmup_batch_sizes, len(translator.preprocessor.buckets), name="warmup_batch_sizes")
+    if version is not None:
+        check_positive("version", version)
+    beam_size = translator.sampler.get_config()["beam_size"]
+    if n_best > beam_size:
+        raise ValueError(f"Argument `n_best` must be at most `beam_size`={beam_size}. Received: n_best={n_best}")
+    if translator.tokenizer is None:
+        raise ValueError("Exporting needs the translator's tokenizer. Received: tokenizer=None")
+    if not translator.model.built:
+        raise ValueError("The model must be built (trained or called once) before export.")
+    return parallel_loops
+
+
+def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_compile=False, parallel_loops=None,
+                      warmup_batch_sizes=(1,), metadata=None):
+    """Writes `export_dir/<version>/`, a SavedModel that translates as `translator` does.
+
+    Args:
+        translator: a `Translator` (TensorFlow backend), whose decoding
+            options (beam size, length penalty, output length, long inputs,
+            buckets, narrowing batches) the graph takes.
+        export_dir: the model folder, e.g. `saved_models/tatoeba_en_fr`; the
+            SavedModel goes to a numbered version folder inside it, as TF
+            Serving expects.
+        version: int; defaults to one more than the highest version there.
+        n_best: int; also return the `n_best` best translations.
+        jit_compile: bool. Compile each bucket's beam search with XLA, once
+            per number of rows (rounded up to a power of two) the first time
+            it comes: faster translation after seconds of compiling per new
+            shape. TF Serving runs such a SavedModel only with
+            `--xla_cpu_compilation_enabled=true` on CPUs.
+        parallel_loops: int; without `jit_compile`, a bucket's sentences
+            are split into this many parts, each decoded by a loop of its
+            own, which TensorFlow's inter-op threads run side by side
+            (about one per core the server gives the model). Defaults to 2
+            (1 with `jit_compile`, where XLA's threads split the work).
+        warmup_batch_sizes: TF Serving's warm-up requests, written to
+            `assets.extra/tf_serving_warmup_requests`: one per bucket and
+            batch size (`keras_transformer.serving.warmup`). TF Serving and
+            `keras-transformer serve` replay them at load. `()` writes none.
+        metadata: optional dict added to `assets.extra/metadata.json`.
+
+    Returns:
+        The version folder's path.
+    """
+    if keras.backend.backend() != "tensorflow":
+        raise RuntimeError(
+            "Exporting a SavedModel needs the TensorFlow backend (Keras "
+            "weights are backend-independent: load them with "
+            "KERAS_BACKEND=tensorflow and export there). Received: "
+            f"backend {keras.backend.backend()!r}"
+        )
+    parallel_loops = _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version)
+    target = os.path.join(export_dir, str(version or next_version(export_dir)))
+    if os.path.exists(target):
+        raise FileExistsError(f"{target!r} already exists; pass another `version`")
+    os.makedirs(export_dir, exist_ok=True)
+    # Built beside its final place, then renamed: a version appears whole or
+    # not at all (TF Serving ignores the non-numeric staging folder).
+    staging = tempfile.mkdtemp(prefix=".export-", dir=export_dir)
+    try:
+        saved = os.path.join(staging, "saved_model")
+        _write_graph(translator, saved, build_translate_fn(translator, n_best, jit_compile, parallel_loops))
+        settings = dict(
+            **translator.sampler.get_config(), max_extra_length=translator.max_extra_length, n_best=n_best,
+            source_budget=translator.preprocessor.source_budget, long_inputs=translator.preprocessor.long_inputs,
+            buckets=translator.preprocessor.buckets, bos_id=BOS_ID, eos_id=EOS_ID, jit_compile=jit_compile,
+            parallel_loops=parallel_loops, narrow_batches=translator.narrow_batches,
+            model_config=translator.model.get_config(), **(metadata or {}),
+        )
+        with open(os.path.join(saved, "assets.extra", "metadata.json"), "w") as f:
+            json.dump(settings, f, indent=2, default=str)
+        if warmup_batch_sizes:
+            write_warmup_requests(saved, list(warmup_batch_sizes))
+        os.replace(saved, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _write_graph(translator, path, translate):
+    """Traces `translate` into a SavedModel at `path`, with the tokenizer's
+    model file in `assets/` (for tools such as the `sentencepiece`
+    package; the graph's op carries the same bytes) and an empty
+    `assets.extra/`."""
+    import tensorflow as tf
+
+    resources = tf.Module()
+    resources.tokenizer = translator.preprocessor.graph_tokenizer  # the op's model resource
+    archive = keras.export.ExportArchive()
+    # Not `archive.track(model)`: the endpoint's own variables are saved
+    # anyway, and tracking the model's Keras variables as well writes every
+    # weight twice (`variables` beside `_all_variables`).
+    archive.track(resources)
+    archive.add_endpoint("serving_default", translate, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    archive.write_out(path, verbose=False)
+    os.makedirs(os.path.join(path, "assets"), exist_ok=True)
+    with open(os.path.join(path, "assets", "tokenizer.model"), "wb") as f:
+        f.write(translator.tokenizer.model_proto)
+    os.makedirs(os.path.join(path, "assets.extra"), exist_ok=True)

@@ -19,11 +19,13 @@ CPUs):
   and `evaluate` commands load it; `--savedmodel-warmup` replays its
   warm-up requests at load (counted in the load time), as TF Serving and
   `serve` do.
-- `translator-tf-float32`, `translator-tf-int8`, `translator-jax-float32`,
-  `translator-jax-int8`: `keras_transformer.Translator` on the preset's
-  model (KERAS_BACKEND=tensorflow or jax, `model.quantize("int8")` for
-  int8), beam 4, alpha 0.6, `batch_size` 64, `narrow_batches` with
-  `--narrow-batches`; JAX gets `XLA_FLAGS` for `--threads` Eigen threads.
+- `translator-tf-float32`, `translator-tf-xla-float32`,
+  `translator-tf-int8`, `translator-jax-float32`, `translator-jax-int8`:
+  `keras_transformer.Translator` on the preset's model
+  (KERAS_BACKEND=tensorflow or jax, `model.quantize("int8")` for int8,
+  `jit_compile=True` for `-xla-`, its default `"auto"` otherwise), beam 4,
+  alpha 0.6, `batch_size` 64, `narrow_batches` with `--narrow-batches`; JAX
+  gets `XLA_FLAGS` for `--threads` Eigen threads.
 - `ctranslate2-float32`, `ctranslate2-int8`: CTranslate2 on the preset's
   weights converted by `keras_transformer.converters.ctranslate2` (ctranslate2's
   spec API; our position table, our vocabulary), `compute_type` float32 or
@@ -86,6 +88,7 @@ from benchmarks.report import write_json  # noqa: E402
 ENGINES = (
     "savedmodel",
     "translator-tf-float32",
+    "translator-tf-xla-float32",
     "translator-tf-int8",
     "translator-jax-float32",
     "translator-jax-int8",
@@ -186,6 +189,7 @@ def load_engine(engine, args):
     translator = Translator(
         model, SubwordTokenizer.from_preset(args.preset), beam_size=args.beam_size, alpha=args.alpha,
         batch_size=args.batch_size, narrow_batches=args.narrow_batches,
+        jit_compile=True if "-xla-" in engine else "auto",
     )
 
     def translate(texts):
@@ -231,6 +235,7 @@ def once_through(args):
     """Translates every source once with the CLI's defaults, as `translate
     --input` does; the seconds, compiling included, in a fresh process."""
     from keras_transformer.cli.common import translate_function, translate_sorted
+    from keras_transformer.decoding.defaults import BATCH_SIZE  # `translate --batch-size`'s default
 
     if backend_of(args.worker) == "tensorflow":
         import tensorflow as tf
@@ -244,13 +249,10 @@ def once_through(args):
     translate, _, _ = translate_function(model, quantize="int8" if args.worker.endswith("int8") else None)
     load_s = time.perf_counter() - start
     start = time.perf_counter()
-    outputs = translate_sorted(translate, sources, CLI_BATCH_SIZE)
+    outputs = translate_sorted(translate, sources, BATCH_SIZE)
     with open(args.worker_output, "w") as f:
-        json.dump({"load_s": load_s, "once_through_s": time.perf_counter() - start, "outputs": outputs}, f)
-
-
-# `keras-transformer translate --batch-size`'s default.
-CLI_BATCH_SIZE = 32
+        json.dump({"load_s": load_s, "once_through_s": time.perf_counter() - start, "outputs": outputs,
+                   "batch_size": BATCH_SIZE}, f)
 
 
 def worker(args):
@@ -553,11 +555,11 @@ def main(argv=None):
             raw = run_engine(engine, args, job_path, workdir)
             summary, outputs = summarise(raw, tokenizer, references if args.bleu else None, reference_outputs,
                                          len(sources))
-            if args.once_through and not engine.startswith("ctranslate2"):
+            if args.once_through and not engine.startswith("ctranslate2") and "-xla-" not in engine:
                 once = run_engine(engine, args, job_path, workdir, once=True)
                 summary.update(once_through_load_s=once["load_s"], once_through_s=once["once_through_s"],
                                once_through_sentences_per_s=len(sources) / once["once_through_s"],
-                               once_through_batch_size=CLI_BATCH_SIZE,
+                               once_through_batch_size=once["batch_size"],
                                once_through_identical_to_file_pass=float(
                                    np.mean([a == b for a, b in zip(once["outputs"], outputs)])))
             if engine == REFERENCE_ENGINE:

@@ -118,7 +118,6 @@ class TranslationPreprocessor:
         self.long_inputs = long_inputs
         self.source_budget = source_budget(max_length, max_extra_length)
         self.buckets = resolve_buckets(buckets, self.source_budget)
-        self._graph_tokenizer = None
 
     @property
     def room(self):
@@ -171,33 +170,34 @@ class TranslationPreprocessor:
         return [" ".join(part) for part in parts]
 
     # ------------------------------------------------------------ graph
-    @property
     def graph_tokenizer(self):
-        """The tensorflow-text SentencePiece op of the tokenizer (a `tf.Module`
-        that a SavedModel tracks), made once."""
-        if self._graph_tokenizer is None:
-            import tensorflow_text as tf_text
+        """A new tensorflow-text SentencePiece op of the tokenizer (a
+        `tf.Module` that a SavedModel tracks), for the `..._graph` methods.
 
-            self._graph_tokenizer = tf_text.SentencepieceTokenizer(model=self.tokenizer.model_proto)
-        return self._graph_tokenizer
+        A new one for each graph: its op owns the model resource, and
+        TensorFlow drops the resources of eager ops whenever
+        `tf.random.set_seed` clears its kernel cache.
+        """
+        import tensorflow_text as tf_text
 
-    def _tokenize(self, strings):
-        import tensorflow as tf
+        return tf_text.SentencepieceTokenizer(model=self.tokenizer.model_proto)
 
-        return tf.cast(self.graph_tokenizer.tokenize(strings), tf.int32)  # (n, None)
-
-    def detokenize_graph(self, ids):
+    def detokenize_graph(self, ids, op):
         """Output ids `(n, length)` to their text `(n,)` string, as the
-        tokenizer's `decode` does."""
-        return detokenize_ids(self.graph_tokenizer, ids)
+        tokenizer's `decode` does, with the op of `graph_tokenizer()`."""
+        return detokenize_ids(op, ids)
 
-    def pieces_graph(self, inputs):
+    def pieces_graph(self, inputs, op=None):
         """`pieces` in TensorFlow ops: `inputs` `(batch,)` string to a ragged
-        int32 `(pieces, None)` of packed source ids and their owners `(pieces,)`."""
+        int32 `(pieces, None)` of packed source ids and their owners
+        `(pieces,)`, with the op of `graph_tokenizer()` (a new one if None)."""
         import tensorflow as tf
+
+        op = self.graph_tokenizer() if op is None else op
+        tokenize = lambda strings: tf.cast(op.tokenize(strings), tf.int32)  # noqa: E731 - (n, None)
 
         blank = tf.strings.regex_full_match(inputs, _RE2_SPACE + "*")
-        split = self._tokenize(inputs).row_lengths() > self.room
+        split = tokenize(inputs).row_lengths() > self.room
         split = tf.logical_and(split, tf.logical_not(blank)) if self.long_inputs == "split" else tf.zeros_like(blank)
         rows = tf.range(tf.size(inputs))
         marked = tf.strings.regex_replace(tf.boolean_mask(inputs, split), _RE2_SENTENCE_END, "\\1" + _SEPARATOR)
@@ -206,7 +206,7 @@ class TranslationPreprocessor:
         owners = tf.concat([tf.boolean_mask(rows, ~split), tf.gather(tf.boolean_mask(rows, split), sentences.value_rowids())], 0)
         order = tf.argsort(owners, stable=True)  # the pieces in input order, a split input's in its order
         texts, owners = tf.gather(texts, order), tf.gather(owners, order)
-        ids = self._tokenize(texts)
+        ids = tokenize(texts)
         keep = tf.logical_not(tf.strings.regex_full_match(texts, _RE2_SPACE + "*")) & (ids.row_lengths() > 0)
         ids, owners = tf.ragged.boolean_mask(ids, keep), tf.boolean_mask(owners, keep)
         if self.long_inputs == "truncate":

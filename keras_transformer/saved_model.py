@@ -36,6 +36,11 @@ from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.validation import check_bool, check_positive
 
 
+# Loops a bucket's sentences are split between in the graph without XLA:
+# about one per core on the 2-core machines measured (benchmarks/README.md).
+PARALLEL_LOOPS = 2
+
+
 def next_version(export_dir):
     """1 + the highest numbered version folder in `export_dir` (or 1)."""
     if not os.path.isdir(export_dir):
@@ -101,35 +106,48 @@ def _rows_to_a_power_of_two(search, source):
     return ids[:rows], scores[:rows]
 
 
-def build_translate_fn(translator, n_best=1, jit_compile=False, parallel_loops=1):
-    """The graph function `inputs [batch] string -> dict of outputs`."""
+def graph_decoder(translator, jit_compile, parallel_loops, sampler=None):
+    """`decode(source) -> (ids, scores)`: `translator`'s sampler (or
+    `sampler`) over a bucket's padded sources `(rows, width)` in a
+    TensorFlow graph traced for any number of rows: compiled with XLA (rows
+    filled up to a power of two), or in `parallel_loops` loops whose
+    sentences leave the batch as they finish."""
     import tensorflow as tf
 
-    preprocessor, model = translator.preprocessor, translator.model
-    sampler = translator.sampler
-    if n_best > 1:
-        sampler = BeamSampler(sampler.get_config()["beam_size"], sampler.get_config()["alpha"], num_return=n_best)
+    sampler = sampler or translator.sampler
     drop_finished = translator.drop_finished(static_shapes=jit_compile)
 
     def search(source):
-        return sampler(model, source, translator.max_extra_length, drop_finished)
+        return sampler(translator.model, source, translator.max_extra_length, drop_finished)
 
     if jit_compile:
         compiled = tf.function(search, jit_compile=True, autograph=False)
-        decode = lambda source: _rows_to_a_power_of_two(compiled, source)  # noqa: E731
-    else:
-        decode = lambda source: _parallel_search(search, source, parallel_loops)  # noqa: E731
+        return lambda source: _rows_to_a_power_of_two(compiled, source)
+    return lambda source: _parallel_search(search, source, parallel_loops)
+
+
+def build_translate_fn(translator, n_best=1, jit_compile=False, parallel_loops=1):
+    """The graph function `inputs [batch] string -> dict of outputs`, and
+    the SentencePiece op it runs."""
+    import tensorflow as tf
+
+    preprocessor = translator.preprocessor
+    op = preprocessor.graph_tokenizer()  # the SentencePiece op that the graph runs and the SavedModel tracks
+    sampler = translator.sampler
+    if n_best > 1:
+        sampler = BeamSampler(sampler.get_config()["beam_size"], sampler.get_config()["alpha"], num_return=n_best)
+    decode = graph_decoder(translator, jit_compile, parallel_loops, sampler)
 
     def decode_bucket(ids, width):
         ids, scores = decode(ids.to_tensor(default_value=PAD_ID, shape=[None, width]))  # (rows, width)
         if n_best == 1:  # (rows, length) -> (rows, 1, length)
             ids, scores = ids[:, None], scores[:, None]
         flat = tf.reshape(tf.cast(ids, tf.int32), [-1, tf.shape(ids)[-1]])  # (rows * n_best, length)
-        text = tf.reshape(preprocessor.detokenize_graph(flat), [-1, n_best])  # (rows, n_best)
+        text = tf.reshape(preprocessor.detokenize_graph(flat, op), [-1, n_best])  # (rows, n_best)
         return text, tf.cast(scores, tf.float32)
 
     def translate(inputs):
-        ids, owners = preprocessor.pieces_graph(inputs)  # (pieces, None), (pieces,)
+        ids, owners = preprocessor.pieces_graph(inputs, op)  # (pieces, None), (pieces,)
         # Each piece goes to the smallest bucket that holds it, and each
         # bucket's pieces are decoded together.
         lengths = tf.cast(ids.row_lengths(), tf.int32)  # (pieces,)
@@ -152,7 +170,7 @@ def build_translate_fn(translator, n_best=1, jit_compile=False, parallel_loops=1
             outputs.update(nbest_translations=text, nbest_scores=scores)
         return outputs
 
-    return translate
+    return translate, op
 
 
 def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version):
@@ -160,7 +178,7 @@ def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup
     check_positive("n_best", n_best)
     check_bool("jit_compile", jit_compile)
     if parallel_loops is None:
-        parallel_loops = 1 if jit_compile else 2
+        parallel_loops = 1 if jit_compile else PARALLEL_LOOPS
     check_positive("parallel_loops", parallel_loops)
     if jit_compile and parallel_loops != 1:
         raise ValueError(
@@ -234,7 +252,7 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
     staging = tempfile.mkdtemp(prefix=".export-", dir=export_dir)
     try:
         saved = os.path.join(staging, "saved_model")
-        _write_graph(translator, saved, build_translate_fn(translator, n_best, jit_compile, parallel_loops))
+        _write_graph(translator, saved, *build_translate_fn(translator, n_best, jit_compile, parallel_loops))
         settings = dict(
             **translator.sampler.get_config(), max_extra_length=translator.max_extra_length, n_best=n_best,
             source_budget=translator.preprocessor.source_budget, long_inputs=translator.preprocessor.long_inputs,
@@ -252,7 +270,7 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
     return target
 
 
-def _write_graph(translator, path, translate):
+def _write_graph(translator, path, translate, op):
     """Traces `translate` into a SavedModel at `path`, with the tokenizer's
     model file in `assets/` (for tools such as the `sentencepiece`
     package; the graph's op carries the same bytes) and an empty
@@ -260,7 +278,7 @@ def _write_graph(translator, path, translate):
     import tensorflow as tf
 
     resources = tf.Module()
-    resources.tokenizer = translator.preprocessor.graph_tokenizer  # the op's model resource
+    resources.tokenizer = op  # the SentencePiece op's model resource
     archive = keras.export.ExportArchive()
     # Not `archive.track(model)`: the endpoint's own variables are saved
     # anyway, and tracking the model's Keras variables as well writes every

@@ -46,16 +46,21 @@ class Translator:
         max_extra_length: int >= 0. Each output may be up to its source
             length + `max_extra_length` tokens (capped by the model).
         batch_size: int >= 1. Sentences per decoding batch.
-        jit_compile: bool. Compile decoding (XLA on TensorFlow, `jax.jit` on
-            JAX; eager on PyTorch).
-        narrow_batches: bool. Compiled beam search (JAX, XLA): once at
-            most half of a batch's sentences are still decoding, they go on
-            in a batch half as wide, then a quarter (`beam_search(...,
-            drop_finished="halves")`). Faster once compiled, but each batch
-            shape compiles about twice as long: for servers and long jobs
-            (benchmarks/README.md). Uncompiled beam search (eager
+        jit_compile: `"auto"`, True or False. `"auto"`: the fastest way to
+            translate lists of sentences on each backend: on TensorFlow the
+            SavedModel's own decoding (a graph without XLA, in two loops side
+            by side, each sentence leaving the batch when done), `jax.jit`
+            on JAX, eager on PyTorch. True: XLA on TensorFlow (faster per
+            sentence once compiled, but each batch shape compiles for
+            seconds), `jax.jit` on JAX. False: eager.
+        narrow_batches: bool. Compiled decoding (JAX, XLA): once at most
+            half of a batch's sentences are still decoding, they go on in a
+            batch half as wide, then a quarter (`drop_finished="halves"`,
+            `keras_transformer.decoding.loop`). Faster once compiled, but
+            each batch shape compiles about twice as long: for servers and
+            long jobs (benchmarks/README.md). Uncompiled decoding (eager
             TensorFlow, PyTorch, the plain SavedModel graph) drops each
-            finished sentence anyway; greedy decoding keeps its batch.
+            finished sentence anyway.
         long_inputs: `"split"` (an input over the model's source budget is
             split at sentence ends, or into windows) or `"truncate"`.
         buckets: the source lengths batches are padded to.
@@ -76,13 +81,14 @@ class Translator:
         alpha=ALPHA,
         max_extra_length=MAX_EXTRA_LENGTH,
         batch_size=BATCH_SIZE,
-        jit_compile=True,
+        jit_compile="auto",
         narrow_batches=False,
         long_inputs="split",
         buckets=DEFAULT_BUCKETS,
     ):
         check_positive("batch_size", batch_size)
-        check_bool("jit_compile", jit_compile)
+        if jit_compile != "auto":
+            check_bool("jit_compile", jit_compile)
         check_bool("narrow_batches", narrow_batches)
         max_length = model_max_length(model)
         if max_length is None:
@@ -95,18 +101,37 @@ class Translator:
         self.batch_size = batch_size
         self.narrow_batches = narrow_batches
         self.vocab_size = getattr(getattr(model, "transformer_config", None), "vocab_size", None)
+        backend = keras.backend.backend()
+        if jit_compile == "auto" and backend == "tensorflow":
+            self._static_shapes, self._decode = False, self._graph_decoder()
+            return
         # Where the batch may change size (eager TensorFlow, PyTorch),
         # sentences leave it when done; where shapes are static (JAX, XLA),
         # the batch narrows only if asked, since each batch shape then
         # compiles about twice as long.
-        backend = keras.backend.backend()
-        static_shapes = backend == "jax" or (backend == "tensorflow" and jit_compile)
-        drop_finished = self.drop_finished(static_shapes)
+        self._static_shapes = backend == "jax" or (backend == "tensorflow" and jit_compile)  # JAX's loops: always
+        drop_finished = self.drop_finished(self._static_shapes)
         if jit_compile:
             self._decode = jit_decoder(model, self.sampler, max_extra_length=max_extra_length,
                                        drop_finished=drop_finished)
         else:
             self._decode = lambda source: self.sampler(model, source, max_extra_length, drop_finished)
+
+    def _graph_decoder(self):
+        """TensorFlow: the SavedModel's decoding (`saved_model.graph_decoder`),
+        a graph without XLA for each bucket width and any number of rows."""
+        import tensorflow as tf
+
+        decode, graphs = saved_model.graph_decoder(self, False, saved_model.PARALLEL_LOOPS), {}
+
+        def run(batch):
+            width = batch.shape[1]
+            if width not in graphs:
+                spec = tf.TensorSpec([None, width], tf.int32)
+                graphs[width] = tf.function(decode, input_signature=[spec], autograph=False)
+            return graphs[width](batch)
+
+        return run
 
     @property
     def beam_size(self):
@@ -225,7 +250,9 @@ class Translator:
         return results
 
     def _decode_batch(self, sources, width):
-        batch = np.zeros((padded_rows(len(sources), self.batch_size), width), dtype="int32")
+        # Static shapes compile once per shape: rows go up to a power of two.
+        rows = padded_rows(len(sources), self.batch_size) if self._static_shapes else len(sources)
+        batch = np.zeros((rows, width), dtype="int32")
         batch[len(sources) :, 0] = EOS_ID  # filler rows: an empty source
         for i, ids in enumerate(sources):
             batch[i, : len(ids)] = ids

@@ -1,8 +1,8 @@
 """A shared subword vocabulary: SentencePiece BPE, in Python and in the graph.
 
 Importing this module does not import TensorFlow: `encode`/`decode` only need
-the `sentencepiece` package (for JAX or PyTorch machines); `tokenize`,
-`detokenize` and `tf_module` import TensorFlow when first called.
+the `sentencepiece` package (for JAX or PyTorch machines); `tokenize` and
+`detokenize` import TensorFlow when first called.
 
 Example:
 
@@ -41,8 +41,8 @@ class SubwordTokenizer:
     Two equivalent paths give the same ids:
     - `encode`/`decode`: pure Python lists, no TensorFlow.
     - `tokenize`/`detokenize`: TensorFlow ops (tensorflow-text), usable in
-      `tf.data` and `tf.function`; `tf_module()` wraps them in a
-      `tf.Module` that a SavedModel can carry.
+      `tf.data` and `tf.function` (the SavedModel export carries the
+      same op: `keras_transformer.preprocessor`).
 
     Args:
         model_proto: bytes of a serialized SentencePiece model (what
@@ -255,48 +255,10 @@ class SubwordTokenizer:
         """
         return detokenize_ids(self.in_graph, ids)
 
-    def tf_module(self):
-        """A `tf.Module` with `tokenize`/`detokenize` `tf.function`s, for SavedModels.
-
-        The model bytes travel inside the graph (an attribute of the
-        SentencePiece op), and `model_proto` holds them for an asset file.
-        """
-        return make_tf_module(self.model_proto)
-
 
 def detokenize_ids(sentencepiece_op, ids):
     """`detokenize` for any tensorflow-text SentencePiece tokenizer."""
     return sentencepiece_op.detokenize(unpack_output_ragged(ids))
-
-
-def make_tf_module(model_proto):
-    """Builds a `tf.Module` with `tokenize(strings)` and `detokenize(ids)`.
-
-    Example:
-
-    >>> module = make_tf_module(tokenizer.model_proto)
-    >>> tf.saved_model.save(module, "tokenizer_savedmodel")
-    """
-    import tensorflow as tf
-    import tensorflow_text as tf_text
-
-    class InGraphTokenizer(tf.Module):
-        """SentencePiece tokenize/detokenize with fixed special ids."""
-
-        def __init__(self, proto):
-            super().__init__(name="subword_tokenizer")
-            self.sentencepiece = tf_text.SentencepieceTokenizer(model=proto)
-            self.vocab_size = tf.Variable(int(self.sentencepiece.vocab_size()), trainable=False, dtype=tf.int32)
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def tokenize(self, strings):
-            return tf.cast(self.sentencepiece.tokenize(strings), tf.int32)  # (batch, None)
-
-        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-        def detokenize(self, ids):
-            return detokenize_ids(self.sentencepiece, ids)  # (batch,)
-
-    return InGraphTokenizer(bytes(model_proto))
 
 
 def _read_lines(path):

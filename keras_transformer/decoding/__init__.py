@@ -1,14 +1,15 @@
-"""Decoding: samplers (greedy, beam search) over a model, and their defaults.
+"""Decoding: samplers (greedy, beam search) on one loop over a model, and their defaults.
 
 The `Translator` (`keras_transformer.translator`) holds a model, its
 preprocessor and a sampler.
 """
 
-from keras_transformer.decoding.beam_search import BeamState, beam_search, length_penalty, reorder_cache
+from keras_transformer.decoding.beam_search import BeamSampler, BeamState, beam_search, length_penalty
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.compile import jit_decoder
-from keras_transformer.decoding.greedy import greedy_decode
-from keras_transformer.decoding.samplers import BeamSampler, GreedySampler, get_sampler
+from keras_transformer.decoding.greedy import GreedySampler, greedy_decode
+from keras_transformer.decoding.loop import decode, reorder_cache
+from keras_transformer.decoding.samplers import get_sampler
 
 __all__ = [
     "BeamSampler",
@@ -16,6 +17,7 @@ __all__ = [
     "GreedySampler",
     "NEG_INF",
     "beam_search",
+    "decode",
     "get_sampler",
     "greedy_decode",
     "jit_decoder",

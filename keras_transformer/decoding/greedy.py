@@ -1,18 +1,65 @@
 """Greedy decoding: the most likely next token at every step."""
 
+from typing import Any, NamedTuple
+
 from keras import ops
 
-from keras_transformer.decoding.common import (
-    cache_lengths,
-    check_optional_token,
-    ensure_built,
-    check_source_ids,
-    log_softmax,
-    output_lengths,
-    step_logits,
-)
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
+from keras_transformer.decoding.loop import decode
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
+
+
+class GreedyState(NamedTuple):
+    """Greedy decoding's hypotheses, one per sentence."""
+
+    seqs: Any  # (batch, 1, length + 1) int32: BOS, the output, 0 after EOS
+    scores: Any  # (batch,) float32: the sum of the output's log-probabilities
+    finished: Any  # (batch,) bool: the output ended (EOS or its length limit)
+
+
+class GreedySampler:
+    """The most likely token at every step: a sampler of `decode` (its
+    `drop_finished` strategies included). Scores are the outputs' summed
+    log-probabilities, EOS included."""
+
+    width = 1
+    num_return = 1
+    result_fields = ("seqs", "scores")
+
+    def start(self, batch, length, bos_id, limits):
+        seqs = ops.concatenate(
+            [ops.full((batch, 1, 1), bos_id, dtype="int32"), ops.zeros((batch, 1, length), dtype="int32")], axis=2
+        )
+        return GreedyState(seqs, ops.zeros((batch,), dtype="float32"), ops.less_equal(limits, 0))
+
+    def tokens(self, state):
+        return state.seqs
+
+    def extend(self, state, log_probs, step, limits, eos_id):
+        log_probs = log_probs[:, 0]  # (batch, vocab)
+        next_ids = ops.where(state.finished, PAD_ID, ops.cast(ops.argmax(log_probs, axis=-1), "int32"))
+        scores = state.scores + ops.where(state.finished, 0.0, ops.max(log_probs, axis=-1))
+        seqs = ops.slice_update(state.seqs, (ops.zeros_like(step), ops.zeros_like(step), step + 1),
+                                next_ids[:, None, None])
+        done = ops.greater_equal(step + 1, limits)
+        if eos_id is not None:
+            done = ops.logical_or(done, ops.equal(next_ids, eos_id))
+        return GreedyState(seqs, scores, ops.logical_or(state.finished, done)), None
+
+    def done(self, state, step, limits):
+        return state.finished
+
+    def result(self, state):
+        return state.seqs[:, 0, 1:], state.scores
+
+    def get_config(self):
+        return {"beam_size": 1}
+
+    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False):
+        return decode(model, source_ids, self, max_extra_length=max_extra_length, drop_finished=drop_finished)
+
+    def __repr__(self):
+        return "GreedySampler()"
 
 
 def greedy_decode(
@@ -23,15 +70,13 @@ def greedy_decode(
     eos_id=EOS_ID,
     use_cache=True,
     max_extra_length=MAX_EXTRA_LENGTH,
+    drop_finished=False,
 ):
     """Decodes `source_ids` by taking the most likely token at each step.
 
-    Written with `keras.ops` only and static shapes (a preallocated output
-    buffer filled by `ops.slice_update` inside `ops.while_loop`), so it runs
-    eagerly, under `tf.function(jit_compile=True)`, `jax.jit` and on PyTorch.
-    The loop stops once every sentence has produced EOS or reached its
-    length limit. With a cache it runs in segments over a growing cache
-    (see `cache_lengths`).
+    `decode` with a `GreedySampler`: the loop stops once every sentence has
+    produced EOS or reached its length limit, and runs eagerly, under
+    `tf.function(jit_compile=True)`, `jax.jit` and on PyTorch.
 
     Args:
         model: a `Transformer`, or any object with `encode`, `init_cache`
@@ -46,6 +91,8 @@ def greedy_decode(
         use_cache: bool. Decode one token per step with the key/value
             cache, or re-run the full decoder over the buffer every step.
         max_extra_length: int, see `max_length`.
+        drop_finished: `False`, `True` or `"halves"`: what becomes of the
+            sentences that are done (`keras_transformer.decoding.loop`).
 
     Returns:
         `(tokens, scores)`: int32 `(batch, length)`, the output tokens without
@@ -59,53 +106,5 @@ def greedy_decode(
     >>> tokens.shape
     (1, 8)
     """
-    check_optional_token("bos_id", bos_id)
-    check_optional_token("eos_id", eos_id)
-    source_ids = check_source_ids(source_ids)
-    ensure_built(model)
-    length, limits = output_lengths(model, source_ids, max_length, max_extra_length)
-    batch = ops.shape(source_ids)[0]
-    source_mask = ops.not_equal(source_ids, PAD_ID)
-    memory = model.encode(source_ids)
-    cache_ends = cache_lengths(model, length, use_cache)
-    cache = model.init_cache(memory, cache_ends[0]) if use_cache else None
-
-    # tokens: (batch, length + 1) int32: BOS, then the output, 0 after EOS.
-    tokens = ops.concatenate(
-        [ops.full((batch, 1), bos_id, dtype="int32"), ops.zeros((batch, length), dtype="int32")],
-        axis=1,
-    )
-    state = (
-        ops.convert_to_tensor(0, dtype="int32"),  # step: () int32
-        tokens,
-        ops.zeros((batch,), dtype="float32"),  # scores: (batch,) float32
-        ops.less_equal(limits, 0),  # finished: (batch,) bool
-        cache if use_cache else {},  # model cache, leaves (batch, ...)
-    )
-
-    def cond(step, tokens, scores, finished, cache):
-        return ops.logical_and(ops.less(step, length), ops.logical_not(ops.all(finished)))
-
-    def body(step, tokens, scores, finished, cache):
-        logits, cache = step_logits(
-            model, tokens, step, memory, source_mask, cache if use_cache else None, length
-        )
-        log_probs = log_softmax(logits)  # (batch, vocab) float32
-        next_ids = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
-        next_ids = ops.where(finished, PAD_ID, next_ids)
-        scores = scores + ops.where(finished, 0.0, ops.max(log_probs, axis=-1))
-        tokens = ops.slice_update(tokens, (ops.zeros_like(step), step + 1), next_ids[:, None])
-        done = ops.greater_equal(step + 1, limits)
-        if eos_id is not None:
-            done = ops.logical_or(done, ops.equal(next_ids, eos_id))
-        finished = ops.logical_or(finished, done)
-        return step + 1, tokens, scores, finished, cache if use_cache else {}
-
-    for i, end in enumerate(cache_ends):  # the loop in segments, the cache extended between them
-        if i:
-            state = (*state[:4], model.extend_cache(state[4], end))
-        state = ops.while_loop(
-            lambda step, *rest, end=end: ops.logical_and(ops.less(step, end), cond(step, *rest)), body, tuple(state)
-        )
-    _, tokens, scores, _, _ = state
-    return tokens[:, 1:], scores
+    return decode(model, source_ids, GreedySampler(), max_length, bos_id, eos_id, use_cache, max_extra_length,
+                  drop_finished)

@@ -39,16 +39,11 @@ def test_in_graph_tokenize_and_detokenize_inside_tf_function(tokenizer):
     assert [t.decode() for t in tokenizer.detokenize(dense).numpy()] == [TEXTS[1], ""]
 
 
-def test_save_load_and_tf_module_saved_model(tokenizer, tmp_path):
+def test_save_and_load(tokenizer, tmp_path):
     path = tokenizer.save(tmp_path / "vocab")
     assert os.path.basename(path) == "tokenizer.model"
     for loaded in (SubwordTokenizer.load(path), SubwordTokenizer.load(tmp_path / "vocab")):
         assert loaded.encode(TEXTS) == tokenizer.encode(TEXTS) and loaded.model_proto == tokenizer.model_proto
-    tf.saved_model.save(tokenizer.tf_module(), str(tmp_path / "saved"))
-    restored = tf.saved_model.load(str(tmp_path / "saved"))
-    ids = restored.tokenize(tf.constant(TEXTS))
-    assert ids.to_list() == tokenizer.encode(TEXTS)
-    assert [t.decode() for t in restored.detokenize(ids.to_tensor()).numpy()] == TEXTS
 
 
 def test_train_from_files(tmp_path):

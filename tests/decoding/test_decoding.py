@@ -16,8 +16,8 @@ from keras_transformer.decoding.common import cache_lengths, step_logits
 from keras_transformer.tokens import BOS_ID
 from tests.decoding.toy_models import EOS, BigramModel, CopyModel
 
-# The module, which `keras_transformer.decoding.beam_search` (the function) hides.
-bs_module = importlib.import_module("keras_transformer.decoding.beam_search")
+# The decoding loop's module: its batch widths for `drop_finished="halves"`.
+loop = importlib.import_module("keras_transformer.decoding.loop")
 
 pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
 
@@ -120,34 +120,40 @@ def test_the_cache_grows_in_segments_and_decoding_equals_the_full_pass(monkeypat
         np.testing.assert_allclose(np_(cached[1]), np_(uncached[1]), atol=1e-5)
 
 
+# The samplers on the one loop, and the rows each of their sentences takes.
+SAMPLERS = {"beam": (beam_search, dict(beam_size=3, num_return=3), 3), "greedy": (greedy_decode, {}, 1)}
+
+
+@pytest.mark.parametrize("sampler", sorted(SAMPLERS))
 @pytest.mark.parametrize("eos_id", [5, None])
-def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatch, eos_id):
+def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatch, eos_id, sampler):
     # Length limits 3, 6 and 9 (no extra length), segments of 3 and 9
     # positions. Without EOS each sentence is done at its limit: 3 sentences
-    # x 3 beams decode 3 steps, then 2 x 3 rows 3 steps (the first left at
-    # the end of segment one), then 1 x 3 rows 3 steps (the second left
-    # inside segment two). The outputs are those of the whole batch decoded
-    # together.
+    # x 3 beams (or 1 greedy row) decode 3 steps, then 2 sentences 3 steps
+    # (the first left at the end of segment one), then 1 sentence 3 steps
+    # (the second left inside segment two). The outputs are those of the
+    # whole batch decoded together.
     monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
     model = tiny_model()
-    kwargs = dict(beam_size=3, num_return=3, max_extra_length=0, eos_id=eos_id)
+    decode, kwargs, width = SAMPLERS[sampler]
+    kwargs = dict(kwargs, max_extra_length=0, eos_id=eos_id)
     if keras.backend.backend() == "jax":
         with pytest.raises(ValueError, match="drop_finished"):
-            beam_search(model, sources(), drop_finished=True, **kwargs)
+            decode(model, sources(), drop_finished=True, **kwargs)
         return
-    expected = beam_search(model, sources(), **kwargs)
+    expected = decode(model, sources(), **kwargs)
     rows = []
     monkeypatch.setattr(model, "decode", lambda ids, *a, f=model.decode, **kw: rows.append(ids.shape[0]) or f(ids, *a, **kw))
-    dropped = beam_search(model, sources(), drop_finished=True, **kwargs)
-    assert rows == sorted(rows, reverse=True) and set(rows) <= {9, 6, 3}, rows
+    dropped = decode(model, sources(), drop_finished=True, **kwargs)
+    assert rows == sorted(rows, reverse=True) and set(rows) <= {3 * width, 2 * width, width}, rows
     if eos_id is None:
-        assert rows == [9] * 3 + [6] * 3 + [3] * 3, rows
+        assert rows == [3 * width] * 3 + [2 * width] * 3 + [width] * 3, rows
     np.testing.assert_array_equal(np_(dropped[0]), np_(expected[0]))
     np.testing.assert_allclose(np_(dropped[1]), np_(expected[1]), atol=1e-6)
     if keras.backend.backend() == "tensorflow":  # a graph with a dynamic batch, as in the SavedModel
         import tensorflow as tf
 
-        graph = tf.function(lambda s: beam_search(model, s, drop_finished=True, **kwargs), autograph=False,
+        graph = tf.function(lambda s: decode(model, s, drop_finished=True, **kwargs), autograph=False,
                             input_signature=[tf.TensorSpec((None, 9), tf.int32)])
         tokens, scores = graph(sources())
         np.testing.assert_array_equal(np_(tokens), np_(expected[0]))
@@ -155,12 +161,12 @@ def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatc
 
 
 def test_batch_widths_halve_twice_down_to_the_narrowest():
-    assert bs_module.NARROWEST_WIDTH == 8
-    assert bs_module.batch_widths(64) == [64, 32, 16]
-    assert bs_module.batch_widths(40) == [40, 20, 10]
-    assert bs_module.batch_widths(16) == [16, 8]
-    assert bs_module.batch_widths(12) == [12]  # its half is narrower than 8
-    assert bs_module.batch_widths(9) == [9] and bs_module.batch_widths(8) == [8] and bs_module.batch_widths(1) == [1]
+    assert loop.NARROWEST_WIDTH == 8
+    assert loop.batch_widths(64) == [64, 32, 16]
+    assert loop.batch_widths(40) == [40, 20, 10]
+    assert loop.batch_widths(16) == [16, 8]
+    assert loop.batch_widths(12) == [12]  # its half is narrower than 8
+    assert loop.batch_widths(9) == [9] and loop.batch_widths(8) == [8] and loop.batch_widths(1) == [1]
 
 
 def sources_of_lengths(lengths):
@@ -172,33 +178,35 @@ def sources_of_lengths(lengths):
     return source
 
 
+@pytest.mark.parametrize("sampler", sorted(SAMPLERS))
 @pytest.mark.parametrize("eos_id", [5, None])
-def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_id):
+def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_id, sampler):
     # Four sentences with length limits 5, 2, 9 and 3 (no extra length),
     # segments of 3 and 9 positions, widths of 4, 2 and 1 sentences.
     # Without EOS each sentence is done at its limit: 4 sentences x 3 beams
-    # decode steps 0-2 (the second sentence done after step 1, three still
-    # decoding), 2 x 3 rows steps 3-4, then 1 x 3 rows steps 5-8. Each
-    # sentence's outputs and scores are those of the whole batch decoded
-    # together, eagerly and compiled.
+    # (or 1 greedy row) decode steps 0-2 (the second sentence done after
+    # step 1, three still decoding), 2 sentences steps 3-4, then 1 sentence
+    # steps 5-8. Each sentence's outputs and scores are those of the whole
+    # batch decoded together, eagerly and compiled.
     monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
-    monkeypatch.setattr(bs_module, "NARROWEST_WIDTH", 1)
+    monkeypatch.setattr(loop, "NARROWEST_WIDTH", 1)
     model = tiny_model()
     source = sources_of_lengths([5, 2, 9, 3])
-    kwargs = dict(beam_size=3, num_return=3, max_extra_length=0, eos_id=eos_id)
-    expected = beam_search(model, source, **kwargs)
+    decode, kwargs, width = SAMPLERS[sampler]
+    kwargs = dict(kwargs, max_extra_length=0, eos_id=eos_id)
+    expected = decode(model, source, **kwargs)
     rows = []
     monkeypatch.setattr(model, "decode", lambda ids, *a, f=model.decode, **kw: rows.append(ids.shape[0]) or f(ids, *a, **kw))
-    narrowed = beam_search(model, source, drop_finished="halves", **kwargs)
+    narrowed = decode(model, source, drop_finished="halves", **kwargs)
     np.testing.assert_array_equal(np_(narrowed[0]), np_(expected[0]))
     np.testing.assert_allclose(np_(narrowed[1]), np_(expected[1]), atol=1e-6)
     if keras.backend.backend() == "jax":  # its loops and switches trace every width, once per segment
-        assert sorted(rows) == [3, 3, 6, 6, 12, 12], rows
+        assert sorted(rows) == [width, width, 2 * width, 2 * width, 4 * width, 4 * width], rows
     else:  # one decoding step after the other
-        assert rows == sorted(rows, reverse=True) and set(rows) <= {12, 6, 3}, rows
+        assert rows == sorted(rows, reverse=True) and set(rows) <= {4 * width, 2 * width, width}, rows
         if eos_id is None:
-            assert rows == [12] * 3 + [6] * 2 + [3] * 4, rows
-    compiled = jit_decoder(model, beam_search, drop_finished="halves", **kwargs)(source)
+            assert rows == [4 * width] * 3 + [2 * width] * 2 + [width] * 4, rows
+    compiled = jit_decoder(model, decode, drop_finished="halves", **kwargs)(source)
     np.testing.assert_array_equal(np_(compiled[0]), np_(expected[0]))
     np.testing.assert_allclose(np_(compiled[1]), np_(expected[1]), atol=1e-5)
 
@@ -212,7 +220,7 @@ def test_halves_with_a_batch_size_known_only_when_the_graph_runs(monkeypatch):
     if keras.backend.backend() != "tensorflow":
         pytest.skip("TensorFlow graphs")
     monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
-    monkeypatch.setattr(bs_module, "NARROWEST_WIDTH", 1)
+    monkeypatch.setattr(loop, "NARROWEST_WIDTH", 1)
     model = tiny_model()
     source = sources_of_lengths([5, 2, 9, 3])
     kwargs = dict(beam_size=3, num_return=3, max_extra_length=0, eos_id=None)

@@ -162,7 +162,7 @@ def test_beam_search_translations_narrow_the_batch_and_equal_the_whole_batch(tra
     # sources decoded together.
     import importlib
 
-    monkeypatch.setattr(importlib.import_module("keras_transformer.decoding.beam_search"), "NARROWEST_WIDTH", 1)
+    monkeypatch.setattr(importlib.import_module("keras_transformer.decoding.loop"), "NARROWEST_WIDTH", 1)
     model, tokenizer, train, held_out = trained
     texts = train[16:30] + held_out
     sources = [tokenizer.processor.encode(t) + [EOS_ID] for t in texts]

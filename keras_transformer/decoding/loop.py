@@ -1,0 +1,335 @@
+"""One decoding loop for every sampler.
+
+`decode(model, source_ids, sampler)` encodes the sources, then extends each
+sentence's hypotheses by one token a step, as the sampler chooses
+(`GreedySampler`, `BeamSampler`), until every sentence is done: it reached
+its length limit, or the sampler can no longer improve it. The loop runs in
+segments over a growing key/value cache (`cache_lengths`), so a step costs
+what the positions decoded so far need.
+
+What becomes of the sentences that are done is a strategy the loop takes
+(`drop_finished`), which never changes an output:
+- `False`: they stay in the batch to the end (static shapes);
+- `True`: a sentence leaves the batch at the step it is done, so the batch
+  size changes inside the loop: for eager TensorFlow, PyTorch, and
+  TensorFlow graphs without XLA whose batch size is unknown (the exported
+  SavedModel); not on JAX or under XLA, whose loops keep their shapes;
+- `"halves"`, for static shapes (`jax.jit`, XLA): once the sentences still
+  decoding fit in half of the batch they go on in a batch half as wide,
+  then a quarter (`batch_widths`). Each width is another copy of the
+  decoding step in a compiled function, which then compiles about twice as
+  long (benchmarks/README.md).
+
+A sampler is an object with `width` (hypotheses, and so model rows, per
+sentence) and five methods over its hypotheses, a `NamedTuple` of
+per-sentence tensors `(batch, ...)`: `start`, `extend` (one step),
+`done`, `result`, and `result_fields` (the fields `result` reads).
+"""
+
+from typing import Any, NamedTuple
+
+import keras
+from keras import ops
+
+from keras_transformer.decoding.common import (
+    cache_lengths,
+    check_optional_token,
+    check_source_ids,
+    ensure_built,
+    log_softmax,
+    output_lengths,
+    step_logits,
+)
+from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
+
+# `drop_finished="halves"`: the narrowest batch width, in sentences, that a
+# batch narrows to. Each width is another copy of the decoding step in the
+# compiled function, and a step over a few sentences costs about what its
+# fixed overheads do.
+NARROWEST_WIDTH = 8
+
+
+class LoopState(NamedTuple):
+    """The decoding loop's state."""
+
+    step: Any  # () int32: tokens decoded so far; next input at position `step`
+    cache: Any  # the model's cache, leaves (batch * width, ...); {} uncached
+    hypotheses: Any  # the sampler's, a NamedTuple of (batch, ...) tensors
+
+
+class Rows(NamedTuple):
+    """What each row of the loop's batch brings from its sentence; with
+    `drop_finished` the rows change inside the loop, and these follow them."""
+
+    sentence: Any  # (batch,) int32: the row's sentence in the whole batch
+    limit: Any  # (batch,) int32: its length limit
+    source_mask: Any  # (batch * width, source_length) bool
+
+
+def reorder_cache(cache, flat_indices):
+    """Gathers the cache rows `flat_indices` along the batch * width axis.
+
+    The cross-attention keys and values are the same for every hypothesis
+    of a sentence, and hypotheses are only ever reordered within their
+    sentence, so that part of the model's cache is left as it is.
+    """
+    return _map_moving(lambda x: ops.take(x, flat_indices, axis=0), cache)
+
+
+def _map_moving(fn, cache, *others):
+    """`keras.tree.map_structure(fn, cache, *others)` over every part of the
+    model's cache but its cross-attention part, which stays as in `cache`."""
+    if isinstance(cache, dict) and "cross_attention" in cache:
+        moving = [{k: v for k, v in c.items() if k != "cross_attention"} for c in (cache, *others)]
+        return {**keras.tree.map_structure(fn, *moving), "cross_attention": cache["cross_attention"]}
+    return keras.tree.map_structure(fn, cache, *others)
+
+
+def _flat_rows(sentences, width):
+    """The flat `(n * width,)` model rows of `sentences` `(n,)`."""
+    return ops.reshape(sentences[:, None] * width + ops.arange(width, dtype="int32")[None, :], (-1,))
+
+
+def _take(hypotheses, sentences):
+    return hypotheses._replace(**{f: ops.take(getattr(hypotheses, f), sentences, axis=0) for f in hypotheses._fields})
+
+
+class _Decoder:
+    """The step of `decode` and the strategies that run it, for one batch."""
+
+    def __init__(self, model, sampler, memory, length, eos_id, use_cache):
+        self.model, self.sampler, self.memory = model, sampler, memory
+        self.length, self.eos_id, self.use_cache = length, eos_id, use_cache
+
+    def advance(self, state, rows):
+        """One step: `(state, flat)`, the cache not yet reordered; `flat`
+        `(batch * width,)` are the rows each new hypothesis extends (None:
+        its own)."""
+        width = self.sampler.width
+        tokens = self.sampler.tokens(state.hypotheses)  # (batch, width, length + 1)
+        batch = ops.shape(tokens)[0]
+        logits, cache = step_logits(
+            self.model, ops.reshape(tokens, (batch * width, self.length + 1)), state.step, self.memory,
+            rows.source_mask, state.cache if self.use_cache else None, self.length,
+        )
+        log_probs = ops.reshape(log_softmax(logits), (batch, width, logits.shape[-1]))  # (batch, width, vocab) float32
+        hypotheses, parents = self.sampler.extend(state.hypotheses, log_probs, state.step, rows.limit, self.eos_id)
+        state = LoopState(state.step + 1, cache if self.use_cache else {}, hypotheses)
+        if parents is None:  # each hypothesis extends its own row
+            return state, None
+        return state, ops.reshape(parents + ops.arange(batch, dtype="int32")[:, None] * width, (-1,))
+
+    def step(self, state, rows):
+        state, flat = self.advance(state, rows)
+        if flat is None or not self.use_cache:
+            return state
+        return state._replace(cache=reorder_cache(state.cache, flat))
+
+    def done(self, state, rows):
+        """(batch,) bool: the sentences whose outputs can no longer change."""
+        return self.sampler.done(state.hypotheses, state.step, rows.limit)
+
+    def going_on(self, state, rows, end):
+        return ops.logical_and(ops.less(state.step, end), ops.logical_not(ops.all(self.done(state, rows))))
+
+    # ---------------------------------------------------------- strategies
+    def keep_batch(self, state, rows, end):
+        # `rows` stays out of the loop state: there, TensorFlow's XLA bridge
+        # failed on the third segment's loop ("Cannot find body function
+        # while_2_body_..._const_0"; tests/decoding).
+        (state,) = ops.while_loop(lambda s: self.going_on(s, rows, end), lambda s: (self.step(s, rows),), (state,))
+        return state, rows
+
+    def drop_finished(self, state, rows, end):
+        """Runs to `end`, each sentence leaving the batch at the step it is
+        done; `self.results` keeps the results of the whole batch."""
+
+        def body(s, r, results):
+            s, flat = self.advance(s, r)
+            results = self.write_results(results, r.sentence, s)
+            done = self.done(s, r)
+            keep = ops.cast(ops.nonzero(ops.logical_not(done))[0], "int32")  # (n,) sentences decoding on
+            keep_flat = _flat_rows(keep, self.sampler.width)
+            s = s._replace(hypotheses=_take(s.hypotheses, keep))
+            r = Rows(ops.take(r.sentence, keep, axis=0), ops.take(r.limit, keep, axis=0),
+                     ops.take(r.source_mask, keep_flat, axis=0))
+            if self.use_cache:
+                # The self-attention part follows the reordering, which then
+                # gathers only the rows kept; the cross-attention part, the
+                # largest tensors there, is gathered only when a sentence leaves.
+                cache = s.cache
+                if isinstance(cache, dict) and "cross_attention" in cache:
+                    cross = cache["cross_attention"]
+                    cross = ops.cond(
+                        ops.any(done), lambda: keras.tree.map_structure(lambda x: ops.take(x, keep_flat, axis=0), cross),
+                        lambda: cross,
+                    )
+                    cache = {**cache, "cross_attention": cross}
+                s = s._replace(cache=reorder_cache(cache, keep_flat if flat is None else ops.take(flat, keep_flat, axis=0)))
+            return s, r, results
+
+        (state, rows, self.results) = ops.while_loop(
+            lambda s, r, w: self.going_on(s, r, end), body, (state, rows, self.results)
+        )
+        return state, rows
+
+    def write_results(self, results, sentences, state):
+        """`results` (the whole batch's result fields) with those of
+        `state`'s rows written at their `sentences`."""
+        return tuple(
+            ops.scatter_update(whole, sentences[:, None], getattr(state.hypotheses, field))
+            for whole, field in zip(results, self.sampler.result_fields)
+        )
+
+    def narrow_batch(self, state, rows, end, widths, usable):
+        """Runs to `end` in the narrowest usable width of `widths` that
+        holds the sentences still decoding, narrowing as they finish."""
+        last = len(widths) - 1
+        batch = widths[0]
+
+        def decoding(s, r):
+            """() int32: the number of sentences still decoding."""
+            return ops.sum(ops.cast(ops.logical_not(self.done(s, r)), "int32"))
+
+        def narrower_holds(i, s, r):
+            """Whether `widths[i + 1]` is usable and holds the sentences of `s` still decoding."""
+            return ops.logical_and(usable[i + 1], decoding(s, r) <= widths[i + 1])
+
+        def at_width(i):
+            """A `switch` branch: decodes on in `widths[i]` sentences, those
+            still decoding first, until `end`, until every sentence is done,
+            or (but at the narrowest width) until the next width holds those
+            still decoding."""
+
+            def run(s):
+                part, r = s, rows
+                if i:
+                    order = ops.where(self.done(s, rows), 0, batch) + ops.arange(batch, 0, -1, dtype="int32")
+                    sentences = ops.cast(ops.top_k(order, widths[i])[1], "int32")  # (width,) decoding ones first
+                    part, r = self.take_sentences(s, rows, sentences)
+
+                def go_on(p):
+                    more = self.going_on(p, r, end)
+                    return more if i == last else ops.logical_and(more, ops.logical_not(narrower_holds(i, p, r)))
+
+                (part,) = ops.while_loop(go_on, lambda p: (self.step(p, r),), (part,))
+                return part if not i else self.put_sentences(s, part, sentences)
+
+            return run
+
+        def narrowing(s):
+            index = sum(ops.cast(narrower_holds(i, s, rows), "int32") for i in range(last))
+            return (ops.switch(index, [at_width(i) for i in range(len(widths))], s),)
+
+        (state,) = ops.while_loop(lambda s: self.going_on(s, rows, end), narrowing, (state,))
+        return state, rows
+
+    def take_sentences(self, state, rows, sentences):
+        """`state` and `rows` of `sentences` `(n,)` only, their cache included."""
+        flat = _flat_rows(sentences, self.sampler.width)
+        cache = keras.tree.map_structure(lambda x: ops.take(x, flat, axis=0), state.cache)
+        rows = Rows(ops.take(rows.sentence, sentences, axis=0), ops.take(rows.limit, sentences, axis=0),
+                    ops.take(rows.source_mask, flat, axis=0))
+        return LoopState(state.step, cache, _take(state.hypotheses, sentences)), rows
+
+    def put_sentences(self, state, part, sentences):
+        """`state` with `part`, the state of `sentences` `(n,)`, written back.
+        The cross-attention cache is left as it is: decoding only reads it."""
+        flat = _flat_rows(sentences, self.sampler.width)[:, None]
+        cache = _map_moving(lambda whole, rows: ops.scatter_update(whole, flat, rows), state.cache, part.cache)
+        hypotheses = state.hypotheses._replace(**{
+            f: ops.scatter_update(getattr(state.hypotheses, f), sentences[:, None], getattr(part.hypotheses, f))
+            for f in state.hypotheses._fields
+        })
+        return LoopState(part.step, cache, hypotheses)
+
+
+def batch_widths(batch):
+    """The widths of `drop_finished="halves"`, in sentences: `batch`, then
+    its half and its quarter, each at least `NARROWEST_WIDTH`."""
+    widths = [batch]
+    while len(widths) < 3 and widths[-1] % 2 == 0 and widths[-1] // 2 >= NARROWEST_WIDTH:
+        widths.append(widths[-1] // 2)
+    return widths
+
+
+def _narrowing(batch):
+    """`(widths, usable)` of `drop_finished="halves"`.
+
+    With a batch size known when tracing, `batch_widths(batch)`, each usable.
+    With one known only when the graph runs (a TensorFlow graph traced for
+    any batch size, as the SavedModel exported with `jit_compile=True`; XLA
+    compiles it for each batch size it meets): `batch`, `batch // 2` and
+    `batch // 4` as tensors, the narrower two usable (bool tensors) where
+    they hold at least `NARROWEST_WIDTH` sentences.
+    """
+    if isinstance(batch, int):
+        widths = batch_widths(batch)
+        return widths, [True] * len(widths)
+    return [batch, batch // 2, batch // 4], [True, batch >= 2 * NARROWEST_WIDTH, batch >= 4 * NARROWEST_WIDTH]
+
+
+def check_drop_finished(drop_finished):
+    if not (isinstance(drop_finished, bool) or drop_finished == "halves"):
+        raise ValueError(
+            f'Argument `drop_finished` must be False, True or "halves". Received: drop_finished={drop_finished!r}'
+        )
+    if drop_finished is True and keras.backend.backend() == "jax":
+        raise ValueError(
+            "Argument `drop_finished=True` needs a loop whose batch size can change: TensorFlow "
+            "without XLA or PyTorch. JAX's loops keep their shapes: use \"halves\". Received: drop_finished=True "
+            "on the JAX backend"
+        )
+
+
+def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EOS_ID, use_cache=True,
+           max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False):
+    """Decodes a batch of sources with `sampler`; returns `sampler.result`.
+
+    Written with `keras.ops` only and static shapes inside each step
+    (`ops.while_loop` over preallocated buffers, `ops.slice_update`,
+    `ops.take`, `ops.top_k`), so it runs eagerly, under
+    `tf.function(jit_compile=True)`, `jax.jit` and on PyTorch, and exports
+    with stock TensorFlow ops. `beam_search` and `greedy_decode` document
+    the arguments.
+    """
+    check_optional_token("bos_id", bos_id)
+    check_optional_token("eos_id", eos_id)
+    check_drop_finished(drop_finished)
+    # Without a cache every row also holds its copy of the encoder output,
+    # which would have to follow the rows; that path checks the cache, it
+    # is not for speed.
+    drop_finished = drop_finished if use_cache else False
+    source_ids = check_source_ids(source_ids)
+    ensure_built(model)
+    length, limits = output_lengths(model, source_ids, max_length, max_extra_length)
+    batch, width = ops.shape(source_ids)[0], sampler.width
+    memory = model.encode(source_ids)  # (batch, source_length, d_model)
+    ends = cache_lengths(model, length, use_cache)
+    if use_cache:
+        cache = keras.tree.map_structure(lambda x: ops.repeat(x, width, axis=0), model.init_cache(memory, ends[0]))
+        memory = None
+    else:
+        cache, memory = {}, ops.repeat(memory, width, axis=0)  # (batch * width, source_length, d_model)
+    source_mask = ops.repeat(ops.not_equal(source_ids, PAD_ID), width, axis=0)  # (batch * width, source_length)
+    rows = Rows(ops.arange(batch, dtype="int32"), limits, source_mask)
+    state = LoopState(ops.convert_to_tensor(0, dtype="int32"), cache, sampler.start(batch, length, bos_id, limits))
+    decoder = _Decoder(model, sampler, memory, length, eos_id, use_cache)
+    if drop_finished is True:
+        decoder.results = tuple(getattr(state.hypotheses, f) for f in sampler.result_fields)
+        run = decoder.drop_finished
+    elif drop_finished == "halves" and len(_narrowing(batch)[0]) > 1:
+        widths, usable = _narrowing(batch)
+        run = lambda s, r, end: decoder.narrow_batch(s, r, end, widths, usable)  # noqa: E731
+    else:
+        run = decoder.keep_batch
+    for i, end in enumerate(ends):  # the loop in segments, the cache extended between them
+        if i:
+            state = state._replace(cache=model.extend_cache(state.cache, end))
+        state, rows = run(state, rows, end)
+    hypotheses = state.hypotheses
+    if drop_finished is True:
+        results = decoder.write_results(decoder.results, rows.sentence, state)
+        hypotheses = hypotheses._replace(**dict(zip(sampler.result_fields, results)))
+    return sampler.result(hypotheses)

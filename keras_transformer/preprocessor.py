@@ -18,10 +18,13 @@ the SavedModel export, the server and the command line.
   order, and the input's score is the mean of its pieces' scores. With
   `long_inputs="truncate"` an input keeps its first `source_budget - 1` ids
   instead.
-- **Padding.** A source is padded to the smallest of the `buckets` that
-  holds it, whatever else its batch holds, so its translation does not
-  depend on its neighbours' lengths; a compiled batch's rows go up to a
-  power of two, so that few shapes are compiled.
+- **Padding.** Where a batch may hold any number of rows (the SavedModel,
+  the `Translator` on TensorFlow), a source is padded to the smallest of the
+  `buckets` that holds it, whatever else its batch holds. Where each shape
+  is compiled (JAX, XLA), a batch of sources sorted by length is padded to a
+  multiple of `PAD_MULTIPLE` of its longest, and its rows go up to a power
+  of two: one loop per batch, and few shapes to compile. Padding is masked:
+  it changes no translation beyond floating-point rounding.
 
 Two faces apply the rules and give the same ids: `pieces` and `join` in
 Python (the `sentencepiece` package, no TensorFlow: for JAX and PyTorch),
@@ -38,6 +41,7 @@ Example:
 ['Salut.', '', 'Un. Deux.']
 """
 
+import itertools
 import re
 
 from keras_transformer.data.tokenizer import detokenize_ids
@@ -48,6 +52,8 @@ from keras_transformer.validation import check_non_negative_int
 LONG_INPUTS = ("split", "truncate")
 # The lengths a source is padded to, capped at the source budget.
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256)
+# Compiled batches: their padded length is a multiple of this.
+PAD_MULTIPLE = 8
 
 # `str.isspace` as an RE2 class (TensorFlow's regular expressions): RE2's
 # `\s` lacks `\v`, `\x1c`-`\x1f` and `\x85`, which Python counts as space.
@@ -127,6 +133,19 @@ class TranslationPreprocessor:
     def bucket(self, length):
         """The padded length of a source of `length` tokens."""
         return next(b for b in self.buckets if b >= length)
+
+    def batches(self, lengths, batch_size, compiled):
+        """`[(indices, width)]`: the sources of `lengths` in batches of at
+        most `batch_size`, sorted by length, each with its padded length."""
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        if compiled:
+            chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+            return [(c, min(-(-lengths[c[-1]] // PAD_MULTIPLE) * PAD_MULTIPLE, self.source_budget)) for c in chunks]
+        batches = []
+        for width, members in itertools.groupby(order, key=lambda i: self.bucket(lengths[i])):
+            members = list(members)
+            batches += [(members[start : start + batch_size], width) for start in range(0, len(members), batch_size)]
+        return batches
 
     # ------------------------------------------------------------ Python
     def pieces(self, texts):

@@ -1,6 +1,5 @@
 """The translation task: a model, its preprocessor and a sampler, text in and text out."""
 
-import itertools
 import numbers
 
 import keras
@@ -48,9 +47,9 @@ class Translator:
         batch_size: int >= 1. Sentences per decoding batch.
         jit_compile: `"auto"`, True or False. `"auto"`: the fastest way to
             translate lists of sentences on each backend: on TensorFlow the
-            SavedModel's own decoding (a graph without XLA, in two loops side
-            by side, each sentence leaving the batch when done), `jax.jit`
-            on JAX, eager on PyTorch. True: XLA on TensorFlow (faster per
+            SavedModel's own decoding (a graph without XLA for each bucket,
+            each sentence leaving the batch when done), `jax.jit` on JAX,
+            eager on PyTorch. True: XLA on TensorFlow (faster per
             sentence once compiled, but each batch shape compiles for
             seconds), `jax.jit` on JAX. False: eager.
         narrow_batches: bool. Compiled decoding (JAX, XLA): once at most
@@ -119,10 +118,15 @@ class Translator:
 
     def _graph_decoder(self):
         """TensorFlow: the SavedModel's decoding (`saved_model.graph_decoder`),
-        a graph without XLA for each bucket width and any number of rows."""
+        a graph without XLA for each bucket width and any number of rows.
+
+        In one loop: each width is traced in this process, and tracing a
+        second copy of the search cost a file translated once more than the
+        second loop gained (benchmarks/README.md).
+        """
         import tensorflow as tf
 
-        decode, graphs = saved_model.graph_decoder(self, False, saved_model.PARALLEL_LOOPS), {}
+        decode, graphs = saved_model.graph_decoder(self, False, parallel_loops=1), {}
 
         def run(batch):
             width = batch.shape[1]
@@ -237,16 +241,13 @@ class Translator:
         return sources
 
     def _decode_pieces(self, pieces):
-        """The output ids of each packed source in `pieces`: those of a
-        bucket decoded together, sorted by length, `batch_size` at a time."""
+        """The output ids of each packed source in `pieces`, in the batches
+        of the preprocessor's padding rule."""
         results = [None] * len(pieces)
-        order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
-        for width, members in itertools.groupby(order, key=lambda i: self.preprocessor.bucket(len(pieces[i]))):
-            members = list(members)
-            for start in range(0, len(members), self.batch_size):
-                chunk = members[start : start + self.batch_size]
-                for i, row in zip(chunk, self._decode_batch([pieces[i] for i in chunk], width)):
-                    results[i] = unpack_output(row)
+        lengths = [len(piece) for piece in pieces]
+        for chunk, width in self.preprocessor.batches(lengths, self.batch_size, self._static_shapes):
+            for i, row in zip(chunk, self._decode_batch([pieces[i] for i in chunk], width)):
+                results[i] = unpack_output(row)
         return results
 
     def _decode_batch(self, sources, width):

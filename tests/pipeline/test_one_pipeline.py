@@ -60,7 +60,7 @@ def edge_cases(tokenizer, sources):
         "spaces": "   ",
         "tab": "\t",
         "no_break_space": "\u00a0",
-        "mixed_blank": " \u3000\t\n",
+        "mixed_blank": " \u3000\t\r\n\x0b\x0c\x1c\x85\u2028 ",  # kinds of space that Python's str.isspace counts
         "emoji": "I love you 🙂.",
         "cyrillic": "Я тебя люблю.",
         "chinese": "我爱你。",

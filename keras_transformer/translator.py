@@ -100,21 +100,26 @@ class Translator:
         self.batch_size = batch_size
         self.narrow_batches = narrow_batches
         self.vocab_size = getattr(getattr(model, "transformer_config", None), "vocab_size", None)
+        self._static_shapes, self._decode = self._decoder(jit_compile)
+
+    def _decoder(self, jit_compile):
+        """`(static_shapes, decode)`: whether batches keep their shapes,
+        and `decode(source_ids) -> (tokens, scores)` for a padded batch."""
         backend = keras.backend.backend()
         if jit_compile == "auto" and backend == "tensorflow":
-            self._static_shapes, self._decode = False, self._graph_decoder()
-            return
+            return False, self._graph_decoder()
         # Where the batch may change size (eager TensorFlow, PyTorch),
-        # sentences leave it when done; where shapes are static (JAX, XLA),
-        # the batch narrows only if asked, since each batch shape then
-        # compiles about twice as long.
-        self._static_shapes = backend == "jax" or (backend == "tensorflow" and jit_compile)  # JAX's loops: always
-        drop_finished = self.drop_finished(self._static_shapes)
+        # sentences leave it when done; where shapes are static (JAX's loops
+        # always, XLA), the batch narrows only if asked, since each batch
+        # shape then compiles about twice as long.
+        static_shapes = backend == "jax" or (backend == "tensorflow" and jit_compile is True)
+        drop_finished = self.drop_finished(static_shapes)
         if jit_compile:
-            self._decode = jit_decoder(model, self.sampler, max_extra_length=max_extra_length,
-                                       drop_finished=drop_finished)
+            decode = jit_decoder(self.model, self.sampler, max_extra_length=self.max_extra_length,
+                                 drop_finished=drop_finished)
         else:
-            self._decode = lambda source: self.sampler(model, source, max_extra_length, drop_finished)
+            decode = lambda source: self.sampler(self.model, source, self.max_extra_length, drop_finished)  # noqa: E731
+        return static_shapes, decode
 
     def _graph_decoder(self):
         """TensorFlow: the SavedModel's decoding (`saved_model.graph_decoder`),

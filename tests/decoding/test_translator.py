@@ -147,14 +147,6 @@ def test_beam_search_of_width_one_is_the_greedy_decoding_by_hand(trained, by_han
         assert row == (ids + [EOS_ID] + [0] * len(row))[: len(row)]  # EOS, then padding
 
 
-def test_beam_search_translations_of_a_trained_model_copy_and_keep_empty_strings(trained):
-    model, tokenizer, train, _ = trained
-    texts = ["", *train[8:16], " \t "]
-    out = Translator(model, tokenizer, beam_size=4).translate(texts)
-    assert out[0] == out[-1] == ""
-    assert sum(a == b for a, b in zip(out[1:-1], texts[1:-1])) >= 4
-
-
 def test_beam_search_translations_narrow_the_batch_and_equal_the_whole_batch(trained, monkeypatch):
     # Widths of 16, 8 and 4 sentences under `jax.jit` and XLA
     # (`narrow_batches`); on PyTorch and eagerly each sentence leaves the

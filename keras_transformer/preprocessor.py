@@ -29,7 +29,8 @@ the SavedModel export, the server and the command line.
 Two faces apply the rules and give the same ids: `pieces` and `join` in
 Python (the `sentencepiece` package, no TensorFlow: for JAX and PyTorch),
 and `pieces_graph` and `join_graph` in TensorFlow ops (tensorflow-text), for
-tf.data and the SavedModel's graph.
+the SavedModel's graph. (The training data does not go through it yet: its
+length rule is `keras_transformer.data.lengths`.)
 
 Example:
 

@@ -30,10 +30,10 @@ class Translator:
     `translate()` and the SavedModel that `export()` writes run the same
     rules and the same sampler, so they give the same translations.
 
-    Sentences are split into pieces by the preprocessor, grouped by the
-    length they pad to (their bucket), sorted by length and decoded in
-    batches of at most `batch_size`; the outputs come back in the input
-    order.
+    Sentences become pieces by the preprocessor's rules, sorted by length
+    and decoded in batches of at most `batch_size`, padded by its padding
+    rule (to their bucket, or for compiled shapes to a multiple of 8 of a
+    batch's longest); the outputs come back in the input order.
 
     Args:
         model: a `Transformer` (or an object with `encode`, `init_cache`,

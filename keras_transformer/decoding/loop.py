@@ -21,9 +21,10 @@ What becomes of the sentences that are done is a strategy the loop takes
   long (benchmarks/README.md).
 
 A sampler is an object with `width` (hypotheses, and so model rows, per
-sentence) and five methods over its hypotheses, a `NamedTuple` of
-per-sentence tensors `(batch, ...)`: `start`, `extend` (one step),
-`done`, `result`, and `result_fields` (the fields `result` reads).
+sentence), `result_fields` (the fields `result` reads) and five methods
+over its hypotheses, a `NamedTuple` of per-sentence tensors `(batch, ...)`:
+`start`, `tokens` (the decoder's input buffer), `extend` (one step),
+`done` and `result`.
 """
 
 from typing import Any, NamedTuple

@@ -13,14 +13,10 @@ Example:
 """
 
 from keras_transformer.data.tokenizer import SubwordTokenizer
-from keras_transformer.translator import Translator
+from keras_transformer.translator import DECODING_OPTIONS, Translator
 from keras_transformer.saved_model import next_version
 
 __all__ = ["export", "next_version"]
-
-# The Translator's decoding options; the rest are the graph's.
-_DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", "long_inputs", "buckets")
-
 
 def export(model, tokenizer, export_dir, **options):
     """Writes `export_dir/<version>/`, a SavedModel that translates strings.
@@ -43,5 +39,5 @@ def export(model, tokenizer, export_dir, **options):
         tokenizer = SubwordTokenizer(tokenizer)
     elif not isinstance(tokenizer, SubwordTokenizer):
         tokenizer = SubwordTokenizer.load(tokenizer)
-    decoding = {name: options.pop(name) for name in _DECODING_OPTIONS if name in options}
+    decoding = {name: options.pop(name) for name in DECODING_OPTIONS if name in options}  # the rest: the graph's
     return Translator(model, tokenizer, **decoding).export(export_dir, **options)

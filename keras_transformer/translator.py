@@ -17,6 +17,10 @@ from keras_transformer.tokens import EOS_ID, PAD_ID, pack_source, unpack_output
 from keras_transformer.validation import check_bool, check_positive
 
 
+# The Translator's decoding options, which the export and the command line pass on.
+DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", "long_inputs", "buckets")
+
+
 def _is_token(value):
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
 

@@ -129,8 +129,9 @@ def add_decoding_arguments(p, batch_size=True):
 
 def decoding_options(args):
     """The decoding options given on the command line, as `Translator` arguments."""
-    names = ("beam_size", "alpha", "long_inputs", "narrow_batches")
-    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    from keras_transformer.translator import DECODING_OPTIONS
+
+    return {name: getattr(args, name) for name in DECODING_OPTIONS if getattr(args, name, None) is not None}
 
 
 def translate_function(model, tokenizer=None, batch_size=None, quantize=None, **decoding):

@@ -82,13 +82,8 @@ def run(args):
         metadata = {"quantize": args.quantize, **metadata}
     if preset_metadata is not None:
         metadata = {"preset": args.model, "preset_metadata": preset_metadata, **metadata}
-    decoding = decoding_options(args)
-    if args.max_extra_length is not None:
-        decoding["max_extra_length"] = args.max_extra_length
-    if args.buckets is not None:
-        decoding["buckets"] = tuple(args.buckets)
     path = export(
-        model, tokenizer, args.output_dir, **decoding, version=args.version, n_best=args.n_best,
+        model, tokenizer, args.output_dir, **decoding_options(args), version=args.version, n_best=args.n_best,
         metadata=metadata or None, jit_compile=args.jit_compile, parallel_loops=args.parallel_loops,
         warmup_batch_sizes=() if args.no_warmup else tuple(args.warmup_batch_sizes),
     )

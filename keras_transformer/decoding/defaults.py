@@ -9,6 +9,6 @@ output may run to its input length + 50 tokens, as there.
 BEAM_SIZE = 4
 ALPHA = 0.6  # the GNMT length penalty's exponent
 MAX_EXTRA_LENGTH = 50  # output tokens beyond the source's own length
-# Sentences decoded together: on CPU, batches of 64 translated more
-# sentences per second than 32 did, at every precision (benchmarks/README.md).
+# Sentences decoded together, and a command's batch of a file: the batch size
+# at which benchmarks/README.md compares our engines with CTranslate2.
 BATCH_SIZE = 64

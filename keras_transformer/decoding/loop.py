@@ -96,12 +96,19 @@ def _take(hypotheses, sentences):
     return hypotheses._replace(**{f: ops.take(getattr(hypotheses, f), sentences, axis=0) for f in hypotheses._fields})
 
 
+def _take_rows(rows, sentences, flat):
+    """`rows` of `sentences` `(n,)`, whose model rows are `flat` `(n * width,)`."""
+    return Rows(ops.take(rows.sentence, sentences, axis=0), ops.take(rows.limit, sentences, axis=0),
+                ops.take(rows.source_mask, flat, axis=0))
+
+
 class _Decoder:
     """The step of `decode` and the strategies that run it, for one batch."""
 
     def __init__(self, model, sampler, memory, length, eos_id, use_cache):
         self.model, self.sampler, self.memory = model, sampler, memory
         self.length, self.eos_id, self.use_cache = length, eos_id, use_cache
+        self.results = None  # `drop_finished`: the whole batch's result fields
 
     def advance(self, state, rows):
         """One step: `(state, flat)`, the cache not yet reordered; `flat`
@@ -153,8 +160,7 @@ class _Decoder:
             keep = ops.cast(ops.nonzero(ops.logical_not(done))[0], "int32")  # (n,) sentences decoding on
             keep_flat = _flat_rows(keep, self.sampler.width)
             s = s._replace(hypotheses=_take(s.hypotheses, keep))
-            r = Rows(ops.take(r.sentence, keep, axis=0), ops.take(r.limit, keep, axis=0),
-                     ops.take(r.source_mask, keep_flat, axis=0))
+            r = _take_rows(r, keep, keep_flat)
             if self.use_cache:
                 # The self-attention part follows the reordering, which then
                 # gathers only the rows kept; the cross-attention part, the
@@ -170,10 +176,20 @@ class _Decoder:
                 s = s._replace(cache=reorder_cache(cache, keep_flat if flat is None else ops.take(flat, keep_flat, axis=0)))
             return s, r, results
 
+        if self.results is None:
+            self.results = tuple(getattr(state.hypotheses, f) for f in self.sampler.result_fields)
         (state, rows, self.results) = ops.while_loop(
             lambda s, r, w: self.going_on(s, r, end), body, (state, rows, self.results)
         )
         return state, rows
+
+    def final(self, state, rows):
+        """The hypotheses of the whole batch once the loop is over: with
+        `drop_finished`, the rows still there written into `self.results`."""
+        if self.results is None:
+            return state.hypotheses
+        results = self.write_results(self.results, rows.sentence, state)
+        return state.hypotheses._replace(**dict(zip(self.sampler.result_fields, results)))
 
     def write_results(self, results, sentences, state):
         """`results` (the whole batch's result fields) with those of
@@ -230,8 +246,7 @@ class _Decoder:
         """`state` and `rows` of `sentences` `(n,)` only, their cache included."""
         flat = _flat_rows(sentences, self.sampler.width)
         cache = keras.tree.map_structure(lambda x: ops.take(x, flat, axis=0), state.cache)
-        rows = Rows(ops.take(rows.sentence, sentences, axis=0), ops.take(rows.limit, sentences, axis=0),
-                    ops.take(rows.source_mask, flat, axis=0))
+        rows = _take_rows(rows, sentences, flat)
         return LoopState(state.step, cache, _take(state.hypotheses, sentences)), rows
 
     def put_sentences(self, state, part, sentences):
@@ -318,7 +333,6 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
     state = LoopState(ops.convert_to_tensor(0, dtype="int32"), cache, sampler.start(batch, length, bos_id, limits))
     decoder = _Decoder(model, sampler, memory, length, eos_id, use_cache)
     if drop_finished is True:
-        decoder.results = tuple(getattr(state.hypotheses, f) for f in sampler.result_fields)
         run = decoder.drop_finished
     elif drop_finished == "halves" and len(_narrowing(batch)[0]) > 1:
         widths, usable = _narrowing(batch)
@@ -329,8 +343,4 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
         if i:
             state = state._replace(cache=model.extend_cache(state.cache, end))
         state, rows = run(state, rows, end)
-    hypotheses = state.hypotheses
-    if drop_finished is True:
-        results = decoder.write_results(decoder.results, rows.sentence, state)
-        hypotheses = hypotheses._replace(**dict(zip(sampler.result_fields, results)))
-    return sampler.result(hypotheses)
+    return sampler.result(decoder.final(state, rows))

@@ -41,7 +41,8 @@ class ServingLimits:
     """What one request may ask for; larger requests get a 4xx error.
 
     A request runs in one model call, so `max_instances` is at most
-    `max_batch_size`; by default it is 64 or `max_batch_size` if smaller.
+    `max_batch_size`; by default it is the decoding batch size
+    (`decoding.defaults.BATCH_SIZE`) or `max_batch_size` if smaller.
     """
 
     max_instances: Optional[int] = None  # inputs per request
@@ -54,7 +55,7 @@ class ServingLimits:
     def __post_init__(self):
         check_positive("max_batch_size", self.max_batch_size)
         if self.max_instances is None:
-            object.__setattr__(self, "max_instances", min(64, self.max_batch_size))
+            object.__setattr__(self, "max_instances", min(BATCH_SIZE, self.max_batch_size))
         for name in ("max_instances", "max_characters", "max_body_bytes"):
             check_positive(name, getattr(self, name))
         check_positive_number("request_timeout_s", self.request_timeout_s)

@@ -25,12 +25,16 @@ the SavedModel export, the server and the command line.
   multiple of `PAD_MULTIPLE` of its longest, and its rows go up to a power
   of two: one loop per batch, and few shapes to compile. Padding is masked:
   it changes no translation beyond floating-point rounding.
+- **Training pairs.** A pair with a blank side is left out; a pair over
+  `max_length` tokens on either side (special tokens included) is left out
+  or truncated (`length_policy`); each is counted. The batches of pairs
+  (token budgets, length buckets) are `keras_transformer.data.lengths`.
 
-Two faces apply the rules and give the same ids: `pieces` and `join` in
-Python (the `sentencepiece` package, no TensorFlow: for JAX and PyTorch),
-and `pieces_graph` and `join_graph` in TensorFlow ops (tensorflow-text), for
-the SavedModel's graph. (The training data does not go through it yet: its
-length rule is `keras_transformer.data.lengths`.)
+Two faces apply the rules and give the same ids: `pieces`, `join` and
+`training_pairs` in Python (the `sentencepiece` package, no TensorFlow: for
+JAX and PyTorch), and `pieces_graph`, `join_graph` and
+`training_pairs_graph` in TensorFlow ops (tensorflow-text), for the
+SavedModel's graph and tf.data.
 
 Example:
 
@@ -45,12 +49,20 @@ Example:
 import itertools
 import re
 
-from keras_transformer.data.tokenizer import detokenize_ids
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
-from keras_transformer.tokens import pack_source, pack_source_ragged, source_capacity
+from keras_transformer.tokens import (
+    pack_source,
+    pack_source_ragged,
+    pack_target,
+    pack_target_ragged,
+    source_capacity,
+    target_capacity,
+    unpack_output_ragged,
+)
 from keras_transformer.validation import check_non_negative_int
 
 LONG_INPUTS = ("split", "truncate")
+LENGTH_POLICIES = ("drop", "truncate")
 # The lengths a source is padded to, capped at the source budget.
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256)
 # Compiled batches: their padded length is a multiple of this.
@@ -71,6 +83,18 @@ _SEPARATOR = "\x1e"  # the record separator; an input's own split it too, in bot
 def is_blank(text):
     """Whether `text` is empty or whitespace only: nothing to translate."""
     return not text.strip()
+
+
+def check_length_policy(length_policy):
+    if length_policy not in LENGTH_POLICIES:
+        raise ValueError(f"Argument `length_policy` must be one of {LENGTH_POLICIES}. Received: {length_policy!r}")
+
+
+def _blank_graph(strings):
+    """`is_blank` of each of `strings` `(n,)`, in TensorFlow ops."""
+    import tensorflow as tf
+
+    return tf.strings.regex_full_match(strings, _RE2_SPACE + "*")
 
 
 def split_sentences(text):
@@ -122,6 +146,7 @@ class TranslationPreprocessor:
                 f"Argument `long_inputs` must be one of {LONG_INPUTS}. Received: long_inputs={long_inputs!r}"
             )
         self.tokenizer = tokenizer
+        self.max_length = max_length
         self.long_inputs = long_inputs
         self.source_budget = source_budget(max_length, max_extra_length)
         self.buckets = resolve_buckets(buckets, self.source_budget)
@@ -205,7 +230,7 @@ class TranslationPreprocessor:
     def detokenize_graph(self, ids, op):
         """Output ids `(n, length)` to their text `(n,)` string, as the
         tokenizer's `decode` does, with the op of `graph_tokenizer()`."""
-        return detokenize_ids(op, ids)
+        return op.detokenize(unpack_output_ragged(ids))
 
     def pieces_graph(self, inputs, op=None):
         """`pieces` in TensorFlow ops: `inputs` `(batch,)` string to a ragged
@@ -216,7 +241,7 @@ class TranslationPreprocessor:
         op = self.graph_tokenizer() if op is None else op
         tokenize = lambda strings: tf.cast(op.tokenize(strings), tf.int32)  # noqa: E731 - (n, None)
 
-        blank = tf.strings.regex_full_match(inputs, _RE2_SPACE + "*")
+        blank = _blank_graph(inputs)
         split = tokenize(inputs).row_lengths() > self.room
         split = tf.logical_and(split, tf.logical_not(blank)) if self.long_inputs == "split" else tf.zeros_like(blank)
         rows = tf.range(tf.size(inputs))
@@ -227,7 +252,7 @@ class TranslationPreprocessor:
         order = tf.argsort(owners, stable=True)  # the pieces in input order, a split input's in its order
         texts, owners = tf.gather(texts, order), tf.gather(owners, order)
         ids = tokenize(texts)
-        keep = tf.logical_not(tf.strings.regex_full_match(texts, _RE2_SPACE + "*")) & (ids.row_lengths() > 0)
+        keep = tf.logical_not(_blank_graph(texts)) & (ids.row_lengths() > 0)
         ids, owners = tf.ragged.boolean_mask(ids, keep), tf.boolean_mask(owners, keep)
         if self.long_inputs == "truncate":
             ids = ids[:, : self.room]
@@ -267,3 +292,47 @@ class TranslationPreprocessor:
             )
             texts.append(tf.strings.reduce_join(grouped, axis=1, separator=" "))
         return tf.stack(texts, axis=1), tf.math.unsorted_segment_mean(scores, owners, count)
+
+    # ------------------------------------------------------------ training pairs
+    def training_pairs(self, pairs, length_policy="drop"):
+        """`(sources, targets, counts)`: the packed ids of each `(source,
+        target)` string pair kept for training, in order, and `counts`
+        `[kept, dropped, truncated, blank]` (`kept` includes `truncated`)."""
+        check_length_policy(length_policy)
+        pairs = list(pairs)
+        encoded = zip(self.tokenizer.encode([s for s, _ in pairs]), self.tokenizer.encode([t for _, t in pairs]))
+        source_room, target_room = source_capacity(self.max_length), target_capacity(self.max_length)
+        sources, targets, counts = [], [], [0, 0, 0, 0]
+        for (source, target), (source_ids, target_ids) in zip(pairs, encoded):
+            if is_blank(source) or is_blank(target) or not source_ids or not target_ids:
+                counts[3] += 1
+                continue
+            over = len(source_ids) > source_room or len(target_ids) > target_room
+            if over and length_policy == "drop":
+                counts[1] += 1
+                continue
+            sources.append(pack_source(source_ids[:source_room]))
+            targets.append(pack_target(target_ids[:target_room]))
+            counts[0] += 1
+            counts[2] += over
+        return sources, targets, counts
+
+    def training_pairs_graph(self, sources, targets, op, length_policy="drop"):
+        """`training_pairs` in TensorFlow ops: `sources` and `targets` `(n,)`
+        string to ragged int32 packed ids `(kept, None)` each, and the counts
+        `(4,)` int64, with the op of `graph_tokenizer()`."""
+        import tensorflow as tf
+
+        check_length_policy(length_policy)
+        source_ids = tf.cast(op.tokenize(sources), tf.int32)  # (n, None)
+        target_ids = tf.cast(op.tokenize(targets), tf.int32)  # (n, None)
+        blank = _blank_graph(sources) | _blank_graph(targets)
+        blank |= (source_ids.row_lengths() == 0) | (target_ids.row_lengths() == 0)  # (n,)
+        source_room, target_room = source_capacity(self.max_length), target_capacity(self.max_length)
+        over = ~blank & ((source_ids.row_lengths() > source_room) | (target_ids.row_lengths() > target_room))
+        keep = ~blank & ~over if length_policy == "drop" else ~blank
+        source_ids = tf.ragged.boolean_mask(source_ids, keep)[:, :source_room]
+        target_ids = tf.ragged.boolean_mask(target_ids, keep)[:, :target_room]
+        count = lambda mask: tf.reduce_sum(tf.cast(mask, tf.int64))  # noqa: E731
+        counts = tf.stack([count(keep), count(over & ~keep), count(over & keep), count(blank)])
+        return pack_source_ragged(source_ids), pack_target_ragged(target_ids), counts

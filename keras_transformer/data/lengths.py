@@ -3,9 +3,8 @@
 - Special tokens: sources and targets are packed by
   `keras_transformer.tokens` (the source `ids + [EOS]`, the target
   `[BOS] + ids + [EOS]`, split into the decoder input and the labels).
-- `max_length` bounds both, special tokens included. Longer pairs are
-  dropped or truncated (`length_policy`), and always counted in a
-  `LengthReport`.
+- Which pairs are kept (blank sides, `max_length`) is the preprocessor's
+  rule (`keras_transformer.preprocessor`); a `LengthReport` counts them.
 - Buckets: a pair goes to the smallest boundary >= max(source length,
   target length - 1) and is padded to it, so XLA compiles one program per
   boundary (14 for `max_length=128`).
@@ -20,30 +19,30 @@ Example:
 [512, 64]
 """
 
-from keras_transformer.tokens import pack_source, pack_target, source_capacity, target_capacity
-
-LENGTH_POLICIES = ("drop", "truncate")
+from keras_transformer.preprocessor import check_length_policy
 
 
 class LengthReport:
-    """How many pairs were kept, dropped or truncated for their length.
+    """How many pairs were kept, dropped or truncated for their length, and
+    left out for a blank side.
 
     For a Python list of pairs the counts are final when `make_dataset`
     returns. For a streamed `tf.data` input they grow while the dataset is
     read (they sum over passes): read them after an epoch.
 
     Attributes:
-        kept, dropped, truncated: int counts.
+        kept, dropped, truncated, blank: int counts (`kept` includes
+            `truncated`).
         max_length: the bound applied.
         remainder_per_pass: pairs left out of each pass because a bucket's
             last batch was cut to a multiple of `num_replicas` (0 with one
             replica or `repeat=True`; different pairs every pass).
     """
 
-    def __init__(self, max_length, kept=0, dropped=0, truncated=0, counters=None):
+    def __init__(self, max_length, kept=0, dropped=0, truncated=0, blank=0, counters=None):
         self.max_length = max_length
-        self._counts = [kept, dropped, truncated]
-        self._counters = counters  # a tf.Variable int64 (3,) in streaming mode
+        self._counts = [kept, dropped, truncated, blank]
+        self._counters = counters  # a tf.Variable int64 (4,) in streaming mode
         self.remainder_per_pass = 0
 
     def _count(self, index):
@@ -54,22 +53,22 @@ class LengthReport:
     kept = property(lambda self: self._count(0))
     dropped = property(lambda self: self._count(1))
     truncated = property(lambda self: self._count(2))
+    blank = property(lambda self: self._count(3))
 
     def __repr__(self):
         return (f"LengthReport(kept={self.kept}, dropped={self.dropped}, truncated={self.truncated}, "
-                f"max_length={self.max_length})")
+                f"blank={self.blank}, max_length={self.max_length})")
 
     def __str__(self):
         text = (f"{self.kept} pairs kept; {self.dropped} dropped and {self.truncated} truncated "
-                f"for being over {self.max_length} tokens")
+                f"for being over {self.max_length} tokens; {self.blank} left out for a blank side")
         if self.remainder_per_pass:
             text += f"; {self.remainder_per_pass} left out of each pass to split batches evenly over replicas"
         return text
 
 
 def check_length_arguments(max_length, length_policy, tokens_per_batch=None, num_replicas=1):
-    if length_policy not in LENGTH_POLICIES:
-        raise ValueError(f"Argument `length_policy` must be one of {LENGTH_POLICIES}. Received: {length_policy!r}")
+    check_length_policy(length_policy)
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 3:
         raise ValueError(f"Argument `max_length` must be an integer >= 3. Received: max_length={max_length!r}")
     if isinstance(num_replicas, bool) or not isinstance(num_replicas, int) or num_replicas < 1:
@@ -78,32 +77,6 @@ def check_length_arguments(max_length, length_policy, tokens_per_batch=None, num
         isinstance(tokens_per_batch, bool) or not isinstance(tokens_per_batch, int) or tokens_per_batch < 1
     ):
         raise ValueError(f"Argument `tokens_per_batch` must be a positive integer. Received: {tokens_per_batch!r}")
-
-
-def encode_pairs(pairs, tokenizer, max_length=128, length_policy="drop"):
-    """Pure-Python packed ids `(source, target)` of each pair (`tokens.pack_*`).
-
-    Returns:
-        `(sources, targets, report)`: two lists of int lists and a `LengthReport`.
-    """
-    check_length_arguments(max_length, length_policy)
-    pairs = list(pairs)
-    encoded_sources = tokenizer.encode([s for s, _ in pairs])
-    encoded_targets = tokenizer.encode([t for _, t in pairs])
-    report = LengthReport(max_length)
-    sources, targets = [], []
-    for source, target in zip(encoded_sources, encoded_targets):
-        source_room, target_room = source_capacity(max_length), target_capacity(max_length)
-        if len(source) > source_room or len(target) > target_room:
-            if length_policy == "drop":
-                report._counts[1] += 1
-                continue
-            report._counts[2] += 1
-            source, target = source[:source_room], target[:target_room]
-        sources.append(pack_source(source))
-        targets.append(pack_target(target))
-        report._counts[0] += 1
-    return sources, targets, report
 
 
 def bucket_boundaries(max_length, smallest=8, growth=1.25):

@@ -18,13 +18,14 @@ target tokens per step is `tokens_per_batch=25000` over all replicas (or
 several steps of gradient accumulation).
 
 Pairs over `max_length` tokens (special tokens included) are dropped or
-truncated (`length_policy`) and counted in the returned `LengthReport`,
-which is also logged.
+truncated (`length_policy`), pairs with a blank side left out, by the rule
+of `keras_transformer.preprocessor`; the returned `LengthReport` counts
+them, and is also logged.
 
 Example:
 
 >>> dataset, report = make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128)
->>> print(report)          # 81790 pairs kept; 74 dropped and 0 truncated for being over 128 tokens
+>>> print(report)          # 81790 pairs kept; 74 dropped and 0 truncated for being over 128 tokens; 0 left out ...
 >>> model.fit(dataset, epochs=10)      # model((source_ids, target_input_ids)) -> logits
 """
 
@@ -37,18 +38,9 @@ from keras_transformer.data.lengths import (
     bucket_of,
     resolve_boundaries,
     check_length_arguments,
-    encode_pairs,
 )
-from keras_transformer.tokens import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    pack_source_ragged,
-    pack_target_ragged,
-    source_capacity,
-    split_target,
-    target_capacity,
-)
+from keras_transformer.preprocessor import TranslationPreprocessor
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, split_target
 
 __all__ = ["LengthReport", "batch_sizes", "bucket_boundaries", "encode_pairs", "encoded_batches", "make_dataset", "numpy_batches"]
 
@@ -148,26 +140,12 @@ def _length(source, target):
     return tf.maximum(tf.shape(source)[0], tf.shape(target)[0] - 1)
 
 
-def _with_specials(tokenizer, sources, targets, max_length, length_policy, counters=None):
-    """In-graph: strings (n,) -> ragged ids with EOS / BOS+EOS, length rule applied."""
-    import tensorflow as tf
-
-    source_ids = tokenizer.tokenize(sources)  # (n, None)
-    target_ids = tokenizer.tokenize(targets)  # (n, None)
-    source_room, target_room = source_capacity(max_length), target_capacity(max_length)
-    over = (source_ids.row_lengths() > source_room) | (target_ids.row_lengths() > target_room)  # (n,)
-    if length_policy == "drop":
-        source_ids = tf.ragged.boolean_mask(source_ids, ~over)
-        target_ids = tf.ragged.boolean_mask(target_ids, ~over)
-    else:
-        source_ids, target_ids = source_ids[:, :source_room], target_ids[:, :target_room]
-    n_over = tf.reduce_sum(tf.cast(over, tf.int64))
-    n_kept = tf.cast(source_ids.nrows(), tf.int64)
-    if counters is not None:
-        zero = tf.zeros([], tf.int64)
-        dropped, truncated = (n_over, zero) if length_policy == "drop" else (zero, n_over)
-        counters.assign_add(tf.stack([n_kept, dropped, truncated]))
-    return pack_source_ragged(source_ids), pack_target_ragged(target_ids), n_over
+def _training_pairs_graph(tokenizer, max_length, length_policy):
+    """`(sources, targets) -> (source_ids, target_ids, counts)` in TensorFlow
+    ops: the preprocessor's `training_pairs_graph` with one tokenizer op."""
+    preprocessor = TranslationPreprocessor(tokenizer, max_length)
+    op = preprocessor.graph_tokenizer()
+    return lambda sources, targets: preprocessor.training_pairs_graph(sources, targets, op, length_policy)
 
 
 def _listed_examples(pairs, tokenizer, max_length, length_policy, shuffle, seed, repeat):
@@ -179,10 +157,9 @@ def _listed_examples(pairs, tokenizer, max_length, length_policy, shuffle, seed,
         raise ValueError("Argument `pairs` is empty: there is nothing to batch.")
     sources = tf.constant([s for s, _ in pairs], tf.string)
     targets = tf.constant([t for _, t in pairs], tf.string)
-    source_ids, target_ids, n_over = _with_specials(tokenizer, sources, targets, max_length, length_policy)
-    n_over, kept = int(n_over), int(source_ids.nrows())
-    report = LengthReport(max_length, kept=kept, dropped=n_over if length_policy == "drop" else 0,
-                          truncated=n_over if length_policy == "truncate" else 0)
+    source_ids, target_ids, counts = _training_pairs_graph(tokenizer, max_length, length_policy)(sources, targets)
+    report = LengthReport(max_length, *(int(c) for c in counts.numpy()))
+    kept = report.kept
     if not kept:
         raise ValueError(f"No pair left to batch ({report}).")
     lengths = np.maximum(source_ids.row_lengths().numpy(), target_ids.row_lengths().numpy() - 1)
@@ -199,20 +176,35 @@ def _streamed_examples(pairs, tokenizer, max_length, length_policy, shuffle, see
     """A tf.data stream of string pairs: tokenized in the pipeline, counted in a variable."""
     import tensorflow as tf
 
-    counters = tf.Variable(tf.zeros([3], tf.int64), trainable=False, name="length_counts")
+    counters = tf.Variable(tf.zeros([4], tf.int64), trainable=False, name="length_counts")
     report = LengthReport(max_length, counters=counters)
     if shuffle:
         pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         pairs = pairs.repeat()
 
+    training_pairs = _training_pairs_graph(tokenizer, max_length, length_policy)
+
     def encode(sources, targets):  # (n,) strings
-        source_ids, target_ids, _ = _with_specials(tokenizer, sources, targets, max_length, length_policy, counters)
+        source_ids, target_ids, counts = training_pairs(sources, targets)
+        counters.assign_add(counts)
         rows = tf.data.Dataset.range(tf.cast(source_ids.nrows(), tf.int64))
         return rows.map(lambda i: (source_ids[i], target_ids[i]))  # (s,), (t,)
 
     dataset = pairs.batch(256).flat_map(encode)  # (s,), (t,) int32
     return dataset, report
+
+
+def encode_pairs(pairs, tokenizer, max_length=128, length_policy="drop"):
+    """Pure-Python packed ids `(source, target)` of each pair kept (the
+    preprocessor's `training_pairs`).
+
+    Returns:
+        `(sources, targets, report)`: two lists of int lists and a `LengthReport`.
+    """
+    check_length_arguments(max_length, length_policy)
+    sources, targets, counts = TranslationPreprocessor(tokenizer, max_length).training_pairs(pairs, length_policy)
+    return sources, targets, LengthReport(max_length, *counts)
 
 
 def numpy_batches(

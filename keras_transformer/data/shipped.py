@@ -19,7 +19,7 @@ def read_corpus(
     With TensorFlow installed, `train` and `validation` are `tf.data`
     datasets (`make_dataset`). Without it (a JAX or PyTorch machine), they
     are functions `pass_index -> NumPy batches` (`encoded_batches`: the same
-    packing and padding, coarser length buckets), which
+    pairs, packing and length buckets), which
     `keras_transformer.training.train` takes.
 
     Args:
@@ -74,22 +74,17 @@ def _numpy_data(train_pairs, valid_pairs, tokenizer, tokens_per_batch, max_lengt
     """`read_corpus`'s result without TensorFlow: pass functions of NumPy batches.
 
     The pairs are encoded once. Batches have one of a few fixed shapes
-    (padded lengths growing by about 1.5x, full batches), so a compiled
-    step (`jax.jit`) is traced once per shape, not once per batch.
+    (`make_dataset`'s padded lengths, full batches), so a compiled step
+    (`jax.jit`) is traced once per shape, not once per batch.
     """
     from keras_transformer.data import encode_pairs, encoded_batches
 
-    boundaries = [b for b in (8, 12, 16, 24, 32, 48, 64, 96) if b < max_length] + [max_length]
     train_ids, valid_ids = (encode_pairs(pairs, tokenizer, max_length)[:2] for pairs in (train_pairs, valid_pairs))
 
     def train(index):  # pass `index`, shuffled anew with (seed, index)
-        return encoded_batches(
-            *train_ids, tokens_per_batch, max_length, seed=[seed, index], boundaries=boundaries, fixed_shapes=True
-        )
+        return encoded_batches(*train_ids, tokens_per_batch, max_length, seed=[seed, index], fixed_shapes=True)
 
     def valid(index):
-        return encoded_batches(
-            *valid_ids, tokens_per_batch, max_length, shuffle=False, boundaries=boundaries, fixed_shapes=True
-        )
+        return encoded_batches(*valid_ids, tokens_per_batch, max_length, shuffle=False, fixed_shapes=True)
 
     return train, valid, tokenizer

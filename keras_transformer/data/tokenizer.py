@@ -1,8 +1,8 @@
-"""A shared subword vocabulary: SentencePiece BPE, in Python and in the graph.
+"""A shared subword vocabulary: SentencePiece BPE.
 
-Importing this module does not import TensorFlow: `encode`/`decode` only need
-the `sentencepiece` package (for JAX or PyTorch machines); `tokenize` and
-`detokenize` import TensorFlow when first called.
+`encode`/`decode` only need the `sentencepiece` package (no TensorFlow: for
+JAX or PyTorch machines). The same ids in TensorFlow ops, for tf.data and
+the SavedModel, are `keras_transformer.preprocessor`'s graph face.
 
 Example:
 
@@ -19,7 +19,7 @@ import re
 
 from keras_transformer import presets
 from keras_transformer.atomic_files import atomic_write
-from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, unpack_output, unpack_output_ragged
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, unpack_output
 
 MODEL_FILENAME = "tokenizer.model"
 MODEL_TYPES = ("bpe", "unigram")
@@ -38,11 +38,8 @@ class SubwordTokenizer:
     NFKC, so `decode(encode(text)) == text` for NFKC-normalized text
     (accents, punctuation such as « », digits, whitespace runs collapsed).
 
-    Two equivalent paths give the same ids:
-    - `encode`/`decode`: pure Python lists, no TensorFlow.
-    - `tokenize`/`detokenize`: TensorFlow ops (tensorflow-text), usable in
-      `tf.data` and `tf.function` (the SavedModel export carries the
-      same op: `keras_transformer.preprocessor`).
+    `encode`/`decode` work on Python lists; the preprocessor's graph face
+    (`keras_transformer.preprocessor`) gives the same ids in TensorFlow ops.
 
     Args:
         model_proto: bytes of a serialized SentencePiece model (what
@@ -225,40 +222,6 @@ class SubwordTokenizer:
         if isinstance(ids, int) or hasattr(ids, "dtype") and getattr(ids, "ndim", 1) == 0:
             return self.processor.id_to_piece(int(ids))
         return [self.processor.id_to_piece(int(i)) for i in ids]
-
-    # ------------------------------------------------------------ graph
-    @property
-    def in_graph(self):
-        """A new `tensorflow_text.SentencepieceTokenizer` (a `tf.Module`) of this model.
-
-        A new one each time: its op owns the model resource, and TensorFlow
-        drops the resources of eager ops whenever `tf.random.set_seed` clears
-        its kernel cache, so a long-lived eager one could break mid-run.
-        """
-        import tensorflow_text as tf_text
-
-        return tf_text.SentencepieceTokenizer(model=self.model_proto)
-
-    def tokenize(self, strings):
-        """In-graph: `tf.string (batch,)` -> `tf.RaggedTensor` int32 `(batch, None)`.
-
-        No BOS/EOS are added; the ids equal those of `encode`.
-        """
-        import tensorflow as tf
-
-        return tf.cast(self.in_graph.tokenize(strings), tf.int32)
-
-    def detokenize(self, ids):
-        """In-graph: ids `(batch, length)`, dense 0-padded or ragged -> `tf.string (batch,)`.
-
-        Like `decode`: PAD and BOS are dropped and each row ends at its first EOS.
-        """
-        return detokenize_ids(self.in_graph, ids)
-
-
-def detokenize_ids(sentencepiece_op, ids):
-    """`detokenize` for any tensorflow-text SentencePiece tokenizer."""
-    return sentencepiece_op.detokenize(unpack_output_ragged(ids))
 
 
 def _read_lines(path):

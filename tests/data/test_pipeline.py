@@ -34,9 +34,14 @@ def _rows(batches):
     return sorted(tuple(r[r != 0]) for (source, _), _ in batches for r in np.asarray(source))
 
 
+# Pairs with a blank side: left out of training, as the preprocessor's blank rule says.
+BLANK_PAIRS = [("", "Rien."), ("Nothing.", " "), ("\t", "\u00a0"), ("Again.", "\u3000\x85")]
+
+
 def test_batches_respect_the_budget_and_lose_no_pair(tokenizer):
     pairs = datasets.load("tatoeba_en_fr", "validation")
     pairs = pairs + [("word " * 60, "mot " * 60), ("Short.", "phrase " * 60)]  # over max_length: dropped
+    pairs = pairs + BLANK_PAIRS
     logged = []
     dataset, report = make_dataset(pairs, tokenizer, BUDGET, MAX_LENGTH, seed=3, log=logged.append)
     assert logged == [str(report)] and "dropped" in logged[0]
@@ -47,15 +52,16 @@ def test_batches_respect_the_budget_and_lose_no_pair(tokenizer):
         batches.append(((source.numpy(), None), None))
     sources, _, expected = encode_pairs(pairs, tokenizer, MAX_LENGTH)
     assert (report.kept, report.dropped) == (expected.kept, expected.dropped) and report.dropped >= 2
-    assert report.kept + report.dropped == len(pairs)
+    assert report.blank == expected.blank == sum(not s.strip() or not t.strip() for s, t in pairs) >= len(BLANK_PAIRS)
+    assert report.kept + report.dropped + report.blank == len(pairs)
     assert _rows(batches) == sorted(tuple(s) for s in sources)  # every kept pair exactly once
     assert shapes <= set(bucket_boundaries(MAX_LENGTH)) and len(shapes) > 3  # a few fixed lengths
 
 
 def test_truncate_policy_and_seeded_order(tokenizer):
-    pairs = [("word " * 60, "mot " * 60), ("Hello.", "Salut.")]
+    pairs = [("word " * 60, "mot " * 60), ("Hello.", "Salut."), (" ", "mot " * 60)]
     dataset, report = make_dataset(pairs, tokenizer, 256, 16, length_policy="truncate", log=None)
-    assert (report.kept, report.truncated, report.dropped) == (2, 1, 0)
+    assert (report.kept, report.truncated, report.dropped, report.blank) == (2, 1, 0, 1)
     for (source, target_in), labels in dataset:
         _check_batch(source.numpy(), target_in.numpy(), labels.numpy(), 256)
         assert source.shape[1] <= 16
@@ -67,24 +73,24 @@ def test_truncate_policy_and_seeded_order(tokenizer):
 
 
 def test_streamed_tf_data_input_counts_while_reading(tokenizer):
-    pairs = datasets.load("tatoeba_en_fr", "test")[:400] + [("word " * 60, "mot " * 60)]
+    pairs = datasets.load("tatoeba_en_fr", "test")[:400] + [("word " * 60, "mot " * 60)] + BLANK_PAIRS
     strings = tf.data.Dataset.from_tensor_slices(([s for s, _ in pairs], [t for _, t in pairs]))
     dataset, report = make_dataset(strings, tokenizer, BUDGET, MAX_LENGTH, shuffle_buffer=64, log=None)
     batches = [((s.numpy(), t.numpy()), l.numpy()) for (s, t), l in dataset]
     for (source, target_in), labels in batches:
         _check_batch(source, target_in, labels)
     sources, _, expected = encode_pairs(pairs, tokenizer, MAX_LENGTH)
-    assert (report.kept, report.dropped, report.truncated) == (expected.kept, 1, 0)
+    assert (report.kept, report.dropped, report.truncated, report.blank) == (expected.kept, 1, 0, len(BLANK_PAIRS))
     assert _rows(batches) == sorted(tuple(s) for s in sources)
 
 
 def test_numpy_batches_match_the_pipeline(tokenizer):
-    pairs = datasets.load("tatoeba_en_fr", "test")[:500] + [("word " * 60, "mot " * 60)]
+    pairs = datasets.load("tatoeba_en_fr", "test")[:500] + [("word " * 60, "mot " * 60)] + BLANK_PAIRS
     report = LengthReport(MAX_LENGTH)
     batches = list(numpy_batches(pairs, tokenizer, BUDGET, MAX_LENGTH, seed=0, report=report))
     for (source, target_in), labels in batches:
         _check_batch(source, target_in, labels)
-    assert (report.kept, report.dropped) == (500, 1)
+    assert (report.kept, report.dropped, report.blank) == (500, 1, len(BLANK_PAIRS))
     dataset, _ = make_dataset(pairs, tokenizer, BUDGET, MAX_LENGTH, log=None)
     tf_batches = [((s.numpy(), None), None) for (s, _), _ in dataset]
     assert _rows(batches) == _rows(tf_batches)

@@ -1,4 +1,4 @@
-"""SubwordTokenizer: round trips in Python and in the graph, files, bad input."""
+"""SubwordTokenizer: round trips in Python and in the preprocessor's graph face, files, bad input."""
 
 import os
 import subprocess
@@ -9,6 +9,8 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SubwordTokenizer
+from keras_transformer.preprocessor import TranslationPreprocessor
+from keras_transformer.tokens import pack_source
 from tests.data.conftest import TEXTS
 
 
@@ -24,19 +26,22 @@ def test_special_ids_and_python_round_trip(tokenizer):
     assert "".join(tokenizer.id_to_piece(ids[0])).replace("▁", " ").strip() == TEXTS[0]
 
 
-def test_in_graph_tokenize_and_detokenize_inside_tf_function(tokenizer):
+def test_graph_tokenize_and_detokenize_inside_tf_function(tokenizer):
+    preprocessor = TranslationPreprocessor(tokenizer, max_length=64)
+    op = preprocessor.graph_tokenizer()
+
     @tf.function
     def round_trip(strings):
-        ids = tokenizer.tokenize(strings)  # ragged (batch, None)
-        return ids, tokenizer.detokenize(ids), tokenizer.detokenize(ids.to_tensor())
+        ids, _ = preprocessor.pieces_graph(strings, op)  # ragged (batch, None), EOS-ended
+        return ids, preprocessor.detokenize_graph(ids, op), preprocessor.detokenize_graph(ids.to_tensor(), op)
 
     ids, from_ragged, from_dense = round_trip(tf.constant(TEXTS))
     assert ids.dtype == tf.int32 and isinstance(ids, tf.RaggedTensor)
-    assert ids.to_list() == tokenizer.encode(TEXTS)  # the same ids in and out of the graph
+    assert ids.to_list() == [pack_source(row) for row in tokenizer.encode(TEXTS)]  # the same ids in and out of the graph
     assert [t.decode() for t in from_ragged.numpy()] == TEXTS == [t.decode() for t in from_dense.numpy()]
     row = tokenizer.encode(TEXTS[1])
     dense = tf.constant([[BOS_ID] + row + [EOS_ID, PAD_ID, 9], [BOS_ID, EOS_ID, 9, PAD_ID] + [PAD_ID] * len(row)])
-    assert [t.decode() for t in tokenizer.detokenize(dense).numpy()] == [TEXTS[1], ""]
+    assert [t.decode() for t in preprocessor.detokenize_graph(dense, op).numpy()] == [TEXTS[1], ""]
 
 
 def test_save_and_load(tokenizer, tmp_path):

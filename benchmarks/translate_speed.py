@@ -130,7 +130,6 @@ def load_engine(engine, args):
         signature = tf.saved_model.load(args.saved_model).signatures["serving_default"]
 
         def translate(texts):
-            texts = [t if t.strip() else "" for t in texts]
             out = signature(inputs=tf.constant(texts))["translations"].numpy()
             return [t.decode("utf-8") for t in out], None
 
@@ -451,7 +450,8 @@ def parse_args(argv=None):
                         help="where the engines run (gpu: JAX, TensorFlow and CTranslate2 on the GPU)")
     parser.add_argument("--preset", default="tatoeba_en_fr")
     parser.add_argument("--saved-model", default=os.path.join(ROOT, "saved_models", "tatoeba_en_fr", "1"),
-                        help="the SavedModel version folder of the preset's model")
+                        help="the SavedModel version folder of the preset's model (made by "
+                             "`keras-transformer export tatoeba_en_fr --output-dir saved_models/tatoeba_en_fr`)")
     parser.add_argument("--corpus", default=None, help="test sources and references (default: the preset's name)")
     parser.add_argument("--split", default="test")
     parser.add_argument("--limit", type=int, default=None, help="the first N sources (default: all)")
@@ -498,6 +498,9 @@ def parse_args(argv=None):
         parser.error("--limit must be >= 1")
     if args.intra_op_threads < 0:
         parser.error(f"--intra-op-threads must be >= 0. Received: {args.intra_op_threads}")
+    if "savedmodel" in args.engines and not args.worker and not os.path.isdir(args.saved_model):
+        parser.error(f"--saved-model {args.saved_model!r} is no folder: export the preset first, "
+                     f"`keras-transformer export {args.preset} --output-dir {os.path.dirname(args.saved_model)}`")
     if args.device == "cpu" and "ctranslate2-float16" in args.engines:
         parser.error("--engines ctranslate2-float16 needs --device gpu (CTranslate2 computes float16 on GPUs only)")
     return args

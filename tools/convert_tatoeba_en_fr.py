@@ -1,5 +1,6 @@
 """Converts the first zoo model, exported as a SavedModel only, into a preset.
 
+    git archive 0d5dc23 saved_models/tatoeba_en_fr | tar x    # the SavedModel, from the history
     python tools/convert_tatoeba_en_fr.py saved_models/tatoeba_en_fr/1 keras_transformer/zoo/tatoeba_en_fr
 
 The SavedModel (trained with the package as of commit 30b0011) keeps every

@@ -15,7 +15,6 @@ import os
 
 import numpy as np
 
-from keras_transformer.preprocessor import is_blank
 from keras_transformer.validation import check_non_negative_int
 
 
@@ -92,9 +91,6 @@ def load_saved_model_predictor(path, graph_optimizations=True, intra_op_threads=
         raise OSError(f"Cannot load the SavedModel at {version_dir!r}: {error}") from error
 
     def predict(texts):
-        # Blank inputs as "": version 1 of saved_models/tatoeba_en_fr
-        # translates "\t" as if it were text.
-        texts = [text if not is_blank(text) else "" for text in texts]
         outputs = signature(inputs=tf.constant(texts))
         columns = {key: _to_python(value.numpy()) for key, value in outputs.items()}
         return [{key: column[i] for key, column in columns.items()} for i in range(len(texts))]

@@ -143,6 +143,53 @@ async def _predict_non_blank(batcher, texts, blank_output):
     return [dict(blank_output) if is_blank(text) else next(outputs) for text in texts]
 
 
+class _Servable:
+    """One model's answers to TF Serving's REST routes."""
+
+    def __init__(self, batcher, model_name, version, limits, blank_output):
+        self.batcher, self.model_name, self.version = batcher, model_name, version
+        self.limits, self.blank_output = limits, blank_output
+
+    def check(self, name, requested_version=None):
+        if name != self.model_name:
+            raise RequestError(f"Servable not found for request: model {name!r} (serving {self.model_name!r})", 404)
+        if requested_version is not None and str(requested_version) != str(self.version):
+            raise RequestError(f"Servable not found for request: {name} version {requested_version}", 404)
+
+    async def status(self, name, requested_version=None):
+        try:
+            self.check(name, requested_version)
+        except RequestError as error:
+            return _error(str(error), error.status)
+        return {
+            "model_version_status": [
+                {"version": str(self.version), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+            ]
+        }
+
+    async def predict(self, request, name, requested_version=None):
+        limits = self.limits
+        try:
+            self.check(name, requested_version)
+            declared = int(request.headers.get("content-length") or 0)
+            if declared > limits.max_body_bytes:
+                raise RequestError(f"request body has {declared} bytes; the limit is {limits.max_body_bytes}", 413)
+            texts, columnar = parse_request(await request.body(), limits)
+        except RequestError as error:
+            return _error(str(error), error.status)
+        try:
+            outputs = await asyncio.wait_for(
+                _predict_non_blank(self.batcher, texts, self.blank_output), limits.request_timeout_s
+            )
+        except asyncio.TimeoutError:
+            return _error(f"request timed out after {limits.request_timeout_s} s", 504)
+        except Exception as error:  # noqa: BLE001 - reported to the client
+            return _error(f"model failed: {error}", 500)
+        if columnar:
+            return {"outputs": {key: [row[key] for row in outputs] for key in outputs[0]}}
+        return {"predictions": outputs}
+
+
 def create_app(predict, model_name, version=1, limits=ServingLimits(), blank_output=None):
     """A FastAPI app serving `predict` under `/v1/models/<model_name>`.
 
@@ -162,7 +209,7 @@ def create_app(predict, model_name, version=1, limits=ServingLimits(), blank_out
         uvicorn.run(app, port=8501)
     """
     batcher = Batcher(predict, limits.max_batch_size, limits.batch_timeout_s)
-    blank_output = dict(BLANK_OUTPUT if blank_output is None else blank_output)
+    servable = _Servable(batcher, model_name, version, limits, dict(BLANK_OUTPUT if blank_output is None else blank_output))
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -173,59 +220,21 @@ def create_app(predict, model_name, version=1, limits=ServingLimits(), blank_out
     app = FastAPI(title=f"keras-transformer: {model_name}", lifespan=lifespan)
     app.state.batcher = batcher
 
-    def check_model(name, requested_version=None):
-        if name != model_name:
-            raise RequestError(f"Servable not found for request: model {name!r} (serving {model_name!r})", 404)
-        if requested_version is not None and str(requested_version) != str(version):
-            raise RequestError(f"Servable not found for request: {name} version {requested_version}", 404)
-
-    async def status(name, requested_version=None):
-        try:
-            check_model(name, requested_version)
-        except RequestError as error:
-            return _error(str(error), error.status)
-        return {
-            "model_version_status": [
-                {"version": str(version), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
-            ]
-        }
-
-    async def predict_route(request, name, requested_version=None):
-        try:
-            check_model(name, requested_version)
-            declared = int(request.headers.get("content-length") or 0)
-            if declared > limits.max_body_bytes:
-                raise RequestError(
-                    f"request body has {declared} bytes; the limit is {limits.max_body_bytes}", 413
-                )
-            texts, columnar = parse_request(await request.body(), limits)
-        except RequestError as error:
-            return _error(str(error), error.status)
-        try:
-            outputs = await asyncio.wait_for(_predict_non_blank(batcher, texts, blank_output), limits.request_timeout_s)
-        except asyncio.TimeoutError:
-            return _error(f"request timed out after {limits.request_timeout_s} s", 504)
-        except Exception as error:  # noqa: BLE001 - reported to the client
-            return _error(f"model failed: {error}", 500)
-        if columnar:
-            return {"outputs": {key: [row[key] for row in outputs] for key in outputs[0]}}
-        return {"predictions": outputs}
-
     @app.get("/v1/models/{name}")
     async def model_status(name: str):
-        return await status(name)
+        return await servable.status(name)
 
     @app.get("/v1/models/{name}/versions/{requested_version}")
     async def version_status(name: str, requested_version: str):
-        return await status(name, requested_version)
+        return await servable.status(name, requested_version)
 
     @app.post("/v1/models/{name}:predict")
     async def model_predict(name: str, request: Request):
-        return await predict_route(request, name)
+        return await servable.predict(request, name)
 
     @app.post("/v1/models/{name}/versions/{requested_version}:predict")
     async def version_predict(name: str, requested_version: str, request: Request):
-        return await predict_route(request, name, requested_version)
+        return await servable.predict(request, name, requested_version)
 
     return app
 

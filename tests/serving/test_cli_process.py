@@ -22,7 +22,6 @@ pytestmark = [
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODEL = os.path.join(ROOT, "saved_models", "tatoeba_en_fr")
 EXAMPLE = os.path.join(ROOT, "examples", "wmt14.py")
 SCRIPT = shutil.which("keras-transformer", path=os.path.dirname(sys.executable))  # pip install -e . puts it there
 
@@ -89,10 +88,11 @@ def start_up_lines(plain_import):
 
 
 @pytest.fixture(scope="module")
-def translated(without_server_packages):
+def translated(without_server_packages, tiny_saved_model):
     """The pip script (or, without one, `main()` under `python -c`) translating
-    two sentences, the server packages unimportable, nothing made quiet."""
-    argv = ["translate", MODEL, "I love you.", "Where is the station?"]
+    two sentences with a SavedModel, the server packages unimportable,
+    nothing made quiet."""
+    argv = ["translate", tiny_saved_model, "I love you.", "Where is the station?"]
     if SCRIPT is None:
         return run_command(*argv)
     return run_process([SCRIPT, *argv], pythonpath=without_server_packages)
@@ -100,12 +100,11 @@ def translated(without_server_packages):
 
 def test_translate_needs_no_server_package(translated):
     assert translated.returncode == 0, translated.stderr[-3000:]
-    first, second = translated.stdout.splitlines()  # only the translations on standard output
-    assert first in ("Je t'aime.", "Je vous aime.") and "gare" in second
+    assert len(translated.stdout.splitlines()) == 2  # only the translations on standard output (an untrained model's)
 
 
-def test_serve_without_server_packages_is_one_line_naming_the_extra():
-    served = run_command("serve", MODEL)
+def test_serve_without_server_packages_is_one_line_naming_the_extra(tiny_saved_model):
+    served = run_command("serve", tiny_saved_model)
     assert served.returncode == 1 and "Traceback" not in served.stderr
     own = [line for line in served.stderr.splitlines() if not TENSORFLOW_START_UP.search(line)]
     assert own == [
@@ -128,7 +127,7 @@ def test_the_server_packages_are_unimportable_where_translate_ran(without_server
 # `python -m keras_transformer.cli` without --verbose decides as the script does
 # (test_who_asks_for_quiet); as a process it runs once, with --verbose.
 def test_python_m_shows_tensorflow_start_up_lines_with_verbose(start_up_lines):
-    command = [sys.executable, "-m", "keras_transformer.cli", "translate", MODEL, "I love you.", "--verbose"]
+    command = [sys.executable, "-m", "keras_transformer.cli", "translate", "tatoeba_en_fr", "I love you.", "--verbose"]
     run = run_process(command)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout in ("Je t'aime.\n", "Je vous aime.\n")

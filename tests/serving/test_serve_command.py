@@ -24,33 +24,14 @@ pytestmark = [
     pytest.mark.slow,  # an exported model served by a process of its own
 ]
 
-SENTENCES = [
-    "Hello there.", "How are you?", "I am fine, thank you.", "Where is the station?",
-    "It costs 12 euros.", "Good morning to all!", "See you tomorrow.", "The cat sleeps.",
-]
+from tests.serving.conftest import SENTENCES
+
 LONG = "Where is the station? How are you? I am fine, thank you."
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    """An untrained tiny model, exported: its answers are checked against
-    the SavedModel itself, so it need not translate well. One bucket, so a
-    sentence is padded alike in every batch and decoded alike."""
-    import sentencepiece as spm
-
-    from keras_transformer import Transformer
-    from keras_transformer.export import export
-
-    buffer = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(SENTENCES * 10), model_writer=buffer, vocab_size=60, model_type="bpe",
-        pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2,
-    )
-    keras.utils.set_random_seed(0)
-    model = Transformer(vocab_size=60, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=32, dropout_rate=0.0)
-    folder = str(tmp_path_factory.mktemp("saved") / "tiny")
-    export(model, buffer.getvalue(), folder, buckets=(16,))  # one bucket: the source budget, 16
-    return folder
+def model_dir(tiny_saved_model):
+    return tiny_saved_model
 
 
 def saved_model_answers(model_dir, texts):

@@ -70,7 +70,7 @@ def _keep_branches_lazy(output):
     op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))
 
 
-def _parallel_search(search, source, parallel_loops):
+def _parallel_search(search, source, parallel_loops, num_return):
     """`search` over `parallel_loops` parts of the rows, each its own loop.
 
     The parts do not depend on one another, so TensorFlow's inter-op
@@ -78,13 +78,24 @@ def _parallel_search(search, source, parallel_loops):
     waiting on the last, leave a second core mostly idle
     (benchmarks/README.md). Each loop is a copy of the beam search in the
     graph: a nested `tf.function` would keep one, but it ran single
-    sentences slower. A part may be empty (fewer rows than parts).
+    sentences slower. A part may be empty (fewer rows than parts): its
+    loop is skipped, so one sentence runs one loop's ops, not two.
     """
     import tensorflow as tf
 
+    per_row = [num_return] if num_return > 1 else []  # (rows, [n,] length) ids, (rows, [n]) scores
+
+    def part_search(part):
+        def run():
+            ids, scores = search(part)
+            return tf.cast(ids, tf.int32), tf.cast(scores, tf.float32)
+
+        empty = lambda: (tf.zeros([0, *per_row, 1], tf.int32), tf.zeros([0, *per_row], tf.float32))  # noqa: E731
+        return tf.cond(tf.shape(part)[0] > 0, run, empty)
+
     rows = tf.shape(source)[0]
     bounds = [rows * i // parallel_loops for i in range(parallel_loops + 1)]
-    parts = [search(source[start:end]) for start, end in zip(bounds, bounds[1:])]
+    parts = [part_search(source[start:end]) for start, end in zip(bounds, bounds[1:])]
     length = tf.reduce_max([tf.shape(ids)[-1] for ids, _ in parts])
     # Parts stop at their own lengths: PAD the shorter ones' ids.
     ids = [
@@ -123,7 +134,8 @@ def graph_decoder(translator, jit_compile, parallel_loops, sampler=None):
     if jit_compile:
         compiled = tf.function(search, jit_compile=True, autograph=False)
         return lambda source: _rows_to_a_power_of_two(compiled, source)
-    return lambda source: _parallel_search(search, source, parallel_loops)
+    num_return = sampler.get_config().get("num_return", 1)
+    return lambda source: _parallel_search(search, source, parallel_loops, num_return)
 
 
 def build_translate_fn(translator, n_best=1, jit_compile=False, parallel_loops=1):

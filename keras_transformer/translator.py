@@ -51,9 +51,9 @@ class Translator:
         batch_size: int >= 1. Sentences per decoding batch.
         jit_compile: `"auto"`, True or False. `"auto"`: the fastest way to
             translate lists of sentences on each backend: on TensorFlow the
-            SavedModel's own decoding (a graph without XLA for each bucket,
-            each sentence leaving the batch when done), `jax.jit` on JAX,
-            eager on PyTorch. True: XLA on TensorFlow (faster per
+            SavedModel's own decoding (one graph without XLA, each sentence
+            leaving the batch when done), `jax.jit` on JAX, eager on
+            PyTorch. True: XLA on TensorFlow (faster per
             sentence once compiled, but each batch shape compiles for
             seconds), `jax.jit` on JAX. False: eager.
         narrow_batches: bool. Compiled decoding (JAX, XLA): once at most
@@ -126,25 +126,18 @@ class Translator:
         return static_shapes, decode
 
     def _graph_decoder(self):
-        """TensorFlow: the SavedModel's decoding (`saved_model.graph_decoder`),
-        a graph without XLA for each bucket width and any number of rows.
-
-        In one loop: each width is traced in this process, and tracing a
-        second copy of the search cost a file translated once more than the
-        second loop gained (benchmarks/README.md).
+        """TensorFlow: the SavedModel's decoding (`saved_model.graph_decoder`)
+        in one graph without XLA, traced once for any number of rows and any
+        width (its output buffer is the model's `max_length`; each sentence
+        still stops at its own limit, so the outputs are those of a graph per
+        width). Tracing is most of what translating a file once costs, and a
+        graph per width, or a second loop, traced more than it gained
+        (benchmarks/README.md).
         """
         import tensorflow as tf
 
-        decode, graphs = saved_model.graph_decoder(self, False, parallel_loops=1), {}
-
-        def run(batch):
-            width = batch.shape[1]
-            if width not in graphs:
-                spec = tf.TensorSpec([None, width], tf.int32)
-                graphs[width] = tf.function(decode, input_signature=[spec], autograph=False)
-            return graphs[width](batch)
-
-        return run
+        decode = saved_model.graph_decoder(self, False, parallel_loops=1)
+        return tf.function(decode, input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
 
     @property
     def beam_size(self):

@@ -70,12 +70,6 @@ def check_source_ids(source_ids):
             "Argument `source_ids` must hold integer token ids. "
             f"Received: source_ids of dtype {dtype}"
         )
-    if ids.shape[1] is None:
-        raise ValueError(
-            "Argument `source_ids` needs a static length (the output buffer "
-            "is preallocated). Received: source_ids.shape="
-            f"{tuple(ids.shape)}"
-        )
     return ops.cast(ids, "int32")
 
 
@@ -85,9 +79,11 @@ def output_lengths(model, source_ids, max_length, max_extra_length):
     With `max_length=None` each sentence may produce up to its own source
     length (non-padding tokens) + `max_extra_length` tokens (the paper's
     "input length + 50"), capped by the model's `max_length`; the buffer is
-    the padded source length + `max_extra_length`, capped the same way. A
-    sentence therefore decodes alike alone and next to longer ones. An
-    explicit `max_length` applies to every sentence.
+    the padded source length + `max_extra_length`, capped the same way, or,
+    for sources of a length unknown when tracing (a graph traced once for
+    every width), the model's `max_length`. A sentence therefore decodes
+    alike alone and next to longer ones. An explicit `max_length` applies
+    to every sentence.
 
     Returns:
         `(length, limits)`: a Python int and an int32 tensor `(batch,)`.
@@ -96,7 +92,13 @@ def output_lengths(model, source_ids, max_length, max_extra_length):
     batch = ops.shape(source_ids)[0]
     if max_length is None:
         check_non_negative_int("max_extra_length", max_extra_length)
-        length = source_ids.shape[1] + max_extra_length
+        width = source_ids.shape[1]
+        if width is None and cap is None:
+            raise ValueError(
+                "Argument `source_ids` of unknown length needs a `max_length` (the output buffer is "
+                f"preallocated): the model's or the argument. Received: source_ids.shape={tuple(source_ids.shape)}"
+            )
+        length = cap if width is None else width + max_extra_length
         if cap is not None:
             length = min(length, cap)
         real = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)

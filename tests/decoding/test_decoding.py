@@ -152,14 +152,20 @@ def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatc
         assert rows == [3 * width] * 3 + [2 * width] * 3 + [width] * 3, rows
     np.testing.assert_array_equal(np_(dropped[0]), np_(expected[0]))
     np.testing.assert_allclose(np_(dropped[1]), np_(expected[1]), atol=1e-6)
-    if keras.backend.backend() == "tensorflow":  # a graph with a dynamic batch, as in the SavedModel
+    if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        graph = tf.function(lambda s: decode(model, s, drop_finished=True, **kwargs), autograph=False,
-                            input_signature=[tf.TensorSpec((None, 9), tf.int32)])
-        tokens, scores = graph(sources())
-        np.testing.assert_array_equal(np_(tokens), np_(expected[0]))
-        np.testing.assert_allclose(np_(scores), np_(expected[1]), atol=1e-6)
+        # Graphs with a dynamic batch, as in the SavedModel, and of any width,
+        # as in the Translator: its buffer is the model's max_length, PAD past
+        # the sentences' limits.
+        for shape in ((None, 9), (None, None)):
+            graph = tf.function(lambda s: decode(model, s, drop_finished=True, **kwargs), autograph=False,
+                                input_signature=[tf.TensorSpec(shape, tf.int32)])
+            tokens, scores = graph(sources())
+            assert np_(tokens).shape[-1] == (9 if shape[1] else TINY["max_length"])
+            np.testing.assert_array_equal(np_(tokens)[..., :9], np_(expected[0]))
+            assert not np_(tokens)[..., 9:].any()
+            np.testing.assert_allclose(np_(scores), np_(expected[1]), atol=1e-6)
 
 
 def test_batch_widths_halve_twice_down_to_the_narrowest():

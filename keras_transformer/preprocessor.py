@@ -242,16 +242,17 @@ class TranslationPreprocessor:
         tokenize = lambda strings: tf.cast(op.tokenize(strings), tf.int32)  # noqa: E731 - (n, None)
 
         blank = _blank_graph(inputs)
-        split = tokenize(inputs).row_lengths() > self.room
+        input_ids = tokenize(inputs)  # (batch, None)
+        split = input_ids.row_lengths() > self.room
         split = tf.logical_and(split, tf.logical_not(blank)) if self.long_inputs == "split" else tf.zeros_like(blank)
         rows = tf.range(tf.size(inputs))
         marked = tf.strings.regex_replace(tf.boolean_mask(inputs, split), _RE2_SENTENCE_END, "\\1" + _SEPARATOR)
         sentences = tf.strings.split(marked, _SEPARATOR)  # (long inputs, None)
         texts = tf.concat([tf.boolean_mask(inputs, ~split), sentences.flat_values], 0)
+        ids = tf.concat([tf.ragged.boolean_mask(input_ids, ~split), tokenize(sentences.flat_values)], 0)  # once each
         owners = tf.concat([tf.boolean_mask(rows, ~split), tf.gather(tf.boolean_mask(rows, split), sentences.value_rowids())], 0)
         order = tf.argsort(owners, stable=True)  # the pieces in input order, a split input's in its order
-        texts, owners = tf.gather(texts, order), tf.gather(owners, order)
-        ids = tokenize(texts)
+        texts, ids, owners = tf.gather(texts, order), tf.gather(ids, order), tf.gather(owners, order)
         keep = tf.logical_not(_blank_graph(texts)) & (ids.row_lengths() > 0)
         ids, owners = tf.ragged.boolean_mask(ids, keep), tf.boolean_mask(owners, keep)
         if self.long_inputs == "truncate":

@@ -53,7 +53,8 @@ setup(
             "httpx>=0.27",
             "matplotlib>=3.7",
             "pytest>=8",
-            "pytest-xdist>=3",  # tests/run.sh: two workers
+            "pytest-xdist>=3.8",  # tests/run.sh: two workers, --no-loadscope-reorder
+            "pytest-timeout>=2.3",  # tests/run.sh: a hung test fails instead of stalling the run
             "ctranslate2>=4.8,<5",  # tests/test_translate_speed.py: the converter
         ],
     },

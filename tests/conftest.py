@@ -1,4 +1,4 @@
-"""Shared test setup: quiet logs, fixed seeds, the `backend` marker."""
+"""Shared test setup: quiet logs, fixed seeds, the `backend` and `slow` markers, a tiny exported SavedModel."""
 
 import os
 
@@ -53,3 +53,33 @@ def _seed_and_policy():
     keras.config.set_dtype_policy("float32")
     yield
     keras.config.set_dtype_policy("float32")
+
+
+SENTENCES = [
+    "Hello there.", "How are you?", "I am fine, thank you.", "Where is the station?",
+    "It costs 12 euros.", "Good morning to all!", "See you tomorrow.", "The cat sleeps.",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_saved_model(tmp_path_factory):
+    """An untrained tiny model, exported: its answers are checked against
+    the SavedModel itself, so it need not translate well. One bucket, so a
+    sentence is padded alike in every batch and decoded alike."""
+    import io
+
+    import sentencepiece as spm
+
+    from keras_transformer import Transformer
+    from keras_transformer.export import export
+
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(SENTENCES * 10), model_writer=buffer, vocab_size=60, model_type="bpe",
+        pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2,
+    )
+    keras.utils.set_random_seed(0)
+    model = Transformer(vocab_size=60, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=32, dropout_rate=0.0)
+    folder = str(tmp_path_factory.mktemp("saved") / "tiny")
+    export(model, buffer.getvalue(), folder, buckets=(16,))  # one bucket: the source budget, 16
+    return folder

@@ -21,7 +21,9 @@ cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::DeprecationWarning
 unset PYTHONDONTWRITEBYTECODE
 export XLA_FLAGS="--xla_backend_optimization_level=0 ${XLA_FLAGS:-}"
-OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loadscope-reorder)
+# --timeout: a test that hangs fails after 15 minutes (the slowest take a few).
+OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loadscope-reorder --strict-markers
+         --timeout=900)
 # A folder for all three passes: the JAX and PyTorch passes load the model
 # that tests/models/test_learning.py trained in the TensorFlow pass.
 export KERAS_TRANSFORMER_TEST_SHARED=$(mktemp -d)

@@ -75,8 +75,8 @@ def _sentences(args):
         if not os.path.isfile(args.input):
             raise SystemExit(f"No input file at {args.input!r}")
         with open(args.input, encoding="utf-8") as f:
-            return [line.rstrip("\n") for line in f]
-    return [line.rstrip("\n") for line in sys.stdin]
+            return [line.rstrip("\r\n") for line in f]
+    return [line.rstrip("\r\n") for line in sys.stdin]  # standard input may keep a CRLF's "\r"
 
 
 def _plot(model, tokenizer, sentence, translation, path, head):

@@ -1,9 +1,13 @@
 """Argument checks of the `translate`, `evaluate` and `serve` commands, before any model loads."""
 
+import io
+import sys
+
 import numpy as np
 import pytest
 
 from keras_transformer.cli import main
+from keras_transformer.decoding.defaults import BATCH_SIZE
 
 
 @pytest.mark.parametrize(
@@ -39,9 +43,21 @@ def test_serve_limits_and_port_are_checked_before_loading(flags, words):
         main(["serve", "no/such/model"] + flags)
 
 
-def test_serve_max_instances_defaults_to_at_most_the_batch_size():
-    with pytest.raises(FileNotFoundError, match="no/such/model"):  # past the limits, at loading
-        main(["serve", "no/such/model", "--max-batch-size", "4"])
+def test_serve_flags_reach_the_server(monkeypatch):
+    from keras_transformer.serving import server
+
+    served = {}
+    monkeypatch.setattr(server, "serve", lambda model_dir, **kwargs: served.update(kwargs, model_dir=model_dir))
+    assert main(["serve", "some/model", "--host", "0.0.0.0", "--port", "0", "--name", "fr", "--max-batch-size", "4",
+                 "--max-body-bytes", "1000", "--max-characters", "50", "--request-timeout", "5"]) == 0
+    limits = served.pop("limits")
+    assert served == dict(model_dir="some/model", host="0.0.0.0", port=0, name="fr", intra_op_threads=0,
+                          inter_op_threads=0)
+    assert (limits.max_batch_size, limits.max_body_bytes, limits.max_characters, limits.request_timeout_s) == (
+        4, 1000, 50, 5.0)
+    assert limits.max_instances == 4  # the default: at most the batch size
+    main(["serve", "some/model", "--max-instances", "3"])
+    assert served["limits"].max_instances == 3 and served["limits"].max_batch_size == BATCH_SIZE
 
 
 def test_serve_accepts_port_0():  # a free port, printed once bound (test_serve_command.py)
@@ -137,3 +153,15 @@ def test_translate_batches_sentences_of_similar_length_and_keeps_the_input_order
     lengths = [len(s) for b in batches for s in b]
     assert lengths == sorted(lengths) and sorted(s for b in batches for s in b) == sorted(sentences)
     assert translate_sorted(translate, [], 5) == []
+
+
+def test_input_lines_lose_their_line_ends_crlf_included(tmp_path, monkeypatch):
+    from keras_transformer.cli import parse_arguments
+    from keras_transformer.cli.translate import _sentences
+
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"Hello.\r\nWorld\r\n\r\nLast")
+    assert _sentences(parse_arguments(["translate", "model", "--input", str(path)])) == ["Hello.", "World", "", "Last"]
+    crlf = io.TextIOWrapper(io.BytesIO(b"Hello.\r\nWorld\r\n"), encoding="utf-8", newline="")  # as stdin may read
+    monkeypatch.setattr(sys, "stdin", crlf)
+    assert _sentences(parse_arguments(["translate", "model"])) == ["Hello.", "World"]

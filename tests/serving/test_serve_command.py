@@ -24,7 +24,7 @@ pytestmark = [
     pytest.mark.slow,  # an exported model served by a process of its own
 ]
 
-from tests.serving.conftest import SENTENCES
+from tests.conftest import SENTENCES
 
 LONG = "Where is the station? How are you? I am fine, thank you."
 
@@ -114,22 +114,31 @@ def check_sigterm_answers_the_request_in_flight(process, url, expected):
     """A request of 64 long inputs is sent on one connection; a status GET on
     a second connection is answered only after the server has read it (it
     was accepted first, its bytes already there), so it is in flight when
-    SIGTERM comes."""
+    SIGTERM comes, unless the machine has answered it already: then a longer
+    one is sent, until one is in flight."""
     host, port = url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=120)
-    try:
-        body = json.dumps({"instances": [LONG] * 64})
-        connection.request("POST", "/v1/models/tiny:predict", body, {"Content-Type": "application/json"})
-        assert httpx.get(f"{url}/v1/models/tiny", timeout=60).status_code == 200
-        unanswered = not select.select([connection.sock], [], [], 0)[0]
-        process.send_signal(signal.SIGTERM)
-        response = connection.getresponse()
-        answer = json.loads(response.read())
-    finally:
-        connection.close()
-    assert response.status == 200, answer
-    assert_answers(answer["predictions"], [LONG] * 64, expected)
-    assert unanswered, "the request was answered before SIGTERM: make it longer"
+    for repeats in (1, 4, 16, 32):  # LONG's copies per input: 32 stay within --max-characters
+        texts = [" ".join([LONG] * repeats)] * 64
+        connection = http.client.HTTPConnection(host, int(port), timeout=120)
+        try:
+            connection.request("POST", "/v1/models/tiny:predict", json.dumps({"instances": texts}),
+                               {"Content-Type": "application/json"})
+            assert httpx.get(f"{url}/v1/models/tiny", timeout=60).status_code == 200
+            in_flight = not select.select([connection.sock], [], [], 0)[0]
+            if in_flight:
+                process.send_signal(signal.SIGTERM)
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+        finally:
+            connection.close()
+        assert response.status == 200, answer
+        translations = [p["translations"] for p in answer["predictions"]]
+        assert len(translations) == 64 and len(set(translations)) == 1  # whole answers
+        if repeats == 1:
+            assert_answers(answer["predictions"], texts, expected)
+        if in_flight:
+            break
+    assert in_flight, "every request was answered before SIGTERM"
     assert process.wait(timeout=60) == 0
 
 

@@ -46,8 +46,12 @@ def test_status(server):
     assert r.json()["model_version_status"][0] == {
         "version": "3", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}
     }
+    assert httpx.get(f"{server.url}/v1/models/echo/versions/3").json() == r.json()
     assert httpx.get(f"{server.url}/v1/models/other").status_code == 404
     assert httpx.get(f"{server.url}/v1/models/echo/versions/9").status_code == 404
+    for url in ("other:predict", "echo/versions/9:predict"):
+        r = httpx.post(f"{server.url}/v1/models/{url}", json={"instances": ["abc"]})
+        assert r.status_code == 404 and "Servable not found" in r.json()["error"]
 
 
 @pytest.mark.parametrize(
@@ -108,8 +112,15 @@ def test_blank_output_is_configurable(run_server):
 
 
 def test_concurrent_clients_all_answered_correctly_and_batched(run_server):
-    calls = []
-    server = run_server(create_app(reverse_model(calls, delay=0.02), "echo", limits=ServingLimits(max_instances=16, max_batch_size=16)))
+    calls, release = [], threading.Event()
+
+    def held_model(texts):  # the first call holds the model until the other clients' requests wait
+        calls.append(len(texts))
+        release.wait(20)
+        return [{"translations": t[::-1], "scores": -float(len(t))} for t in texts]
+
+    app = create_app(held_model, "echo", limits=ServingLimits(max_instances=16, max_batch_size=16))
+    server = run_server(app)
     errors = []
 
     def client(worker):
@@ -121,10 +132,16 @@ def test_concurrent_clients_all_answered_correctly_and_batched(run_server):
                     errors.append((worker, i, r.status_code, r.text))
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        list(pool.map(client, range(8)))
+        done = pool.map(client, range(8))
+        deadline = time.monotonic() + 20
+        # Every client's first request is in the held call or queued behind it.
+        while (not calls or calls[0] + app.state.batcher._queue.qsize() < 8) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        release.set()
+        list(done)
     assert errors == []
     assert sum(calls) == 8 * 25  # none lost, none answered twice
-    assert max(calls) > 1  # concurrent requests shared model calls
+    assert calls[0] + calls[1] >= 8  # the first eight requests took two model calls: batched
     assert max(calls) <= 16
 
 

@@ -6,7 +6,7 @@
     keras-transformer preset runs/small --average 5 --weights-dtype float16 --output my_preset
     keras-transformer export runs/small/model.keras --tokenizer runs/small/tokenizer.model \
         --output-dir saved_models/mine
-    keras-transformer export tatoeba_en_fr --output-dir saved_models/mine   # a preset brings its tokenizer
+    keras-transformer export tatoeba_en_fr --output-dir saved_models/tatoeba_en_fr   # with its tokenizer
     keras-transformer translate saved_models/tatoeba_en_fr "Where is the station?"
     keras-transformer translate tatoeba_en_fr "Where is the station?"       # a preset: name or directory
     keras-transformer evaluate saved_models/tatoeba_en_fr --corpus tatoeba_en_fr --split test
@@ -25,7 +25,7 @@ one, and Keras and TensorFlow only inside `run`.
 Example:
 
 >>> from keras_transformer.cli import main
->>> main(["translate", "saved_models/tatoeba_en_fr", "I love you."])
+>>> main(["translate", "tatoeba_en_fr", "I love you."])
 Je t'aime.
 0
 """

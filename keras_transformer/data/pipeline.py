@@ -25,7 +25,7 @@ them, and is also logged.
 Example:
 
 >>> dataset, report = make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128)
->>> print(report)          # 81790 pairs kept; 74 dropped and 0 truncated for being over 128 tokens; 0 left out ...
+>>> print(report)          # 81790 pairs kept; 74 dropped and 0 truncated for being over 128 tokens; 0 left out for a blank side
 >>> model.fit(dataset, epochs=10)      # model((source_ids, target_input_ids)) -> logits
 """
 

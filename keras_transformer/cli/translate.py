@@ -71,12 +71,16 @@ def _sentences(args):
     """The words on the command line, else the lines of `--input`, else of standard input."""
     if args.text:
         return args.text
-    if args.input:
-        if not os.path.isfile(args.input):
-            raise SystemExit(f"No input file at {args.input!r}")
-        with open(args.input, encoding="utf-8") as f:
-            return [line.rstrip("\r\n") for line in f]
-    return [line.rstrip("\r\n") for line in sys.stdin]  # standard input may keep a CRLF's "\r"
+    if args.input and not os.path.isfile(args.input):
+        raise SystemExit(f"No input file at {args.input!r}")
+    try:
+        if args.input:
+            with open(args.input, encoding="utf-8") as f:
+                return [line.rstrip("\r\n") for line in f]
+        return [line.rstrip("\r\n") for line in sys.stdin]  # standard input may keep a CRLF's "\r"
+    except UnicodeDecodeError as error:
+        where = f"--input {args.input!r}" if args.input else "standard input"
+        raise SystemExit(f"{where} is not UTF-8 text ({error.reason}: {error.object[error.start:error.end]!r})") from None
 
 
 def _plot(model, tokenizer, sentence, translation, path, head):

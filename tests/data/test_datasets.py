@@ -1,6 +1,8 @@
 """The shipped Tatoeba corpus: splits disjoint by English source, deterministic, references."""
 
 import gzip
+import os
+import re
 
 import pytest
 
@@ -13,20 +15,28 @@ def splits():
     return {s: datasets.load("tatoeba_en_fr", s) for s in ("train", "validation", "test")}
 
 
+def card_counts():
+    """`{split: (pairs, English sources or None)}` from the corpus card's table."""
+    card = os.path.join(os.path.dirname(datasets.__file__), "data", "tatoeba_en_fr", "README.md")
+    rows = re.findall(r"^\| `(\w+)\.tsv\.gz` \| ([\d,]+) \| ([\d,]*)", open(card, encoding="utf-8").read(), re.M)
+    return {s: (int(p.replace(",", "")), int(n.replace(",", "")) if n else None) for s, p, n in rows}
+
+
 def test_splits_are_disjoint_by_english_source_and_deterministic(splits):
-    assert 60_000 < len(splits["train"]) < 90_000 and 2000 < len(splits["test"]) < 4000
+    counts = card_counts()
+    assert {s: len(pairs) for s, pairs in splits.items()} == {s: pairs for s, (pairs, _) in counts.items()}
     assert all(isinstance(p, tuple) and len(p) == 2 and all(p) for p in splits["test"])
     keys = {s: {tatoeba.group_key(e) for e, _ in pairs} for s, pairs in splits.items()}
     assert not keys["train"] & keys["test"] and not keys["train"] & keys["validation"]
     assert not keys["validation"] & keys["test"]
-    assert 1800 < len(keys["test"]) < 2200 and 1800 < len(keys["validation"]) < 2200
+    assert (len(keys["test"]), len(keys["validation"])) == (counts["test"][1], counts["validation"][1])
     assert all(tatoeba.split_of(e) == "test" for e, _ in splits["test"])
     assert datasets.load("tatoeba_en_fr", "test") == splits["test"]
 
 
 def test_references_group_every_translation_of_a_source(splits):
     sources, references = datasets.load_references("tatoeba_en_fr", "test")
-    assert len(sources) == len(references) > 1500 and max(map(len, references)) > 1
+    assert len(sources) == len(references) == card_counts()["test"][1] and max(map(len, references)) > 1
     assert sum(map(len, references)) == len(splits["test"])
     assert sources == list(dict.fromkeys(e for e, _ in splits["test"]))
 

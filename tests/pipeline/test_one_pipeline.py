@@ -3,7 +3,7 @@
 About 300 sources of the shipped test split and the edge cases of
 `keras_transformer.preprocessor` (an input over the source budget, one of
 exactly the budget and one just over it, blank inputs, emoji, non-Latin
-scripts) are translated by the `tatoeba_en_fr` preset with its defaults but
+scripts, full-width text that NFKC normalizes) are translated by the `tatoeba_en_fr` preset with its defaults but
 `BUCKETS`:
 - by `Translator` on TensorFlow (the reference);
 - by the SavedModel that `Translator.export` writes, loaded in a fresh
@@ -69,6 +69,8 @@ def edge_cases(tokenizer, sources):
         "emoji": "I love you 🙂.",
         "cyrillic": "Я тебя люблю.",
         "chinese": "我爱你。",
+        "non_nfkc": "Ｗｈｅｒｅ ｉｓ ｔｈｅ ｓｔａｔｉｏｎ?",  # full-width letters: NFKC makes them ASCII
+        "nfkc": "Where is the station?",
     }
 
 
@@ -140,6 +142,7 @@ def check_the_rules(translations, edges):
     # Split at its sentence ends, each translated: far longer than any one sentence's translation.
     assert translations["over_long"].count(" ") > 0.5 * edges["over_long"].count(" ")
     assert translations["exactly_the_budget"] and translations["one_over_the_budget"]
+    assert translations["non_nfkc"] == translations["nfkc"]  # the tokenizer normalizes text (NFKC) on every path
 
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="TensorFlow is the reference; PyTorch: the edge cases")

@@ -165,3 +165,16 @@ def test_input_lines_lose_their_line_ends_crlf_included(tmp_path, monkeypatch):
     crlf = io.TextIOWrapper(io.BytesIO(b"Hello.\r\nWorld\r\n"), encoding="utf-8", newline="")  # as stdin may read
     monkeypatch.setattr(sys, "stdin", crlf)
     assert _sentences(parse_arguments(["translate", "model"])) == ["Hello.", "World"]
+
+
+def test_input_that_is_not_utf8_is_an_error_naming_it(tmp_path, monkeypatch):
+    from keras_transformer.cli import parse_arguments
+    from keras_transformer.cli.translate import _sentences
+
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("Où est la gare ?\n".encode("latin-1"))
+    with pytest.raises(SystemExit, match=r"--input '.*latin1.txt' is not UTF-8 text \(invalid start byte: b'\\xf9'\)"):
+        _sentences(parse_arguments(["translate", "model", "--input", str(path)]))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8"))
+    with pytest.raises(SystemExit, match=r"standard input is not UTF-8 text"):
+        _sentences(parse_arguments(["translate", "model"]))

@@ -11,8 +11,9 @@ split, the comment after `#` dropped) is one test:
   exists, unless an earlier README command writes it;
 - the cheap ones run as processes, as written except their output directory
   (moved to a temporary one), with a timeout, all at once: `translate` with a
-  preset or a shipped SavedModel (a translate command's comment is its
-  output), `evaluate` with `--limit`, `export` of a preset;
+  preset or the SavedModel an earlier README `export` writes, once that one
+  is done (a translate command's comment is its output), `evaluate` with
+  `--limit`, `export` of a preset;
 - the rest (training, serving, WMT14, the test suite) are checked as above
   and not run: too slow or long-running here, and run by their own tests.
 

@@ -61,7 +61,7 @@ def test_translate_and_plot_with_a_preset_directory(tmp_path, capsys):
     plot = tmp_path / "attention.png"
     capsys.readouterr()
     assert main(["translate", str(preset), "Where is the station?", "--plot-attention", str(plot)]) == 0
-    # The shipped SavedModel's translation (README.md; tests/test_readme_commands.py runs it).
+    # The README's translation, by the preset and by its SavedModel (tests/test_readme_commands.py runs both).
     assert capsys.readouterr().out == "Où se trouve la gare ?\n"
     assert plot.read_bytes()[:4] == b"\x89PNG"
 

@@ -18,6 +18,7 @@ from keras_transformer.saved_model import next_version
 
 __all__ = ["export", "next_version"]
 
+
 def export(model, tokenizer, export_dir, **options):
     """Writes `export_dir/<version>/`, a SavedModel that translates strings.
 

@@ -289,15 +289,16 @@ def _write_graph(translator, path, translate, op):
     `assets.extra/`."""
     import tensorflow as tf
 
+    # Traced once, here. Not `keras.export.ExportArchive`: it traces its
+    # endpoint to find the variables, then `tf.saved_model.save` traces the
+    # `tf.function` again in its save context (another tracing key), which
+    # doubled an export's time. A concrete function is saved as traced.
+    spec = tf.TensorSpec([None], tf.string, name="inputs")
+    concrete = tf.function(translate, autograph=False).get_concrete_function(spec)
     resources = tf.Module()
     resources.tokenizer = op  # the SentencePiece op's model resource
-    archive = keras.export.ExportArchive()
-    # Not `archive.track(model)`: the endpoint's own variables are saved
-    # anyway, and tracking the model's Keras variables as well writes every
-    # weight twice (`variables` beside `_all_variables`).
-    archive.track(resources)
-    archive.add_endpoint("serving_default", translate, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
-    archive.write_out(path, verbose=False)
+    resources.weights = list(concrete.variables)  # what the graph reads, each once
+    tf.saved_model.save(resources, path, signatures={"serving_default": concrete})
     os.makedirs(os.path.join(path, "assets"), exist_ok=True)
     with open(os.path.join(path, "assets", "tokenizer.model"), "wb") as f:
         f.write(translator.tokenizer.model_proto)

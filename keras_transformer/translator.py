@@ -20,6 +20,14 @@ from keras_transformer.validation import check_bool, check_positive
 # The Translator's decoding options, which the export and the command line pass on.
 DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", "long_inputs", "buckets")
 
+# `jit_compile="auto"` on TensorFlow decodes eagerly until a call would take
+# the translator past this many decoding steps in all (each batch counted
+# as its padded source length, about its output's); that call traces the
+# graph, and every later one runs it. Tracing and optimizing the beam
+# search takes about as long as this many eager steps (benchmarks/README.md):
+# a few sentences never pay for it, a file pays it once.
+EAGER_STEPS = 256
+
 
 def _is_token(value):
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
@@ -52,8 +60,10 @@ class Translator:
         jit_compile: `"auto"`, True or False. `"auto"`: the fastest way to
             translate lists of sentences on each backend: on TensorFlow the
             SavedModel's own decoding (one graph without XLA, each sentence
-            leaving the batch when done), `jax.jit` on JAX, eager on
-            PyTorch. True: XLA on TensorFlow (faster per
+            leaving the batch when done), decoding eagerly instead until a
+            call takes the translator past `EAGER_STEPS` (256) decoding
+            steps in all, since so few do not repay tracing the graph;
+            `jax.jit` on JAX, eager on PyTorch. True: XLA on TensorFlow (faster per
             sentence once compiled, but each batch shape compiles for
             seconds), `jax.jit` on JAX. False: eager.
         narrow_batches: bool. Compiled decoding (JAX, XLA): once at most
@@ -105,6 +115,10 @@ class Translator:
         self.narrow_batches = narrow_batches
         self.vocab_size = getattr(getattr(model, "transformer_config", None), "vocab_size", None)
         self._static_shapes, self._decode = self._decoder(jit_compile)
+        # On TensorFlow with "auto": eager decoding, and the steps it may still take.
+        self._eager, self._eager_steps = None, 0
+        if jit_compile == "auto" and keras.backend.backend() == "tensorflow":
+            self._eager, self._eager_steps = self._decoder(False)[1], EAGER_STEPS
 
     def _decoder(self, jit_compile):
         """`(static_shapes, decode)`: whether batches keep their shapes,
@@ -247,17 +261,23 @@ class Translator:
         of the preprocessor's padding rule."""
         results = [None] * len(pieces)
         lengths = [len(piece) for piece in pieces]
-        for chunk, width in self.preprocessor.batches(lengths, self.batch_size, self._static_shapes):
-            for i, row in zip(chunk, self._decode_batch([pieces[i] for i in chunk], width)):
+        batches = self.preprocessor.batches(lengths, self.batch_size, self._static_shapes)
+        decode, steps = self._decode, sum(width for _, width in batches)
+        if self._eager is not None and steps <= self._eager_steps:
+            decode, self._eager_steps = self._eager, self._eager_steps - steps
+        else:
+            self._eager_steps = 0  # the graph from now on
+        for chunk, width in batches:
+            for i, row in zip(chunk, self._decode_batch(decode, [pieces[i] for i in chunk], width)):
                 results[i] = unpack_output(row)
         return results
 
-    def _decode_batch(self, sources, width):
+    def _decode_batch(self, decode, sources, width):
         # Static shapes compile once per shape: rows go up to a power of two.
         rows = padded_rows(len(sources), self.batch_size) if self._static_shapes else len(sources)
         batch = np.zeros((rows, width), dtype="int32")
         batch[len(sources) :, 0] = EOS_ID  # filler rows: an empty source
         for i, ids in enumerate(sources):
             batch[i, : len(ids)] = ids
-        tokens, _ = self._decode(batch)
+        tokens, _ = decode(batch)
         return ops.convert_to_numpy(tokens)[: len(sources)]

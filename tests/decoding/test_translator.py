@@ -137,6 +137,34 @@ def test_greedy_translations_of_a_trained_model_equal_decoding_by_hand(trained, 
     assert sum(a == b for a, b in zip(out, train[:8])) >= 4  # it learned to copy: no trivial output
 
 
+def test_auto_on_tensorflow_decodes_eagerly_until_a_call_takes_it_past_eager_steps(trained, by_hand, monkeypatch):
+    # Eagerly, every step calls the model's `decode` from Python; the graph
+    # calls it only while it is traced, once.
+    import keras
+
+    from keras_transformer import translator as translator_module
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("jax.jit on JAX, eager on PyTorch: no eager start")
+    model, tokenizer, train, held_out = trained
+    texts = train[:8] + held_out
+    assert all(len(tokenizer.encode(t)) < 16 for t in texts)  # each batch: 16 steps, the first bucket
+    # Batches of 4: 10 texts, 3 batches; then 5 texts, 2 batches: 80 steps.
+    monkeypatch.setattr(translator_module, "EAGER_STEPS", 80)
+    expected = [by_hand[t][1] for t in texts]
+    translator = Translator(model, tokenizer, beam_size=1, batch_size=4)
+    calls = []
+    monkeypatch.setattr(model, "decode", lambda *a, f=model.decode, **kw: calls.append(1) or f(*a, **kw))
+
+    def translated(part):
+        del calls[:]
+        assert translator.translate(texts[:part]) == expected[:part]
+        return len(calls)
+
+    # 48 and 80 steps: eager; 96: the graph, traced; then the graph, run.
+    assert [translated(10) > 0, translated(5) > 0, translated(1) > 0, translated(10)] == [True, True, True, 0]
+
+
 def test_beam_search_of_width_one_is_the_greedy_decoding_by_hand(trained, by_hand):
     model, tokenizer, _, _ = trained
     texts = list(by_hand)

@@ -194,7 +194,9 @@ def load_engine(engine, args):
     def translate(texts):
         return translator.translate(list(texts)), None
 
-    translate.dtype_policy = model.dtype_policy.name  # recorded in the results
+    # Recorded in the results: what the Translator was given, not the flags.
+    translate.dtype_policy = model.dtype_policy.name
+    translate.narrow_batches = translator.narrow_batches
     return translate
 
 
@@ -288,6 +290,7 @@ def worker(args):
         result["warmup_requests_replayed"] = translate.warmup_requests
     if hasattr(translate, "dtype_policy"):
         result["dtype_policy"] = translate.dtype_policy
+        result["narrow_batches"] = translate.narrow_batches
     if engine.startswith("ctranslate2"):
         result["ct2_use_mkl_env"] = os.environ.get("CT2_USE_MKL")  # None: CTranslate2's own default
 

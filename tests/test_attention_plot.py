@@ -14,17 +14,27 @@ def test_cross_attention_weights_are_distributions_over_real_source_tokens():
     assert np.all(weights[..., 4:] < 1e-7)
 
 
-@pytest.mark.parametrize("head", [None, 1])
-def test_plot_is_written_as_a_png(tmp_path, head):
-    weights = np.random.default_rng(0).dirichlet(np.ones(4), size=(2, 3))
-    path = plot_attention(weights, ["▁Hi", "▁there", ".", "</s>"], ["<s>", "▁Salut", "."], tmp_path / "a.png", head=head)
-    data = open(path, "rb").read()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+SOURCE, TARGET = ["▁Hi", "▁there", ".", "</s>"], ["<s>", "▁Salut", "."]
+
+
+def test_head_draws_that_head_alone_and_none_the_mean_and_every_head(tmp_path):
     import matplotlib.image
 
-    image = matplotlib.image.imread(path)
-    assert image.shape[0] > 100 and image.shape[1] > 100
-    assert image[..., :3].std() > 0.05  # something was drawn
+    weights = np.random.default_rng(0).dirichlet(np.ones(4), size=(2, 3))  # (heads, target, source)
+
+    def drawn(w, head, name):
+        path = plot_attention(w, SOURCE, TARGET, tmp_path / name, head=head)
+        assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+        return matplotlib.image.imread(path)
+
+    head_0_changed, head_1_changed = weights.copy(), weights.copy()
+    head_0_changed[0], head_1_changed[1] = weights[0, :, ::-1], weights[1, :, ::-1]
+    one = drawn(weights, 1, "one.png")
+    np.testing.assert_array_equal(one, drawn(head_0_changed, 1, "other_head.png"))  # only head 1 is drawn
+    assert not np.array_equal(one, drawn(head_1_changed, 1, "this_head.png"))
+    every = drawn(weights, None, "every.png")  # three panels: the mean, head 0 and head 1
+    assert every.shape[0] == one.shape[0] and every.shape[1] > 2.5 * one.shape[1]
+    assert not np.array_equal(every, drawn(head_0_changed, None, "every_other.png"))
 
 
 def test_mismatched_tokens_are_a_clear_error(tmp_path):

@@ -16,6 +16,8 @@ from keras_transformer import (
     presets,
 )
 from keras_transformer.data import make_dataset, read_tsv
+from keras_transformer.decoding import BeamSampler
+from keras_transformer.tokens import PAD_ID
 
 # Loading, saving and quantizing run through the backend: those tests (and
 # one shipped preset's translations) are marked `backend`; the rest is
@@ -51,6 +53,9 @@ def test_each_shipped_preset_translates(name):
     parameters, examples, license_name = ZOO[name]
     translator = Translator.from_preset(name, beam_size=4, alpha=0.6)
     assert translator.translate([source for source, _ in examples]) == [target for _, target in examples]
+    # Each expected string wins its beam by a margin that no instruction set's
+    # rounding closes (it moves a score by about 1e-5), on every backend.
+    assert second_best_margins(translator, [source for source, _ in examples if source]).min() > 0.05
     model = Transformer.from_preset(name)
     assert isinstance(model, keras.Model) and model.count_params() == parameters
     metadata = presets.load_metadata(name)
@@ -58,6 +63,18 @@ def test_each_shipped_preset_translates(name):
     with open(os.path.join(presets.preset_directory(name), "README.md"), encoding="utf-8") as f:
         card = f.read()
     assert license_name in card and "## Reproduce" in card
+
+
+def second_best_margins(translator, sources):
+    """`(sentences,)`: the best hypothesis' score less the second best's, beam 4."""
+    pieces, _ = translator.preprocessor.pieces(sources)
+    assert len(pieces) == len(sources)  # one piece each
+    width = max(map(len, pieces))
+    source = np.array([piece + [PAD_ID] * (width - len(piece)) for piece in pieces], "int32")
+    sampler = BeamSampler(beam_size=4, alpha=0.6, num_return=2)
+    _, scores = sampler(translator.model, source, translator.max_extra_length, False)
+    scores = keras.ops.convert_to_numpy(scores)  # (sentences, 2)
+    return scores[:, 0] - scores[:, 1]
 
 
 @pytest.mark.backend

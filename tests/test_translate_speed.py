@@ -9,6 +9,7 @@ JSON has every engine's figures (timings are never asserted).
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -140,8 +141,14 @@ def run_benchmark(tmp_path, engines, limit, extra=()):
     return report, results
 
 
-def test_benchmark_smoke_ctranslate2(tmp_path):
-    report, results = run_benchmark(tmp_path, ["ctranslate2-float32", "ctranslate2-int8"], limit=4)
+@pytest.fixture(scope="module")
+def ctranslate2_run(tmp_path_factory):
+    """CTranslate2 float32 and int8 on 4 sentences, its matrix library left as it is."""
+    return run_benchmark(tmp_path_factory.mktemp("ctranslate2"), ["ctranslate2-float32", "ctranslate2-int8"], limit=4)
+
+
+def test_benchmark_smoke_ctranslate2(ctranslate2_run):
+    report, results = ctranslate2_run
     assert report["sentences"] == 4 and report["ctranslate2"]["rescored_with_gnmt"]
     assert report["reference_engine"] is None  # translator-tf-float32 did not run
     assert report["machine"]["cpu_count"] and report["threads"] == 2
@@ -149,12 +156,12 @@ def test_benchmark_smoke_ctranslate2(tmp_path):
     assert report["ctranslate2"]["use_mkl"] == "auto" and results["ctranslate2-int8"]["ct2_use_mkl_env"] is None
 
 
-def test_benchmark_sets_ctranslate2s_matrix_library_when_asked(tmp_path):
+def test_benchmark_sets_ctranslate2s_matrix_library_when_asked(tmp_path, ctranslate2_run):
     """`--ct2-use-mkl 0` reaches CTranslate2's process as CT2_USE_MKL=0, and its outputs stay those of the default."""
     report, results = run_benchmark(tmp_path, ["ctranslate2-float32"], limit=4, extra=["--ct2-use-mkl", "0"])
     assert report["ctranslate2"]["use_mkl"] == "0"
     assert results["ctranslate2-float32"]["ct2_use_mkl_env"] == "0"
-    default, _ = run_benchmark(tmp_path, ["ctranslate2-float32"], limit=4)
+    default, _ = ctranslate2_run
     assert report["outputs"]["ctranslate2-float32"] == default["outputs"]["ctranslate2-float32"]
 
 
@@ -212,33 +219,27 @@ def test_a_list_of_pieces_is_a_vocabulary(tmp_path, tokenizer):
         transformer_spec(model, pieces[:-1])
 
 
-def test_compilation_cache_keeps_the_translators_compiled_programs(tmp_path):
-    """`--compilation-cache DIR`: the JAX engine's compiled beam search lands in DIR/jax."""
+def test_narrow_batches_and_the_compilation_cache_reach_the_jax_engine(tmp_path):
+    """`--narrow-batches`: the engine's process records the flag its Translator
+    was made with (16 sentences in a batch of 16: widths 16 and 8), and the
+    table's warm-up column is the JSON's (for the Translator, mostly compiling).
+    `--compilation-cache DIR`: the compiled beam search lands in DIR/jax."""
     cache, output = tmp_path / "cache", tmp_path / "run.json"
-    command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", "2",
-               "--batch-size", "2", "--latency-sentences", "1", "--engines", "translator-jax-float32",
-               "--compilation-cache", str(cache), "--output", str(output)]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads(output.read_text())["compilation_cache"] == str(cache)
-    # `jit_pure`: the jitted function of keras_transformer.decoding.jit_decoder.
-    assert [name for name in os.listdir(cache / "jax") if name.startswith("jit_pure-")], os.listdir(cache / "jax")
-
-
-def test_narrow_batches_is_recorded_and_the_warm_up_shown(tmp_path):
-    """`--narrow-batches`: the JAX Translator translates 16 sentences in a batch of 16 (widths
-    16 and 8), the JSON records the setting, and the table shows each engine's warm-up (for
-    the Translator, mostly compiling)."""
-    output = tmp_path / "run.json"
     command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", "16",
                "--batch-size", "16", "--latency-sentences", "1", "--engines", "translator-jax-float32",
-               "--keep-outputs", "--narrow-batches", "--output", str(output)]
+               "--keep-outputs", "--narrow-batches", "--compilation-cache", str(cache), "--output", str(output)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "warm-up s" in run.stdout
     report = json.loads(output.read_text())
-    assert report["translator_narrow_batches"] is True and report["results"][0]["warmup_s"] > 0
+    result = report["results"][0]
+    assert report["translator_narrow_batches"] is True and result["narrow_batches"] is True
+    table = [re.split(r"\s{2,}", line.strip()) for line in run.stdout.splitlines()]
+    header, row = (next(r for r in table if r[0] == name) for name in ("engine", "translator-jax-float32"))
+    assert row[header.index("warm-up s")] == f"{result['warmup_s']:.1f}"
     assert len(report["outputs"]["translator-jax-float32"]) == 16 and all(report["outputs"]["translator-jax-float32"])
+    assert report["compilation_cache"] == str(cache)
+    # `jit_pure`: the jitted function of keras_transformer.decoding.jit_decoder.
+    assert [name for name in os.listdir(cache / "jax") if name.startswith("jit_pure-")], os.listdir(cache / "jax")
 
 
 def test_device_sets_what_each_engines_process_sees():

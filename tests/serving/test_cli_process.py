@@ -113,8 +113,12 @@ def test_serve_without_server_packages_is_one_line_naming_the_extra(tiny_saved_m
     assert served.stdout == ""
 
 
-def test_translate_writes_no_tensorflow_start_up_lines(translated):
-    assert translated.returncode == 0 and translated.stderr == "", translated.stderr[-3000:]
+def test_translate_writes_no_tensorflow_start_up_lines(translated, start_up_lines):
+    # Another library's warning may appear; TensorFlow's start-up lines may not.
+    assert translated.returncode == 0, translated.stderr[-3000:]
+    assert not TENSORFLOW_START_UP.search(translated.stderr), translated.stderr[-3000:]
+    if not start_up_lines:
+        pytest.skip("TensorFlow writes no start-up lines on this machine")
 
 
 def test_the_server_packages_are_unimportable_where_translate_ran(without_server_packages):

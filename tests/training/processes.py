@@ -79,20 +79,30 @@ def free_ports(count):
     A worker binds its port itself, after this returns, so the port cannot
     stay held here. Ports the kernel hands out on its own (`bind(0)`,
     outgoing connections) come from `ip_local_port_range`; these are picked
-    below that range, where nothing else is given them in the meantime.
+    below that range, where nothing else is given them in the meantime, and
+    each is claimed with a file that only one test process of the run can
+    create (in tests/run.sh's folder for all passes, or pytest-xdist's for
+    its workers), so that tests running side by side never pick the same one.
     """
     import random
+    import tempfile
 
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             ephemeral_start = int(f.read().split()[0])
     except OSError:
         ephemeral_start = 32768
+    claims = os.environ.get("KERAS_TRANSFORMER_TEST_SHARED") or os.path.join(
+        tempfile.gettempdir(), "keras-transformer-ports-" + os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid())))
+    claims = os.path.join(claims, "ports")
+    os.makedirs(claims, exist_ok=True)
     ports, rng = [], random.Random()
     while len(ports) < count:
         port = rng.randrange(max(1024, ephemeral_start - 12000), ephemeral_start)
-        if port in ports:
-            continue
+        try:
+            os.close(os.open(os.path.join(claims, str(port)), os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            continue  # another test's
         with socket.socket() as s:
             try:
                 s.bind(("localhost", port))

@@ -217,6 +217,8 @@ def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_
         assert rows == sorted(rows, reverse=True) and set(rows) <= {4 * width, 2 * width, width}, rows
         if eos_id is None:
             assert rows == [4 * width] * 3 + [2 * width] * 2 + [width] * 4, rows
+        if keras.backend.backend() == "tensorflow" and sampler == "beam":
+            return  # XLA's narrowing beam search: test_translator.py's narrowing test and the test below
         compiled = compile_narrowed(source)
     np.testing.assert_array_equal(np_(compiled[0]), np_(expected[0]))
     np.testing.assert_allclose(np_(compiled[1]), np_(expected[1]), atol=1e-5)

@@ -131,9 +131,11 @@ def test_int8_quantized_model_keeps_outputs_and_loss(trained, tmp_path):
     loss = LabelSmoothedCrossEntropy()
     float_loss = float(ops.convert_to_numpy(loss(test_y, logits)))
     int8_loss = float(ops.convert_to_numpy(loss(test_y, int8_logits)))
-    assert int8_loss == pytest.approx(float_loss, rel=0.03)
+    # README.md's bounds: the loss within 0.2% (0.06-0.08% measured on the
+    # three backends) and at least 97% of the greedy outputs (127 of 128).
+    assert int8_loss == pytest.approx(float_loss, rel=0.002)
     same = [a == b for a, b in zip(greedy_outputs(quantized, test_x[0]), trained.outputs)]
-    assert np.mean(same) > 0.95  # 0.98-1.0
+    assert np.mean(same) >= 0.97
 
     # The int8 model saves and loads as a .keras file, with the same logits.
     quantized_path = os.path.join(tmp_path, "int8.keras")

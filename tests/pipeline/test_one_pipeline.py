@@ -9,7 +9,8 @@ scripts, full-width text that NFKC normalizes) are translated by the `tatoeba_en
 - by the SavedModel that `Translator.export` writes, loaded in a fresh
   process with only tensorflow and tensorflow-text;
 - by the REST server in front of that SavedModel;
-- by `Translator` on JAX, and on PyTorch for the edge cases.
+- by `Translator` on JAX, and on PyTorch for the edge cases but the
+  budget's two (their long outputs decode step by step there).
 
 Under tests/run.sh the TensorFlow pass writes its translations to the
 folder every pass shares, and the JAX and PyTorch passes compare with them;
@@ -159,5 +160,9 @@ def test_the_translator_on_jax_translates_as_on_tensorflow(inputs, tmp_path):
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="TensorFlow is the reference; JAX: every source")
 def test_the_translator_on_pytorch_translates_the_edge_cases_as_on_tensorflow(inputs, tmp_path):
     sources, _, edges = inputs
-    expected = reference_translations(sources, edges, tmp_path)[SOURCES:]
-    assert Translator.from_preset(PRESET, buckets=BUCKETS).translate(list(edges.values())) == expected
+    expected = dict(zip(edges, reference_translations(sources, edges, tmp_path)[SOURCES:]))
+    # Not the budget's two inputs: outputs of about 200 tokens, each step
+    # eager here (TensorFlow and JAX translate them).
+    names = [name for name in edges if "budget" not in name]
+    translations = Translator.from_preset(PRESET, buckets=BUCKETS).translate([edges[name] for name in names])
+    assert translations == [expected[name] for name in names]

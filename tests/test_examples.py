@@ -75,7 +75,8 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
     after 200 steps on the whole corpus every one was the same "C'" and
     quotes up to the length limit. The SavedModel gets one
     source-length bucket (16, which holds every test source) instead of
-    export's five: each bucket is another traced beam search.
+    export's five, and one decoding loop instead of two: each is another
+    beam search to trace, and to load twice (tests/export checks both).
     """
     import functools
 
@@ -85,7 +86,7 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
     import keras_transformer.export
     from keras_transformer import Transformer, datasets
 
-    one_bucket = functools.partial(keras_transformer.export.export, buckets=(16,))
+    one_bucket = functools.partial(keras_transformer.export.export, buckets=(16,), parallel_loops=1)
     monkeypatch.setattr(keras_transformer.export, "export", one_bucket)
     # The first 10,000 of the 81,864 training pairs: 300 batches of 512 tokens
     # use about 12,000 pairs, and tokenizing, bucketing and shuffling all of

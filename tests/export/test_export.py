@@ -116,9 +116,9 @@ def test_version_folder_layout_and_assets(exported):
     assert not [d for d in os.listdir(os.path.dirname(path)) if d.startswith(".export-")]
 
 
-def test_reloaded_it_translates_like_the_in_memory_model_with_its_n_best(exported):
-    # In a fresh process with only tensorflow and tensorflow-text too:
-    # tests/pipeline/test_one_pipeline.py and the XLA test below.
+def test_reloaded_it_translates_like_the_in_memory_model_with_its_n_best(exported, tmp_path):
+    # Here, and in a fresh process with only tensorflow and tensorflow-text's
+    # ops (the XLA test below: XLA's SavedModel).
     import tensorflow as tf
 
     model, sp, path = exported
@@ -131,6 +131,11 @@ def test_reloaded_it_translates_like_the_in_memory_model_with_its_n_best(exporte
     assert out["nbest_translations"].shape == (4, 2)
     assert [row[0].decode() for row in out["nbest_translations"].numpy()] == expected
     assert all(a >= b for a, b in out["nbest_scores"].numpy())
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([sys.executable, "-I", "-c", RELOAD, os.path.abspath(path), json.dumps(sentences)],
+                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1])["translations"] == expected
 
 
 PREDICT = r"""

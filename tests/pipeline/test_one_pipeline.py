@@ -6,9 +6,9 @@ exactly the budget and one just over it, blank inputs, emoji, non-Latin
 scripts, full-width text that NFKC normalizes) are translated by the `tatoeba_en_fr` preset with its defaults but
 `BUCKETS`:
 - by `Translator` on TensorFlow (the reference);
-- by the SavedModel that `Translator.export` writes, loaded in a fresh
-  process with only tensorflow and tensorflow-text;
-- by the REST server in front of that SavedModel;
+- by the SavedModel that `Translator.export` writes, behind the REST
+  server (tests/export loads such a SavedModel in a process with only
+  tensorflow and tensorflow-text's ops);
 - by `Translator` on JAX, and on PyTorch for the edge cases but the
   budget's two (their long outputs decode step by step there).
 
@@ -29,7 +29,6 @@ import pytest
 from keras_transformer import SubwordTokenizer, Translator, datasets
 from keras_transformer.evaluation import corpus_bleu
 from keras_transformer.preprocessor import TranslationPreprocessor
-from tests.export.test_export import RELOAD
 from tests.serving.conftest import run_server  # noqa: F401 - a real server fixture
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow]
@@ -120,12 +119,6 @@ def test_the_translator_its_saved_model_and_the_server_translate_alike(inputs, t
     assert corpus_bleu(expected[:SOURCES], references)[0].score > 50
 
     path = translator.export(str(tmp_path / "saved" / PRESET), warmup_batch_sizes=())
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run = subprocess.run([sys.executable, "-I", "-c", RELOAD, os.path.abspath(path), json.dumps(texts)],
-                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert json.loads(run.stdout.strip().splitlines()[-1])["translations"] == expected
-
     predict, version = load_saved_model_predictor(os.path.dirname(path))
     server = run_server(create_app(predict, PRESET, version))
     served = []

@@ -63,9 +63,9 @@ class Translator:
             leaving the batch when done), decoding eagerly instead until a
             call takes the translator past `EAGER_STEPS` (256) decoding
             steps in all, since so few do not repay tracing the graph;
-            `jax.jit` on JAX, eager on PyTorch. True: XLA on TensorFlow (faster per
-            sentence once compiled, but each batch shape compiles for
-            seconds), `jax.jit` on JAX. False: eager.
+            `jax.jit` on JAX, eager on PyTorch. True: XLA on TensorFlow
+            (faster per sentence once compiled, but each batch shape
+            compiles for seconds), `jax.jit` on JAX. False: eager.
         narrow_batches: bool. Compiled decoding (JAX, XLA): once at most
             half of a batch's sentences are still decoding, they go on in a
             batch half as wide, then a quarter (`drop_finished="halves"`,

@@ -62,6 +62,7 @@ def test_offline_wmt14_names_the_archives_and_where_they_go(example, tmp_path, m
     assert not os.path.exists(tmp_path / "run")
 
 
+@pytest.mark.slow  # trains, translates, exports and reloads
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the example exports a SavedModel: TensorFlow pass")
 def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys, monkeypatch):
     """The run's own files: model.keras holds the averaged weights, and the

@@ -17,7 +17,7 @@ from keras_transformer import (
 )
 from keras_transformer.data import make_dataset, read_tsv
 from keras_transformer.decoding import BeamSampler
-from keras_transformer.tokens import PAD_ID
+from tests.decoding.trained_copy import padded
 
 # Loading, saving and quantizing run through the backend: those tests (and
 # one shipped preset's translations) are marked `backend`; the rest is
@@ -71,10 +71,8 @@ def second_best_margins(translator, sources):
     """`(sentences,)`: the best hypothesis' score less the second best's, beam 4."""
     pieces, _ = translator.preprocessor.pieces(sources)
     assert len(pieces) == len(sources)  # one piece each
-    width = max(map(len, pieces))
-    source = np.array([piece + [PAD_ID] * (width - len(piece)) for piece in pieces], "int32")
     sampler = BeamSampler(beam_size=4, alpha=0.6, num_return=2)
-    _, scores = sampler(translator.model, source, translator.max_extra_length, False)
+    _, scores = sampler(translator.model, padded(pieces), translator.max_extra_length, False)
     scores = keras.ops.convert_to_numpy(scores)  # (sentences, 2)
     return scores[:, 0] - scores[:, 1]
 

@@ -22,6 +22,7 @@ from keras_transformer import SubwordTokenizer, Transformer, presets  # noqa: E4
 from keras_transformer.converters.ctranslate2 import convert, ctranslate2_source_tokens, transformer_spec  # noqa: E402
 from keras_transformer.decoding import greedy_decode  # noqa: E402
 from keras_transformer.tokens import pack_source, pack_target, split_target, unpack_output  # noqa: E402
+from tests.decoding.trained_copy import padded  # noqa: E402
 
 pytestmark = pytest.mark.slow  # the benchmark in processes of its own
 
@@ -34,13 +35,6 @@ SENTENCES = ["I love you.", "Look at me.", "Where is the station?", "She has bee
 @pytest.fixture(scope="module")
 def tokenizer():
     return SubwordTokenizer.from_preset(PRESET)
-
-
-def padded(rows):
-    batch = np.zeros((len(rows), max(map(len, rows))), "int32")
-    for i, row in enumerate(rows):
-        batch[i, : len(row)] = row
-    return batch
 
 
 def test_shipped_model_greedy_translations_and_scores_match_ctranslate2(tmp_path, tokenizer):

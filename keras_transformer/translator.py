@@ -22,10 +22,14 @@ DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", 
 
 # `jit_compile="auto"` on TensorFlow decodes eagerly until a call would take
 # the translator past this many decoding steps in all (each batch counted
-# as its padded source length, about its output's); that call traces the
-# graph, and every later one runs it. Tracing and optimizing the beam
-# search takes about as long as this many eager steps (benchmarks/README.md):
-# a few sentences never pay for it, a file pays it once.
+# as its padded source length, about its output's, once per `BATCH_SIZE`
+# rows or part of it); that call traces the graph, and every later one runs
+# it. Tracing and optimizing the beam search takes about as long as this
+# many eager steps of `BATCH_SIZE` rows (benchmarks/README.md): a few
+# sentences never pay for it, a file pays it once. Counting a wide batch
+# once per `BATCH_SIZE` rows overstates its eager cost (a step of 1,024
+# rows takes about twice one of 64), which sends such files, which repay
+# the graph anyway, to it at once.
 EAGER_STEPS = 256
 
 
@@ -62,7 +66,8 @@ class Translator:
             SavedModel's own decoding (one graph without XLA, each sentence
             leaving the batch when done), decoding eagerly instead until a
             call takes the translator past `EAGER_STEPS` (256) decoding
-            steps in all, since so few do not repay tracing the graph;
+            steps of up to 64 rows in all, since so few do not repay
+            tracing the graph;
             `jax.jit` on JAX, eager on PyTorch. True: XLA on TensorFlow
             (faster per sentence once compiled, but each batch shape
             compiles for seconds), `jax.jit` on JAX. False: eager.
@@ -262,7 +267,7 @@ class Translator:
         results = [None] * len(pieces)
         lengths = [len(piece) for piece in pieces]
         batches = self.preprocessor.batches(lengths, self.batch_size, self._static_shapes)
-        decode, steps = self._decode, sum(width for _, width in batches)
+        decode, steps = self._decode, sum(width * -(-len(rows) // BATCH_SIZE) for rows, width in batches)
         if self._eager is not None and steps <= self._eager_steps:
             decode, self._eager_steps = self._eager, self._eager_steps - steps
         else:

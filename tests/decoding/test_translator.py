@@ -163,6 +163,12 @@ def test_auto_on_tensorflow_decodes_eagerly_until_a_call_takes_it_past_eager_ste
 
     # 48 and 80 steps: eager; 96: the graph, traced; then the graph, run.
     assert [translated(10) > 0, translated(5) > 0, translated(1) > 0, translated(10)] == [True, True, True, 0]
+    # A batch counts once per `BATCH_SIZE` rows or part of it: with 2, a batch
+    # of 4 counts twice. 10 texts: 16 x (2 + 2 + 1) = 80 steps, eager; 5 more:
+    # 16 x (2 + 1), the graph, traced; then run.
+    monkeypatch.setattr(translator_module, "BATCH_SIZE", 2)
+    translator = Translator(model, tokenizer, beam_size=1, batch_size=4)
+    assert [translated(10) > 0, translated(5) > 0, translated(1)] == [True, True, 0]
 
 
 def test_beam_search_of_width_one_is_the_greedy_decoding_by_hand(trained, by_hand):

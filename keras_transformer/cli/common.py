@@ -16,6 +16,7 @@ Example:
 """
 
 import argparse
+import itertools
 import os
 
 
@@ -187,21 +188,43 @@ def _saved_model_function(model, quantize, decoding):
     return lambda texts: [row["translations"] for row in predict(texts)]
 
 
-def translate_sorted(translate, sentences, batch_size, progress=None):
-    """`translate` over `sentences` in batches of similar length; results in input order.
+# A file is read, sorted and translated this many batches at a time: the
+# output starts after one chunk, and memory holds one chunk, whatever the
+# file's length.
+CHUNK_BATCHES = 16
 
-    Sorting by length first means a batch is padded to about its own
-    sentences' length, not to that of the longest sentence of a file.
+
+def translate_chunks(translate, sentences, batch_size, progress=None):
+    """Yields `(chunk, translations)` over the iterable `sentences`, in order.
+
+    Reads `CHUNK_BATCHES * batch_size` sentences at a time, and translates
+    each chunk in batches of similar length: sorting by length first means
+    a batch is padded to about its own sentences' length, not to that of
+    the longest sentence of the chunk.
+
+    >>> chunks = translate_chunks(lambda batch: [s.upper() for s in batch], ["a b c", "d", "e f"], 2)
+    >>> [translations for _, translations in chunks]
+    [['A B C', 'D', 'E F']]
+    """
+    sentences = iter(sentences)
+    done = 0
+    while chunk := list(itertools.islice(sentences, CHUNK_BATCHES * batch_size)):
+        order = sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
+        translations = [None] * len(chunk)
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            for index, translation in zip(batch, translate([chunk[i] for i in batch])):
+                translations[index] = translation
+            if progress:
+                progress.update(done + min(start + batch_size, len(order)))
+        done += len(chunk)
+        yield chunk, translations
+
+
+def translate_sorted(translate, sentences, batch_size, progress=None):
+    """`translate_chunks`' translations of `sentences` as one list.
 
     >>> translate_sorted(lambda batch: [s.upper() for s in batch], ["a b c", "d", "e f"], 2)
     ['A B C', 'D', 'E F']
     """
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    translations = [None] * len(sentences)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        for index, translation in zip(chunk, translate([sentences[i] for i in chunk])):
-            translations[index] = translation
-        if progress:
-            progress.update(min(start + batch_size, len(order)))
-    return translations
+    return [t for _, translations in translate_chunks(translate, sentences, batch_size, progress) for t in translations]

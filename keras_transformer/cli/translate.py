@@ -3,8 +3,8 @@
     keras-transformer translate saved_models/tatoeba_en_fr "How are you?"
     keras-transformer translate saved_models/tatoeba_en_fr --input en.txt --output fr.txt
     keras-transformer translate tatoeba_en_fr "How are you?" --beam-size 1    # a preset, name or directory
-    keras-transformer translate runs/model.keras "How are you?" \
-        --tokenizer runs/tokenizer.model --plot-attention attention.png
+    keras-transformer translate runs/mine "How are you?" --plot-attention attention.png  # a training run
+    keras-transformer translate my_model.keras "How are you?" --tokenizer my_tokenizer.model
 
 MODEL is a preset (a shipped name or a preset directory; its own
 tokenizer), a SavedModel folder, or a `.keras` file with `--tokenizer`.
@@ -12,6 +12,7 @@ Needs no server package (fastapi, uvicorn): only TensorFlow, and
 tensorflow-text for a SavedModel.
 """
 
+import contextlib
 import os
 import sys
 
@@ -19,8 +20,8 @@ from keras_transformer.cli.common import (
     add_decoding_arguments,
     decoding_options,
     preset_path,
+    translate_chunks,
     translate_function,
-    translate_sorted,
 )
 
 NAME = "translate"
@@ -41,46 +42,74 @@ def add_arguments(p):
 
 
 def run(args):
-    sentences = _sentences(args)
     if args.plot_attention and not args.model.endswith(".keras") and preset_path(args.model) is None:
         raise SystemExit(
             "--plot-attention needs a preset, or a .keras model and --tokenizer (a SavedModel returns no "
             f"attention). Received: model={args.model!r}"
         )
+    if args.input and not os.path.isfile(args.input):
+        raise SystemExit(f"No input file at {args.input!r}")
     translate, model, tokenizer = translate_function(
         args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, **decoding_options(args)
     )
     progress = None
-    if args.input:
+    if args.input and args.output:  # standard output carries the translations
         import keras
 
-        progress = keras.utils.Progbar(len(sentences), unit_name="sentence")
-    translations = translate_sorted(translate, sentences, args.batch_size, progress)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.writelines(t + "\n" for t in translations)
-    else:
-        for line in translations:
-            print(line)
-    if args.plot_attention and sentences:
-        _plot(model, tokenizer, sentences[0], translations[0], args.plot_attention, args.head)
+        progress = keras.utils.Progbar(_count_lines(args.input), unit_name="sentence")
+    first = None
+    with _output(args.output) as out:
+        for sentences, translations in translate_chunks(translate, _sentences(args), args.batch_size, progress):
+            out.writelines(t + "\n" for t in translations)
+            out.flush()  # each chunk as soon as it is translated
+            first = first or (sentences[0], translations[0])
+    if args.plot_attention and first:
+        _plot(model, tokenizer, *first, args.plot_attention, args.head)
     return 0
 
 
+@contextlib.contextmanager
+def _output(path):
+    if path is None:
+        yield sys.stdout
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        yield f
+
+
+def _count_lines(path):
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
 def _sentences(args):
-    """The words on the command line, else the lines of `--input`, else of standard input."""
+    """The words on the command line, else the lines of `--input`, else of
+    standard input: an iterator, read as it is consumed."""
     if args.text:
-        return args.text
-    if args.input and not os.path.isfile(args.input):
-        raise SystemExit(f"No input file at {args.input!r}")
+        return iter(args.text)
+    if args.input:
+        return _decoded_lines(open(args.input, "rb"), f"--input {args.input!r}", close=True)
+    return _decoded_lines(getattr(sys.stdin, "buffer", sys.stdin), "standard input")
+
+
+def _decoded_lines(stream, where, close=False):
+    """The lines of `stream` (bytes, or text as a replaced `sys.stdin` is)
+    without their line ends; a line that is not UTF-8 ends the command,
+    naming `where` and the line. With `close`, `stream` is closed at the end."""
+    done = 0
     try:
-        if args.input:
-            with open(args.input, encoding="utf-8") as f:
-                return [line.rstrip("\r\n") for line in f]
-        return [line.rstrip("\r\n") for line in sys.stdin]  # standard input may keep a CRLF's "\r"
+        for line in stream:
+            line = (line.decode("utf-8") if isinstance(line, bytes) else line).rstrip("\r\n")
+            yield line.removeprefix("\ufeff") if done == 0 else line
+            done += 1
     except UnicodeDecodeError as error:
-        where = f"--input {args.input!r}" if args.input else "standard input"
-        raise SystemExit(f"{where} is not UTF-8 text ({error.reason}: {error.object[error.start:error.end]!r})") from None
+        raise SystemExit(
+            f"{where} is not UTF-8 text at line {done + 1} "
+            f"({error.reason}: {error.object[error.start:error.end]!r})"
+        ) from None
+    finally:
+        if close:
+            stream.close()
 
 
 def _plot(model, tokenizer, sentence, translation, path, head):

@@ -160,11 +160,11 @@ def test_input_lines_lose_their_line_ends_crlf_included(tmp_path, monkeypatch):
     from keras_transformer.cli.translate import _sentences
 
     path = tmp_path / "in.txt"
-    path.write_bytes(b"Hello.\r\nWorld\r\n\r\nLast")
-    assert _sentences(parse_arguments(["translate", "model", "--input", str(path)])) == ["Hello.", "World", "", "Last"]
+    path.write_bytes(b"\xef\xbb\xbfHello.\r\nWorld\r\n\r\nLast")  # a byte order mark too
+    assert list(_sentences(parse_arguments(["translate", "model", "--input", str(path)]))) == ["Hello.", "World", "", "Last"]
     crlf = io.TextIOWrapper(io.BytesIO(b"Hello.\r\nWorld\r\n"), encoding="utf-8", newline="")  # as stdin may read
     monkeypatch.setattr(sys, "stdin", crlf)
-    assert _sentences(parse_arguments(["translate", "model"])) == ["Hello.", "World"]
+    assert list(_sentences(parse_arguments(["translate", "model"]))) == ["Hello.", "World"]
 
 
 def test_input_that_is_not_utf8_is_an_error_naming_it(tmp_path, monkeypatch):
@@ -172,9 +172,9 @@ def test_input_that_is_not_utf8_is_an_error_naming_it(tmp_path, monkeypatch):
     from keras_transformer.cli.translate import _sentences
 
     path = tmp_path / "latin1.txt"
-    path.write_bytes("Où est la gare ?\n".encode("latin-1"))
-    with pytest.raises(SystemExit, match=r"--input '.*latin1.txt' is not UTF-8 text \(invalid start byte: b'\\xf9'\)"):
-        _sentences(parse_arguments(["translate", "model", "--input", str(path)]))
+    path.write_bytes("Bonjour.\nOù est la gare ?\n".encode("latin-1"))
+    with pytest.raises(SystemExit, match=r"--input '.*latin1.txt' is not UTF-8 text at line 2 \(invalid start byte: b'\\xf9'\)"):
+        list(_sentences(parse_arguments(["translate", "model", "--input", str(path)])))
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8"))
-    with pytest.raises(SystemExit, match=r"standard input is not UTF-8 text"):
-        _sentences(parse_arguments(["translate", "model"]))
+    with pytest.raises(SystemExit, match=r"standard input is not UTF-8 text at line 1"):
+        list(_sentences(parse_arguments(["translate", "model"])))

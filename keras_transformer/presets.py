@@ -137,7 +137,7 @@ def _store_float16(path):
     os.replace(compact, path)
 
 
-def save_model(model, directory, weights_dtype="float32", model_card=None):
+def save_model(model, directory, weights_dtype="float32", model_card=None, metadata=None):
     """Writes `config.json`, `model.weights.h5` and `metadata.json` into `directory`.
 
     Args:
@@ -148,6 +148,8 @@ def save_model(model, directory, weights_dtype="float32", model_card=None):
             come back as float32 on loading). A quantized model keeps its
             own dtypes.
         model_card: optional Markdown text, written as `README.md`.
+        metadata: optional JSON-able dict added to `metadata.json` (e.g.
+            the training run's data).
     """
     if weights_dtype not in WEIGHTS_DTYPES:
         raise ValueError(f"Argument `weights_dtype` must be one of {WEIGHTS_DTYPES}. Received: weights_dtype={weights_dtype!r}")
@@ -164,6 +166,7 @@ def save_model(model, directory, weights_dtype="float32", model_card=None):
         "keras_transformer_version": _package_version(),
         "parameter_count": int(model.count_params()),
         "weights_dtype": weights_dtype,
+        **(metadata or {}),
     }
     staging = tempfile.mkdtemp(prefix=".preset-", dir=directory)
     try:

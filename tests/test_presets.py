@@ -1,4 +1,6 @@
-"""Presets: the shipped trained model, save_to_preset / from_preset round trips, fine-tuning, errors."""
+"""Presets: the shipped trained model, save_to_preset / from_preset round trips, errors.
+
+Fine-tuning a preset is tested from the command line (tests/training/test_own_files.py)."""
 
 import json
 import os
@@ -8,14 +10,12 @@ import numpy as np
 import pytest
 
 from keras_transformer import (
-    LabelSmoothedCrossEntropy,
     SubwordTokenizer,
     Transformer,
     Translator,
     list_presets,
     presets,
 )
-from keras_transformer.data import make_dataset, read_tsv
 from keras_transformer.decoding import BeamSampler
 from tests.decoding.trained_copy import padded
 
@@ -27,7 +27,7 @@ from tests.decoding.trained_copy import padded
 @pytest.fixture(scope="module")
 def tokenizer():
     sentences = [f"the {w} is {c}." for w in ("cat", "dog", "bird", "fish") for c in ("red", "blue", "big")] * 20
-    return SubwordTokenizer.train(sentences, vocab_size=40)
+    return SubwordTokenizer.train(sentences, vocab_size=40, byte_fallback=False)
 
 
 ZOO = {  # preset: (parameters, [(source, expected translation)], license named by its card)
@@ -139,46 +139,3 @@ def test_preset_errors_name_what_was_received(tmp_path):
     os.remove(tmp_path / "no_weights" / "model.weights.h5")
     with pytest.raises(FileNotFoundError, match="has no model.weights.h5"):
         Transformer.from_preset(tmp_path / "no_weights")
-
-
-FINE_TUNING = """\
-The frobnicator is ready.\tLe frobnicateur est prêt.
-Where is the frobnicator?\tOù est le frobnicateur ?
-I bought a frobnicator.\tJ'ai acheté un frobnicateur.
-The frobnicator is broken.\tLe frobnicateur est cassé.
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the recipe's data pipeline is tf.data")
-def test_the_readme_fine_tuning_recipe_teaches_the_shipped_preset_a_new_word(tmp_path):
-    """The README's recipe, on four pairs with a word the model never saw:
-    the fine-tuned preset, saved and reloaded, uses it, and still knows French."""
-    (tmp_path / "pairs.tsv").write_text(FINE_TUNING, encoding="utf-8")
-    # Translators without XLA: compiling beam search for one or two sentences
-    # costs more than it saves (the README's recipe compiles; so does
-    # test_each_shipped_preset_translates).
-    before = Translator.from_preset("tatoeba_en_fr", jit_compile=False).translate(["The frobnicator is ready."])
-    assert "frobnicateur" not in before[0]
-
-    model = Transformer.from_preset("tatoeba_en_fr")
-    tokenizer = SubwordTokenizer.from_preset("tatoeba_en_fr")
-    pairs = list(read_tsv(tmp_path / "pairs.tsv")) * 8
-    train, _ = make_dataset(pairs, tokenizer, tokens_per_batch=1024, repeat=True, log=None)
-    # 5 steps, eagerly: tracing the 8.6M-parameter model's train step took
-    # about 40 s on 2 CPU cores (XLA: over 100 s), 5 eager steps about 15 s.
-    # The model learns the word in 5 steps as in the 10 of before; graph-mode
-    # fit of the same model is tested elsewhere (tests/models/test_learning.py).
-    model.compile(optimizer=keras.optimizers.Adam(3e-4), loss=LabelSmoothedCrossEntropy(0.1), run_eagerly=True)
-    fixed, _ = make_dataset(pairs[:4], tokenizer, tokens_per_batch=1024, shuffle=False, log=None)
-    loss_before = model.evaluate(fixed, verbose=0, return_dict=True)["loss"]
-    model.fit(train, epochs=1, steps_per_epoch=5, verbose=0)
-    loss_after = model.evaluate(fixed, verbose=0, return_dict=True)["loss"]
-    assert loss_after < 0.8 * loss_before, (loss_before, loss_after)  # the loss on the new pairs falls
-    model.save_to_preset(tmp_path / "my_en_fr")
-    tokenizer.save_to_preset(tmp_path / "my_en_fr")
-
-    translator = Translator.from_preset(tmp_path / "my_en_fr", jit_compile=False)
-    assert translator.translate(["The frobnicator is ready.", "I love you."]) == [
-        "Le frobnicateur est prêt.", "Je t'aime.",
-    ]

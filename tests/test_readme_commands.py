@@ -209,10 +209,15 @@ def check_cli_inputs(args, number):
         sources, _ = datasets.load_references(args.corpus, args.split)
         assert sources, f"README.md:{number}: corpus {args.corpus!r} split {args.split!r} is empty"
     if args.command == "train":
-        from keras_transformer.cli.train import SYNTHETIC_CORPORA
+        from keras_transformer.cli.train import SYNTHETIC_CORPORA, check_data_arguments
 
-        if args.corpus not in SYNTHETIC_CORPORA:
+        check_data_arguments(args)  # one of --corpus and --train-file, the files there, no conflict
+        if args.corpus is not None and args.corpus not in SYNTHETIC_CORPORA:
             assert datasets.load(args.corpus, "train"), f"README.md:{number}: corpus {args.corpus!r} is empty"
+        for path in (args.train_file or []) + (args.valid_file or []):
+            check_path("--train-file/--valid-file", path, number)
+        if args.from_preset:
+            check_model(args.from_preset, number)
 
 
 def producer(path, runs):

@@ -1,11 +1,12 @@
 """The `keras-transformer` command line, one module per command.
 
-    keras-transformer train --corpus tatoeba_en_fr --architecture small --output-dir runs/small
+    keras-transformer train --train-file my_train.tsv --valid-file my_valid.tsv --architecture small \
+        --output-dir runs/small          # the run ends as a preset: translate, evaluate and export take it
+    keras-transformer translate runs/small --input my_test.en --output my_test.fr
     keras-transformer average-checkpoints runs/small/checkpoints --last 5 \
         --output runs/small/average.weights.h5
     keras-transformer preset runs/small --average 5 --weights-dtype float16 --output my_preset
-    keras-transformer export runs/small/model.keras --tokenizer runs/small/tokenizer.model \
-        --output-dir saved_models/mine
+    keras-transformer export my_preset --output-dir saved_models/mine
     keras-transformer export tatoeba_en_fr --output-dir saved_models/tatoeba_en_fr   # with its tokenizer
     keras-transformer translate saved_models/tatoeba_en_fr "Where is the station?"
     keras-transformer translate tatoeba_en_fr "Where is the station?"       # a preset: name or directory

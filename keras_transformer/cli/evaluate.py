@@ -2,7 +2,7 @@
 
     keras-transformer evaluate saved_models/tatoeba_en_fr --corpus tatoeba_en_fr --split test
     keras-transformer evaluate tatoeba_en_fr --corpus tatoeba_en_fr --limit 100    # a preset, name or directory
-    keras-transformer evaluate runs/model.keras --tokenizer runs/tokenizer.model --tsv test.tsv
+    keras-transformer evaluate runs/mine --tsv my_test.tsv                  # a training run: a preset
 
 MODEL is a preset (a shipped name or a preset directory; its own
 tokenizer, decoded with `--beam-size` and `--alpha`), a SavedModel folder
@@ -28,7 +28,9 @@ def add_arguments(p):
                                  "a SavedModel folder (saved_models/<name>) or a .keras file")
     p.add_argument("--corpus", default="tatoeba_en_fr", help="a shipped corpus (keras_transformer.datasets)")
     p.add_argument("--split", default="test", choices=["train", "validation", "test"])
-    p.add_argument("--tsv", help="score a TSV file (source, reference) instead of --corpus")
+    p.add_argument("--tsv", help="score a TSV file (source<TAB>reference lines) instead of --corpus")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="skip and count bad lines of --tsv instead of stopping at the first")
     p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
     p.add_argument("--limit", type=positive_int, default=None, help="only the first N sources")
     add_decoding_arguments(p)
@@ -38,10 +40,13 @@ def run(args):
     import keras
 
     from keras_transformer import datasets
-    from keras_transformer.data import read_tsv
+    from keras_transformer.data.training_data import read_files
     from keras_transformer.evaluation import corpus_bleu
 
-    pairs = list(read_tsv(args.tsv)) if args.tsv else datasets.load(args.corpus, args.split)
+    if args.tsv:
+        pairs = read_files([args.tsv], args.skip_bad_lines)
+    else:
+        pairs = datasets.load(args.corpus, args.split)
     sources, references = datasets.references(pairs)
     sources, references = sources[: args.limit], references[: args.limit]
     translate, _, _ = translate_function(

@@ -2,16 +2,17 @@
 
     keras-transformer export tatoeba_en_fr --output-dir saved_models/tatoeba_en_fr --buckets 16 32 64
     keras-transformer export my_preset --output-dir saved_models/mine      # a preset directory
-    keras-transformer export runs/small/model.keras --tokenizer runs/small/tokenizer.model \
-        --output-dir saved_models/mine --metadata '{"bleu": 50.1}'
+    keras-transformer export runs/small --output-dir saved_models/mine      # a finished run is a preset
     keras-transformer export runs/small --weights runs/small/average.weights.h5 \
-        --tokenizer runs/small/tokenizer.model --output-dir saved_models/mine
+        --output-dir saved_models/mine --metadata '{"bleu": 50.1}'     # a run folder with other weights
+    keras-transformer export my_model.keras --tokenizer my_tokenizer.model --output-dir saved_models/mine
 
 The version folder (TF Serving's layout) goes inside `--output-dir`. A
 preset (a shipped name or a preset directory) brings its own tokenizer;
 its name and its metadata.json go into the SavedModel's
 `assets.extra/metadata.json` (as `preset` and `preset_metadata`), beside
-the decoding settings and `--metadata`. A `.keras` file or a run folder
+the decoding settings and `--metadata`. A run folder with `--weights` uses
+its own tokenizer.model unless `--tokenizer` names one; a `.keras` file
 needs `--tokenizer`. TF Serving's warm-up requests (`--warmup-batch-sizes`,
 `--no-warmup`) go into `assets.extra/tf_serving_warmup_requests`.
 
@@ -45,7 +46,7 @@ def add_arguments(p):
     p.add_argument("model", help="a preset (a shipped name such as tatoeba_en_fr, or a preset directory), "
                                  "a .keras file, or a training run folder with --weights")
     p.add_argument("--weights", help="with a run folder: the .weights.h5 to export (e.g. averaged checkpoints)")
-    p.add_argument("--tokenizer", help="its SentencePiece .model file (required unless MODEL is a preset)")
+    p.add_argument("--tokenizer", help="its SentencePiece .model file (required with a .keras file)")
     p.add_argument("--output-dir", required=True, help="saved_models/<name>; the version folder goes inside")
     p.add_argument("--version", type=int, default=None, help="default: one more than the highest there")
     add_decoding_arguments(p, batch_size=False)
@@ -96,7 +97,13 @@ def load_model_and_tokenizer(args):
     unless MODEL is a preset."""
     from keras_transformer import presets
     from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer.training.manifest import read_manifest
 
+    if args.weights is not None and os.path.isdir(args.model) and read_manifest(args.model) is not None:
+        # A run folder with --weights: its model (run.json) with those
+        # weights, and its own tokenizer.model unless --tokenizer.
+        tokenizer = args.tokenizer or os.path.join(args.model, presets.TOKENIZER_FILE)
+        return load_keras_model(args.model, args.weights), tokenizer, None
     preset = preset_path(args.model)
     if preset is not None:
         no_tokenizer_with_preset(args.model, args.tokenizer)

@@ -27,12 +27,11 @@ def add_arguments(p):
 
 
 def run(args):
-    import json
     import tempfile
 
     from keras_transformer.cli.common import load_keras_model
     from keras_transformer.data import SubwordTokenizer
-    from keras_transformer.presets import METADATA_FILE
+    from keras_transformer.presets import save_model
     from keras_transformer.training.averaging import average_checkpoints
     from keras_transformer.training.manifest import read_manifest
 
@@ -52,14 +51,9 @@ def run(args):
         averaged = os.path.join(scratch, "average.weights.h5")
         paths = average_checkpoints(os.path.join(args.run_dir, "checkpoints"), averaged, last=args.average)
         model = load_keras_model(args.run_dir, averaged)
-    model.save_to_preset(args.output, weights_dtype=args.weights_dtype, model_card=model_card)
-    SubwordTokenizer.load(tokenizer).save_to_preset(args.output)
     identity = manifest.get("identity", manifest)
-    metadata_path = os.path.join(args.output, METADATA_FILE)
-    with open(metadata_path, encoding="utf-8") as f:
-        metadata = json.load(f)
-    metadata.update(data=identity.get("data"), averaged_checkpoints=[os.path.basename(p) for p in paths])
-    with open(metadata_path, "w", encoding="utf-8") as f:
-        json.dump(metadata, f, indent=2)
+    metadata = {"data": identity.get("data"), "averaged_checkpoints": [os.path.basename(p) for p in paths]}
+    save_model(model, args.output, weights_dtype=args.weights_dtype, model_card=model_card, metadata=metadata)
+    SubwordTokenizer.load(tokenizer).save_to_preset(args.output)
     print(f"Wrote preset {args.output} ({len(paths)} checkpoint(s) averaged: {', '.join(map(os.path.basename, paths))})")
     return 0

@@ -1,38 +1,63 @@
 """`keras-transformer train`: train a Transformer with `model.fit`; rerun to resume.
 
-    keras-transformer train --corpus tatoeba_en_fr --architecture small --output-dir runs/small \
-        --tokens-per-batch 4096 --train-steps 20000
-    keras-transformer train --corpus tatoeba_en_fr --corpus-file tatoeba_en_fr.tsv.gz \
-        --architecture small --output-dir runs/full      # the whole corpus, held-out sources left out
+    keras-transformer train --train-file my_train.tsv --valid-file my_valid.tsv \
+        --architecture small --output-dir runs/mine                  # your own data: source<TAB>target
+    keras-transformer train --train-file train.en train.fr --valid-file valid.en valid.fr \
+        --architecture small --output-dir runs/mine                  # or aligned files, a sentence a line
+    keras-transformer train --from-preset tatoeba_en_fr --train-file my_pairs.tsv \
+        --output-dir runs/my_en_fr --train-steps 500 --checkpoint-every 100 --warmup-steps 100
+    keras-transformer train --corpus tatoeba_en_fr --architecture small --output-dir runs/small
     keras-transformer train --corpus synthetic-copy --architecture tiny --output-dir /tmp/run \
         --train-steps 4 --checkpoint-every 2 --fit-verbose 0
 
-The run directory gets run.json, checkpoints/, logs/, tokenizer.model and,
-at the end, model.keras (what `export` and `translate` load); `keras-transformer
-preset RUN_DIR` turns it into a preset. Without TensorFlow (a JAX or PyTorch
-machine) the corpus is batched with NumPy (`read_corpus`) and TensorBoard
-logs are not written.
+The data is a shipped corpus (`--corpus`, and `--corpus-file` for its full
+file) or your own files (`--train-file`, `--valid-file`: one TSV file or
+source and target files, plain or .gz). Your files are read whole before
+the run starts, and a bad line stops it with its file and line, writing
+nothing, unless `--skip-bad-lines`. The subword vocabulary is learned from
+the training pairs with byte fallback (no character is lost), or with
+`--from-preset` is the preset's, whose weights the run starts from.
+
+The run directory gets run.json, checkpoints/, logs/ and tokenizer.model,
+and at the end the preset files (config.json, model.weights.h5 with the
+last step's weights, metadata.json): `Translator.from_preset(RUN_DIR)`,
+`translate`, `evaluate` and `export` take it as it is, and
+`keras-transformer preset RUN_DIR` writes the mean of its last checkpoints
+as another preset. Without TensorFlow (a JAX or PyTorch machine) the data
+is batched with NumPy and TensorBoard logs are not written.
 """
 
 import os
 
 NAME = "train"
-HELP = "Train a Transformer with model.fit; rerun to resume an interrupted run."
+HELP = "Train a Transformer on a shipped corpus or your own files; rerun to resume an interrupted run."
 
 SYNTHETIC_CORPORA = ("synthetic-copy", "synthetic-reverse")
+DEFAULT_ARCHITECTURE = "base"
 
 
 def add_arguments(p):
-    p.add_argument("--corpus", required=True,
-                   help=f"corpus name for keras_transformer.datasets.load, or one of {SYNTHETIC_CORPORA}")
-    p.add_argument("--output-dir", required=True, help="run directory: run.json, checkpoints/, logs/")
-    p.add_argument("--architecture", default="base", choices=["tiny", "small", "base", "big"],
-                   help="the untrained model's size (keras_transformer.ARCHITECTURES)")
-    p.add_argument("--corpus-file", default=None,
-                   help="the corpus's full .tsv(.gz) file to train on instead of its shipped training split "
-                        "(e.g. tatoeba_en_fr.tsv.gz); the shipped validation and test sources are left out")
+    data = p.add_argument_group("data (one of --corpus and --train-file)")
+    data.add_argument("--corpus", default=None,
+                      help=f"a shipped corpus (keras_transformer.datasets), or one of {SYNTHETIC_CORPORA}")
+    data.add_argument("--corpus-file", default=None,
+                      help="the corpus's full .tsv(.gz) file to train on instead of its shipped training split "
+                           "(e.g. tatoeba_en_fr.tsv.gz); the shipped validation and test sources are left out")
+    data.add_argument("--train-file", nargs="+", default=None, metavar="FILE",
+                      help="your training pairs: a TSV file (source<TAB>target), or a source and a target "
+                           "file aligned line by line")
+    data.add_argument("--valid-file", nargs="+", default=None, metavar="FILE",
+                      help="your validation pairs, in the same form (default: no validation)")
+    data.add_argument("--skip-bad-lines", action="store_true",
+                      help="skip and count bad lines of --train-file and --valid-file instead of stopping at the first")
+    p.add_argument("--output-dir", required=True, help="run directory: run.json, checkpoints/, logs/, the preset")
+    p.add_argument("--architecture", default=None, choices=["tiny", "small", "base", "big"],
+                   help=f"the untrained model's size (default: {DEFAULT_ARCHITECTURE})")
+    p.add_argument("--from-preset", default=None, metavar="PRESET",
+                   help="fine-tune: start from a preset's weights (a shipped name or a preset directory), with "
+                        "its architecture and tokenizer")
     p.add_argument("--vocab-size", type=int, default=None,
-                   help="subword vocabulary learned from the corpus (default 8000; synthetic: 20)")
+                   help="subword vocabulary learned from the training pairs (default 8000; synthetic: 20)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a TransformerConfig field, e.g. --set dropout_rate=0.3")
     p.add_argument("--train-steps", type=int, default=100_000, help="optimizer steps (paper: 100k base)")
@@ -65,17 +90,14 @@ def run(args):
 
     from keras_transformer import Transformer
     from keras_transformer.training import TrainingOptions, model_config, select_strategy, train
-    from keras_transformer.training.inference_model import save_inference_model
     from keras_transformer.training.manifest import check_output_dir
 
-    check_corpus(args.corpus)
+    check_data_arguments(args)
     synthetic = args.corpus in SYNTHETIC_CORPORA
-    vocab_size = _vocab_size(args)
+    base = _base_model(args)
+    vocab_size = base.transformer_config.vocab_size if base else _vocab_size(args)
     overrides = parse_overrides(args.overrides)
-    data = {"corpus": args.corpus, "vocab_size": vocab_size}  # part of the run's identity
-    if args.corpus_file is not None:
-        check_corpus_file(args)
-        data["corpus_file"] = os.path.basename(args.corpus_file)
+    data = _data_identity(args, vocab_size)  # part of the run's identity
     # The options, the model config and the directory are checked before
     # any data is read, a vocabulary learned or a file written.
     options = TrainingOptions(
@@ -97,24 +119,106 @@ def run(args):
         verbose=args.fit_verbose if args.fit_verbose == "auto" else int(args.fit_verbose),
         **({"batch_size": args.batch_size} if synthetic else {"tokens_per_batch": args.tokens_per_batch}),
     )
-    Transformer(**dataclasses.asdict(model_config(args.architecture, vocab_size, **overrides)))  # unbuilt: checks only
+    config = model_config(base.transformer_config if base else args.architecture or DEFAULT_ARCHITECTURE,
+                          vocab_size, **overrides)
+    Transformer(**dataclasses.asdict(config))  # unbuilt: checks only
     same_data = check_output_dir(args.output_dir, {"data": data, "seed": args.seed}, args.overwrite, partial=True)
     train_data, valid_data, tokenizer = corpus_datasets(args, vocab_size, reuse_tokenizer=same_data == "resume")
     if tokenizer is not None and same_data == "resume" and not os.path.exists(tokenizer_path(args.output_dir)):
         tokenizer.save(args.output_dir)  # a resumed run whose tokenizer was removed: learned again alike
     model = train(
-        args.architecture,
+        config,
         train_data,
         args.output_dir,
         validation_data=valid_data,
-        vocab_size=tokenizer.vocab_size if tokenizer else vocab_size,
         data=data,
-        model_overrides=overrides,
         options=options,
+        initial_weights=_preset_weights(args.from_preset),
         write_run_files=tokenizer.save if tokenizer else None,  # before run.json: see claim_output_dir
     )
-    print(f"Saved {save_inference_model(model, os.path.join(args.output_dir, 'model.keras'))}")
+    save_run_preset(model, args.output_dir, data)
+    what = "a preset" if tokenizer else "config.json and model.weights.h5 (a synthetic corpus: no tokenizer)"
+    print(f"Saved the last weights: {args.output_dir} is {what}")
     return 0
+
+
+def save_run_preset(model, output_dir, data):
+    """Writes the run's last weights as the preset files of `output_dir`."""
+    from keras_transformer.presets import save_model
+    from keras_transformer.training.inference_model import inference_model
+
+    save_model(inference_model(model), output_dir, metadata={"data": data})
+
+
+def check_data_arguments(args):
+    """Raises `ValueError` for data arguments that do not go together."""
+    if (args.corpus is None) == (args.train_file is None):
+        raise ValueError(
+            "Give one of --corpus (a shipped corpus) and --train-file (your own files). "
+            f"Received: --corpus={args.corpus!r}, --train-file={args.train_file!r}"
+        )
+    if args.corpus is not None:
+        check_corpus(args.corpus)
+        if args.valid_file is not None or args.skip_bad_lines:
+            raise ValueError(
+                "--valid-file and --skip-bad-lines are for your own files (--train-file). "
+                f"Received: --corpus={args.corpus!r}"
+            )
+        if args.corpus_file is not None:
+            check_corpus_file(args)
+    for name in ("train_file", "valid_file"):
+        files = getattr(args, name)
+        flag = "--" + name.replace("_", "-")
+        if files is not None and len(files) > 2:
+            raise ValueError(f"{flag} takes a TSV file or a source and a target file. Received: {flag} {files}")
+        for path in files or []:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"{flag}: no such file. Received: {path!r}")
+    if args.from_preset is not None:
+        if args.corpus in SYNTHETIC_CORPORA:
+            raise ValueError(f"--from-preset needs text data, not a synthetic corpus. Received: --corpus={args.corpus!r}")
+        for flag, value in (("--architecture", args.architecture), ("--vocab-size", args.vocab_size)):
+            if value is not None:
+                raise ValueError(
+                    f"{flag} comes from the preset with --from-preset (its model and its tokenizer). "
+                    f"Received: --from-preset={args.from_preset!r}, {flag}={value!r}"
+                )
+
+
+def _base_model(args):
+    """The untrained model of `--from-preset` (its config, vocabulary size), or None."""
+    if args.from_preset is None:
+        return None
+    from keras_transformer import presets
+
+    return presets.load_model(args.from_preset, load_weights=False)
+
+
+def _preset_weights(preset):
+    """The weights file a fine-tuning run starts from, or None."""
+    if preset is None:
+        return None
+    from keras_transformer import presets
+
+    return os.path.join(presets.preset_directory(preset), presets.WEIGHTS_FILE)
+
+
+def _data_identity(args, vocab_size):
+    """What the run's data is, for its manifest: a run on other data is another run."""
+    if args.corpus is not None:
+        data = {"corpus": args.corpus, "vocab_size": vocab_size}
+        if args.corpus_file is not None:
+            data["corpus_file"] = os.path.basename(args.corpus_file)
+    else:
+        data = {"vocab_size": vocab_size}
+        for name in ("train_file", "valid_file"):  # names and sizes: an edited file is other data
+            files = getattr(args, name) or []
+            data[name] = [[os.path.basename(path), os.path.getsize(path)] for path in files]
+        if args.skip_bad_lines:
+            data["skip_bad_lines"] = True
+    if args.from_preset is not None:
+        data["from_preset"] = args.from_preset
+    return data
 
 
 def check_corpus(corpus):
@@ -169,9 +273,11 @@ def parse_overrides(pairs):
 
 def _vocab_size(args):
     """The vocabulary size asked for: `--vocab-size`, or 20 (synthetic) or 8000."""
+    from keras_transformer.data.training_data import VOCAB_SIZE
+
     synthetic = args.corpus in SYNTHETIC_CORPORA
     if args.vocab_size is None:
-        return 20 if synthetic else 8000
+        return 20 if synthetic else VOCAB_SIZE
     minimum = 4 if synthetic else 8  # synthetic tokens are ids 3 .. vocab_size - 1
     if args.vocab_size < minimum:
         raise ValueError(
@@ -187,13 +293,13 @@ def tokenizer_path(output_dir):
 
 
 def corpus_datasets(args, vocab_size, reuse_tokenizer=False):
-    """`(train, validation, tokenizer)` for `args.corpus`.
+    """`(train, validation, tokenizer)` for the run's data.
 
     Synthetic corpora are NumPy arrays (batched by `--batch-size`), without
-    a tokenizer. Real corpora go through the data pipeline
-    (`keras_transformer.data.shipped.read_corpus`), batched by
-    `--tokens-per-batch` tokens globally. With `reuse_tokenizer`, the run's
-    `tokenizer.model`, if any, is loaded.
+    a tokenizer. Text goes through `keras_transformer.data.training_data`,
+    batched by `--tokens-per-batch` tokens globally. The tokenizer is the
+    preset's with `--from-preset`; with `reuse_tokenizer`, the run's
+    `tokenizer.model`, if any; else learned from the training pairs.
     """
     if args.corpus in SYNTHETIC_CORPORA:
         from keras_transformer.training.synthetic import copy_task
@@ -202,11 +308,19 @@ def corpus_datasets(args, vocab_size, reuse_tokenizer=False):
         train = copy_task(256, vocab_size=vocab_size, seed=args.seed, reverse=reverse)
         valid = copy_task(64, vocab_size=vocab_size, seed=args.seed + 1, reverse=reverse)
         return train, valid, None
-    from keras_transformer.data.shipped import read_corpus
+    from keras_transformer.data import SubwordTokenizer
+    from keras_transformer.data.training_data import read_corpus, read_files, training_data
 
     path = tokenizer_path(args.output_dir)
-    return read_corpus(
-        args.corpus, args.tokens_per_batch, args.seed, vocab_size=vocab_size,
-        tokenizer_path=path if reuse_tokenizer and os.path.exists(path) else None,
-        corpus_file=args.corpus_file,
-    )
+    if args.from_preset is not None:
+        tokenizer = SubwordTokenizer.from_preset(args.from_preset)
+    elif reuse_tokenizer and os.path.exists(path):
+        tokenizer = SubwordTokenizer.load(path)
+    else:
+        tokenizer = None
+    if args.corpus is not None:
+        return read_corpus(args.corpus, args.tokens_per_batch, args.seed, vocab_size=vocab_size,
+                           tokenizer=tokenizer, corpus_file=args.corpus_file)
+    train_pairs = read_files(args.train_file, args.skip_bad_lines)
+    valid_pairs = read_files(args.valid_file, args.skip_bad_lines) if args.valid_file else None
+    return training_data(train_pairs, valid_pairs, args.tokens_per_batch, args.seed, vocab_size, tokenizer=tokenizer)

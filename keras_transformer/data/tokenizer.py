@@ -37,6 +37,8 @@ class SubwordTokenizer:
     model masks it), `UNK_ID = 1`, `BOS_ID = 2`, `EOS_ID = 3`. Text is normalized with
     NFKC, so `decode(encode(text)) == text` for NFKC-normalized text
     (accents, punctuation such as « », digits, whitespace runs collapsed).
+    A vocabulary learned with byte fallback (`train`'s default) keeps every
+    other character too, as UTF-8 byte pieces.
 
     `encode`/`decode` work on Python lists; the preprocessor's graph face
     (`keras_transformer.preprocessor`) gives the same ids in TensorFlow ops.
@@ -85,6 +87,7 @@ class SubwordTokenizer:
         files=None,
         num_threads=None,
         character_coverage=1.0,
+        byte_fallback=True,
     ):
         """Learns a vocabulary from strings and/or text files, offline.
 
@@ -100,6 +103,12 @@ class SubwordTokenizer:
             num_threads: training threads (default: all CPU cores).
             character_coverage: share of characters that get their own
                 piece; 1.0 keeps every accent of small corpora.
+            byte_fallback: bool. A character without a piece of its own (an
+                emoji, a script absent from the texts) is encoded as its
+                UTF-8 bytes, one of 256 byte pieces, and decoded back, instead
+                of becoming `UNK_ID`: no character is lost. The vocabulary
+                then needs room for the 256 byte pieces besides the
+                characters and the special pieces.
 
         Returns:
             A `SubwordTokenizer`.
@@ -132,6 +141,7 @@ class SubwordTokenizer:
             model_type=model_type,
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
             character_coverage=character_coverage,
+            byte_fallback=bool(byte_fallback),
             normalization_rule_name="nfkc",
             input_sentence_size=input_sentence_size,
             shuffle_input_sentence=True,

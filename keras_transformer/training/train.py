@@ -224,9 +224,12 @@ def _run_identity(config, options, precision, accumulation, data):
     return identity
 
 
-def build_model(config, precision, options, accumulation, jit_compile):
-    """The compiled Transformer of `config` (call in the strategy scope)."""
+def build_model(config, precision, options, accumulation, jit_compile, initial_weights=None):
+    """The compiled Transformer of `config` (call in the strategy scope),
+    with the weights of the `.weights.h5` file `initial_weights` if given."""
     model = Transformer(**dataclasses.asdict(config), dtype=precision)
+    if initial_weights is not None:  # before compiling: the file holds no optimizer
+        model.load_weights(initial_weights)  # float16 or float32 files: Keras casts on assign
     model.compile(
         optimizer=paper_training_optimizer(
             config.d_model, options.warmup_steps, accumulation, options.learning_rate_scale
@@ -261,6 +264,7 @@ def train(
     options=None,
     callbacks=(),
     write_run_files=None,
+    initial_weights=None,
     log=print,
     **option_overrides,
 ):
@@ -289,6 +293,9 @@ def train(
         write_run_files: optional callable `(output_dir)`, called when a new
             run claims `output_dir`, before its `run.json` is written: writes
             what a resumed run reads back, e.g. `tokenizer.save`.
+        initial_weights: optional `.weights.h5` file the model starts from
+            (fine-tuning a preset's `model.weights.h5`); a resumed run
+            starts from its last checkpoint instead.
         log: callable for progress messages.
 
     Returns:
@@ -309,7 +316,7 @@ def train(
     with distributed.scope():
         # Built first, so that an invalid config fails before the output
         # directory is claimed for it.
-        model = build_model(config, precision, options, accumulation, jit_compile)
+        model = build_model(config, precision, options, accumulation, jit_compile, initial_weights)
     if not callable(train_data):  # checks `batch_size` before the directory is claimed
         train_data = _as_dataset(train_data, options.batch_size, options.seed, shuffle=True)
     status = claim_output_dir(

@@ -54,7 +54,7 @@ def test_save_and_load(tokenizer, tmp_path):
 def test_train_from_files(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(TEXTS * 20) + "\n", encoding="utf-8")
-    tokenizer = SubwordTokenizer.train(files=[str(corpus)], vocab_size=120, model_type="unigram")
+    tokenizer = SubwordTokenizer.train(files=[str(corpus)], vocab_size=400, model_type="unigram")
     assert tokenizer.decode(tokenizer.encode(TEXTS)) == TEXTS
 
 
@@ -84,7 +84,7 @@ from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.data import numpy_batches
 from keras_transformer import datasets
 pairs = datasets.load("tatoeba_en_fr", "test")[:200]
-tok = SubwordTokenizer.train([s for p in pairs for s in p], vocab_size=300)
+tok = SubwordTokenizer.train([s for p in pairs for s in p], vocab_size=400)
 assert tok.decode(tok.encode([pairs[0][1]])) == [pairs[0][1]]
 assert sum(len(b[1]) for b in numpy_batches(pairs, tok, 256, 32)) == 200
 print("ok")

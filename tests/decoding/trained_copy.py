@@ -62,7 +62,8 @@ def train_copy_model(train_sentences, vocab_size=64, epochs=50, seed=0):
     way); after 30 epochs TensorFlow's copied 60%. A vocabulary of 64 pieces
     holds most words whole and splits "the" into "▁t" "he".
     """
-    tokenizer = SubwordTokenizer.train(train_sentences, vocab_size=vocab_size, seed=seed, num_threads=1)
+    tokenizer = SubwordTokenizer.train(train_sentences, vocab_size=vocab_size, seed=seed, num_threads=1,
+                                       byte_fallback=False)  # 64 pieces: no room for 256 byte pieces
     ids = tokenizer.encode(train_sentences)
     source = padded([pack_source(x) for x in ids])
     target_in, labels = split_target(padded([pack_target(x) for x in ids]))

@@ -251,7 +251,7 @@ def test_cli_trains_a_tiny_model_and_resumes(tmp_path, capsys):
 
     assert main(argv(2)) == 0
     assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [1, 2]
-    assert keras.saving.load_model(tmp_path / "model.keras").transformer_config.d_model == 16
+    assert Transformer.from_preset(tmp_path).transformer_config.d_model == 16  # the run's last weights
     manifest = json.load(open(tmp_path / "run.json"))["identity"]
     assert manifest["model"]["d_model"] == 16 and manifest["label_smoothing"] == 0.1
     try:
@@ -346,13 +346,13 @@ def test_cli_vocabulary_size_is_part_of_the_run_and_the_tokenizer_is_written_onc
 
     for bad in (["--train-steps", "3", "--checkpoint-every", "2"], ["--set", "d_model=15"]):
         with pytest.raises(ValueError):
-            main(argv(150, *bad))
+            main(argv(400, *bad))
     assert not os.path.exists(run)
-    assert main(argv(150)) == 0
-    assert SubwordTokenizer.load(run).vocab_size == 150
+    assert main(argv(400)) == 0
+    assert SubwordTokenizer.load(run).vocab_size == 400
     with pytest.raises(RunMismatchError, match=r"different data.vocab_size\)"):
-        main(argv(200))
-    assert main(argv(150, "--train-steps", "2")) == 0  # resumes with the stored tokenizer
-    assert main(argv(200, "--overwrite")) == 0
-    assert SubwordTokenizer.load(run).vocab_size == 200
-    assert json.load(open(run / "run.json"))["identity"]["data"] == {"corpus": "tatoeba_en_fr", "vocab_size": 200}
+        main(argv(450))
+    assert main(argv(400, "--train-steps", "2")) == 0  # resumes with the stored tokenizer
+    assert main(argv(450, "--overwrite")) == 0
+    assert SubwordTokenizer.load(run).vocab_size == 450
+    assert json.load(open(run / "run.json"))["identity"]["data"] == {"corpus": "tatoeba_en_fr", "vocab_size": 450}

@@ -1,4 +1,4 @@
-"""`keras-transformer preset` (a run as a preset), `train --corpus-file`, and
+"""`keras-transformer preset` (a run's averaged checkpoints as a preset), `train --corpus-file`, and
 `read_corpus` without TensorFlow (NumPy batches, what a JAX GPU machine trains on)."""
 
 import gzip
@@ -12,7 +12,7 @@ import pytest
 
 from keras_transformer import Transformer, datasets
 from keras_transformer.cli import main
-from keras_transformer.data import SubwordTokenizer, bucket_boundaries, shipped
+from keras_transformer.data import SubwordTokenizer, bucket_boundaries, training_data
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 PAIRS = datasets.load("libreoffice_en_de", "validation")[:300]
@@ -31,14 +31,14 @@ def _rows(batch):
 
 def test_read_corpus_without_tensorflow_gives_every_pair_once_per_pass_in_a_few_shapes(monkeypatch):
     monkeypatch.setattr(datasets, "load", lambda name, split: PAIRS)
-    monkeypatch.setattr(shipped, "_has_tensorflow", lambda: False)
-    train, valid, tokenizer = shipped.read_corpus("libreoffice_en_de", tokens_per_batch=1024, seed=3, vocab_size=300)
-    assert callable(train) and callable(valid) and tokenizer.vocab_size == 300
+    monkeypatch.setattr(training_data, "_has_tensorflow", lambda: False)
+    train, valid, tokenizer = training_data.read_corpus("libreoffice_en_de", tokens_per_batch=1024, seed=3, vocab_size=400)
+    assert callable(train) and callable(valid) and tokenizer.vocab_size == 400
     # Reference: each pair encoded on its own; source [ids, EOS], labels [ids, EOS].
     expected = Counter()
     for source, target in PAIRS:
         s, t = tokenizer.encode([source])[0], tokenizer.encode([target])[0]
-        if len(s) + 1 <= 128 and len(t) + 2 <= 129:
+        if len(s) + 1 <= 128 and len(t) + 2 <= 128:  # special tokens included: EOS; BOS and EOS
             expected[(tuple(s) + (EOS_ID,), tuple(t) + (EOS_ID,))] += 1
     passes = [list(train(index)) for index in (0, 1)]
     for batches in passes:
@@ -58,8 +58,8 @@ def test_train_corpus_file_leaves_held_out_sources_out_and_is_checked(tmp_path, 
     with gzip.open(full, "wt", encoding="utf-8") as f:
         for english, french in train_pairs + held_out:
             f.write(f"{english}\t{french}\tCC-BY 2.0 (France)\n")
-    monkeypatch.setattr(shipped, "_has_tensorflow", lambda: False)
-    train, _, tokenizer = shipped.read_corpus("tatoeba_en_fr", 2048, seed=0, vocab_size=200, corpus_file=str(full))
+    monkeypatch.setattr(training_data, "_has_tensorflow", lambda: False)
+    train, _, tokenizer = training_data.read_corpus("tatoeba_en_fr", 2048, seed=0, vocab_size=400, corpus_file=str(full))
     sources = {tokenizer.decode([list(s[:-1])])[0] for batch in train(0) for s, _ in _rows(batch)}
     assert sources == {english for english, _ in train_pairs}
     run = tmp_path / "run"
@@ -78,11 +78,11 @@ def test_preset_command_writes_the_mean_of_the_last_checkpoints_with_the_runs_to
     assert main([
         "train", "--corpus", "libreoffice_en_de", "--architecture", "tiny", "--output-dir", str(run),
         "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
-        "--vocab-size", "120", "--tokens-per-batch", "512", "--tokens-per-step", "512", "--train-steps", "3",
+        "--vocab-size", "400", "--tokens-per-batch", "512", "--tokens-per-step", "512", "--train-steps", "3",
         "--checkpoint-every", "1", "--fit-verbose", "0", "--no-tensorboard", "--jit-compile", "off",
     ]) == 0
     checkpoints = [run / "checkpoints" / f"ckpt-{step:010d}.weights.h5" for step in (2, 3)]
-    model = keras.saving.load_model(run / "model.keras", compile=False)
+    model = Transformer.from_preset(run)  # the run's own preset: its last step's weights
     weights = []
     for path in checkpoints:
         model.load_weights(path)
@@ -97,9 +97,9 @@ def test_preset_command_writes_the_mean_of_the_last_checkpoints_with_the_runs_to
         assert open(out / "tokenizer.model", "rb").read() == open(run / "tokenizer.model", "rb").read()
         metadata = json.load(open(out / "metadata.json"))
         assert metadata["averaged_checkpoints"] == [p.name for p in checkpoints]
-        assert metadata["data"] == {"corpus": "libreoffice_en_de", "vocab_size": 120}
+        assert metadata["data"] == {"corpus": "libreoffice_en_de", "vocab_size": 400}
         assert metadata["weights_dtype"] == dtype
-    assert SubwordTokenizer.from_preset(str(out)).vocab_size == 120
+    assert SubwordTokenizer.from_preset(str(out)).vocab_size == 400
     with pytest.raises(FileNotFoundError, match="run_dir.*no run.json"):
         main(["preset", str(tmp_path), "--output", str(tmp_path / "x")])
     with pytest.raises(ValueError, match="--average.*Received: --average=0"):

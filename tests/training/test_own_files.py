@@ -1,0 +1,229 @@
+"""`train` on your own files, fine-tuning a preset, and the run directory as
+a preset that `Translator.from_preset`, `translate` (streaming), `evaluate`
+and `export` take as it is.
+
+The own-files run learns a toy English->French task from a TSV it is given:
+each sentence "the [ADJ] ANIMAL VERB the THING." becomes "le ANIMAL [ADJ]
+VERB la THING." word by word. Its validation sentences are combinations the
+training file never holds, so translating them right is learning the words,
+not recalling the sentences.
+"""
+
+import contextlib
+import io
+import itertools
+import math
+import os
+import random
+import re
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import SubwordTokenizer, Transformer, Translator
+from keras_transformer.cli import main, parse_arguments
+from keras_transformer.cli.common import CHUNK_BATCHES
+from keras_transformer.data.training_data import read_files
+from keras_transformer.evaluation import corpus_bleu
+
+pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
+
+ADJECTIVES = {"big": "grand", "small": "petit", "old": "vieux", "young": "jeune", "black": "noir", "white": "blanc"}
+ANIMALS = {"cat": "chat", "dog": "chien", "bird": "oiseau", "horse": "cheval", "wolf": "loup", "bear": "ours"}
+VERBS = {"sees": "voit", "likes": "aime", "wants": "veut", "eats": "mange", "finds": "trouve"}
+THINGS = {"apple": "pomme", "house": "maison", "door": "porte", "table": "table", "chair": "chaise", "car": "voiture"}
+ARCHITECTURE = ["--architecture", "tiny", "--set", "num_layers=1", "--set", "d_model=32", "--set", "num_heads=2",
+                "--set", "d_ff=64"]
+
+
+def _pair(adjective, animal, verb, thing):
+    english = ["the", *([adjective] if adjective else []), animal, verb, "the", thing]
+    french = ["le", ANIMALS[animal], *([ADJECTIVES[adjective]] if adjective else []), VERBS[verb], "la", THINGS[thing]]
+    return " ".join(english) + ".", " ".join(french) + "."
+
+
+def _write_tsv(path, pairs):
+    path.write_text("".join(f"{source}\t{target}\n" for source, target in pairs), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """`(run_dir, validation pairs, fit output)`: the tiny architecture
+    trained from the command line on 2,000 pairs of a TSV file."""
+    folder = tmp_path_factory.mktemp("own_files")
+    combinations = list(itertools.product([None, *ADJECTIVES], ANIMALS, VERBS, THINGS))
+    random.Random(0).shuffle(combinations)
+    held_out, seen = combinations[:200], combinations[200:]
+    train = seen + random.Random(1).sample(seen, 2000 - len(seen))
+    valid = [_pair(*c) for c in held_out]
+    _write_tsv(folder / "train.tsv", [_pair(*c) for c in train])
+    _write_tsv(folder / "valid.tsv", valid)
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        assert main([
+            "train", "--train-file", str(folder / "train.tsv"), "--valid-file", str(folder / "valid.tsv"),
+            *ARCHITECTURE, "--output-dir", str(folder / "run"), "--vocab-size", "300", "--train-steps", "300",
+            "--checkpoint-every", "100", "--warmup-steps", "100", "--tokens-per-batch", "1024",
+            "--tokens-per-step", "1024", "--fit-verbose", "2", "--no-tensorboard",
+        ]) == 0
+    return folder / "run", valid, output.getvalue()
+
+
+def test_a_run_on_a_tsv_file_learns_and_its_directory_is_a_preset(run):
+    run_dir, valid, output = run
+    losses = [float(x) for x in re.findall(r"val_loss: ([0-9.]+)", output)]
+    assert len(losses) == 3 and losses[-1] < losses[0] < math.log(300), output  # from about log(vocab) down
+    sources = [source for source, _ in valid]
+    translations = Translator.from_preset(run_dir, beam_size=1).translate(sources)
+    right = [sum(a == b for a, b in zip(t.split(), target.split())) / len(target.split())
+             for t, (_, target) in zip(translations, valid)]
+    assert np.mean(right) > 0.8, list(zip(translations, valid))[:5]  # measured 0.95; chance: about 0.1
+
+    # evaluate --tsv scores the same translations.
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        assert main(["evaluate", str(run_dir), "--tsv", str(run_dir.parent / "valid.tsv"), "--beam-size", "1"]) == 0
+    bleu = corpus_bleu(translations, [[target] for _, target in valid])[0]
+    assert f"{bleu}" in output.getvalue()
+
+    # export takes the run as it is (a preset), or as a run folder with other weights.
+    from keras_transformer.cli.export import load_model_and_tokenizer
+
+    model, tokenizer, metadata = load_model_and_tokenizer(parse_arguments(["export", str(run_dir), "--output-dir", "x"]))
+    assert metadata["data"]["train_file"] == [["train.tsv", os.path.getsize(run_dir.parent / "train.tsv")]]
+    for got, want in zip(model.get_weights(), Transformer.from_preset(run_dir).get_weights()):
+        np.testing.assert_array_equal(got, want)
+    first = run_dir / "checkpoints" / "ckpt-0000000100.weights.h5"
+    model, tokenizer, _ = load_model_and_tokenizer(
+        parse_arguments(["export", str(run_dir), "--weights", str(first), "--output-dir", "x"]))
+    assert tokenizer == str(run_dir / "tokenizer.model")
+    assert not np.array_equal(model.get_weights()[0], Transformer.from_preset(run_dir).get_weights()[0])
+
+
+def test_the_learned_tokenizer_keeps_characters_it_never_saw(run):
+    tokenizer = SubwordTokenizer.from_preset(run[0])
+    text = "le chat 😀 voit la Ωmega жизнь."
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text
+    assert 1 not in ids  # no unknown piece: UTF-8 byte pieces instead
+    assert "<0xF0>" in tokenizer.id_to_piece(ids)  # the emoji's first byte
+
+
+def test_translate_streams_a_long_file_in_order_holding_one_chunk(run, tmp_path, monkeypatch):
+    """50,000 lines through `translate --input --output`: as many lines out,
+    in order, and never more than one chunk read ahead of what is written."""
+    from keras_transformer.cli import translate as command
+
+    run_dir, valid, _ = run
+    sources = sorted({source for source, _ in valid})
+    expected = dict(zip(sources, Translator.from_preset(run_dir, beam_size=1).translate(sources)))
+    rng = random.Random(2)
+    lines = [rng.choice(sources) for _ in range(50_000)]
+    (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    counts = {"read": 0, "written": 0, "ahead": 0}
+
+    class Reading(io.BufferedReader):
+        def __next__(self):
+            counts["read"] += 1
+            return super().__next__()
+
+    class Writing(io.TextIOWrapper):
+        def writelines(self, translations):
+            counts["ahead"] = max(counts["ahead"], counts["read"] - counts["written"])
+            translations = list(translations)
+            counts["written"] += len(translations)
+            super().writelines(translations)
+
+    def spying_open(path, mode="r", **kwargs):
+        if mode == "rb":  # the progress bar's count of lines first, then the lines read
+            counts["read"] = 0
+            return Reading(io.FileIO(path, "rb"))
+        return Writing(io.FileIO(path, "w"), **kwargs)
+
+    monkeypatch.setattr(command, "open", spying_open, raising=False)
+    assert main(["translate", str(run_dir), "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.txt"),
+                 "--beam-size", "1", "--batch-size", "1024"]) == 0
+    out = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
+    assert len(out) == len(lines) and counts["written"] == len(lines)
+    same = sum(o == expected[line] for o, line in zip(out, lines))
+    assert same >= 0.99 * len(lines), same  # out of order, about 1 in 200 would match
+    # Memory: one chunk read ahead at most (+1: the line that ends a chunk's read).
+    assert 0 < counts["ahead"] <= CHUNK_BATCHES * 1024 + 1, counts
+
+
+@pytest.mark.parametrize(
+    "files, error",
+    [
+        ({"train.tsv": b"a cat\tun chat\na dog un chien\n"}, r"train.tsv:2: line without a tab"),
+        ({"train.tsv": b"a cat\tun chat\na dog\t \n"}, r"train.tsv:2: pair with an empty side"),
+        ({"train.tsv": b"a cat\tun chat\na caf\xe9\tun caf\xc3\xa9\n"}, r"train.tsv:2: invalid UTF-8"),
+        ({"train.en": b"a cat\na dog\n", "train.fr": b"un chat\n"}, r"train.en:2: misaligned line"),
+        ({"train.tsv": b"a cat\tun chat\n", "valid.tsv": b"a dog\n"}, r"valid.tsv:1: line without a tab"),
+    ],
+)
+def test_a_bad_line_names_its_file_and_line_and_leaves_the_run_directory_as_it_was(tmp_path, files, error):
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "notes.txt").write_text("mine")
+    train = [str(tmp_path / n) for n in files if n.startswith("train")]
+    valid = [str(tmp_path / n) for n in files if n.startswith("valid")]
+    argv = ["train", "--train-file", *train, *ARCHITECTURE, "--output-dir", str(run_dir), "--vocab-size", "300",
+            "--train-steps", "1", "--checkpoint-every", "1", "--fit-verbose", "0", "--no-tensorboard"]
+    with pytest.raises(ValueError, match=error + ".*--skip-bad-lines"):
+        main(argv + (["--valid-file", *valid] if valid else []))
+    assert os.listdir(run_dir) == ["notes.txt"]
+
+
+def test_skipping_bad_lines_counts_them(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    path.write_bytes(b"a cat\tun chat\nno tab\n\t\na dog\tun chien\nbad \xff\tx\n")
+    messages = []
+    assert read_files([path], skip_bad_lines=True, log=messages.append) == [("a cat", "un chat"), ("a dog", "un chien")]
+    assert re.search(r"2 pairs read; skipped 1 empty line, 1 invalid UTF-8, 1 line without a tab \(first: .*pairs.tsv:2",
+                     messages[0]), messages
+
+
+@pytest.mark.parametrize(
+    "extra, error",
+    [
+        (["--corpus", "tatoeba_en_fr"], "Give one of --corpus .* and --train-file"),
+        (["--from-preset", "tatoeba_en_fr", "--architecture", "tiny"], "--architecture comes from the preset"),
+        (["--from-preset", "tatoeba_en_fr", "--vocab-size", "500"], "--vocab-size comes from the preset"),
+        (["--valid-file", "missing.tsv"], "--valid-file: no such file.*missing.tsv"),
+    ],
+)
+def test_data_arguments_that_do_not_go_together_are_named(tmp_path, extra, error):
+    _write_tsv(tmp_path / "train.tsv", [("a cat", "un chat")])
+    with pytest.raises((ValueError, FileNotFoundError), match=error):
+        main(["train", "--train-file", str(tmp_path / "train.tsv"), "--output-dir", str(tmp_path / "run"), *extra])
+    assert not os.path.exists(tmp_path / "run")
+
+
+FINE_TUNING = """\
+The frobnicator is ready.\tLe frobnicateur est prêt.
+Where is the frobnicator?\tOù est le frobnicateur ?
+I bought a frobnicator.\tJ'ai acheté un frobnicateur.
+The frobnicator is broken.\tLe frobnicateur est cassé.
+"""
+
+
+@pytest.mark.slow
+def test_fine_tuning_a_preset_from_the_command_line_teaches_it_a_new_word(tmp_path):
+    """Four pairs with a word the preset never saw, 5 steps: the run's
+    preset uses the word, and still knows French."""
+    (tmp_path / "pairs.tsv").write_text(FINE_TUNING * 8, encoding="utf-8")
+    before = Translator.from_preset("tatoeba_en_fr").translate(["The frobnicator is ready."])
+    assert "frobnicateur" not in before[0]
+    assert main([
+        "train", "--from-preset", "tatoeba_en_fr", "--train-file", str(tmp_path / "pairs.tsv"),
+        "--output-dir", str(tmp_path / "run"), "--train-steps", "5", "--checkpoint-every", "5", "--warmup-steps", "5",
+        "--learning-rate-scale", "0.01", "--tokens-per-batch", "1024", "--tokens-per-step", "1024",
+        "--jit-compile", "off", "--fit-verbose", "0", "--no-tensorboard",
+    ]) == 0
+    assert open(tmp_path / "run" / "tokenizer.model", "rb").read() == SubwordTokenizer.from_preset("tatoeba_en_fr").model_proto
+    translator = Translator.from_preset(tmp_path / "run")
+    assert translator.translate(["The frobnicator is ready.", "I love you."]) == ["Le frobnicateur est prêt.", "Je t'aime."]

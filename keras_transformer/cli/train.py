@@ -126,6 +126,8 @@ def run(args):
     train_data, valid_data, tokenizer = corpus_datasets(args, vocab_size, reuse_tokenizer=same_data == "resume")
     if tokenizer is not None and same_data == "resume" and not os.path.exists(tokenizer_path(args.output_dir)):
         tokenizer.save(args.output_dir)  # a resumed run whose tokenizer was removed: learned again alike
+    if tokenizer is not None:  # a small corpus may give fewer pieces than asked
+        config = dataclasses.replace(config, vocab_size=tokenizer.vocab_size)
     model = train(
         config,
         train_data,

@@ -1,6 +1,6 @@
 """`train` on your own files, fine-tuning a preset, and the run directory as
 a preset that `Translator.from_preset`, `translate` (streaming), `evaluate`
-and `export` take as it is.
+and `export` take as it is, and that `preset` averages.
 
 The own-files run learns a toy English->French task from a TSV it is given:
 each sentence "the [ADJ] ANIMAL VERB the THING." becomes "le ANIMAL [ADJ]
@@ -12,6 +12,7 @@ not recalling the sentences.
 import contextlib
 import io
 import itertools
+import json
 import math
 import os
 import random
@@ -71,12 +72,17 @@ def run(tmp_path_factory):
     return folder / "run", valid, output.getvalue()
 
 
-def test_a_run_on_a_tsv_file_learns_and_its_directory_is_a_preset(run):
+@pytest.fixture(scope="module")
+def translations(run):
+    """The greedy translations of the validation sources by `Translator.from_preset(run_dir)`."""
+    run_dir, valid, _ = run
+    return Translator.from_preset(run_dir, beam_size=1).translate([source for source, _ in valid])
+
+
+def test_a_run_on_a_tsv_file_learns_and_its_directory_is_a_preset(run, translations):
     run_dir, valid, output = run
     losses = [float(x) for x in re.findall(r"val_loss: ([0-9.]+)", output)]
     assert len(losses) == 3 and losses[-1] < losses[0] < math.log(300), output  # from about log(vocab) down
-    sources = [source for source, _ in valid]
-    translations = Translator.from_preset(run_dir, beam_size=1).translate(sources)
     right = [sum(a == b for a, b in zip(t.split(), target.split())) / len(target.split())
              for t, (_, target) in zip(translations, valid)]
     assert np.mean(right) > 0.8, list(zip(translations, valid))[:5]  # measured 0.95; chance: about 0.1
@@ -84,8 +90,9 @@ def test_a_run_on_a_tsv_file_learns_and_its_directory_is_a_preset(run):
     # evaluate --tsv scores the same translations.
     output = io.StringIO()
     with contextlib.redirect_stdout(output):
-        assert main(["evaluate", str(run_dir), "--tsv", str(run_dir.parent / "valid.tsv"), "--beam-size", "1"]) == 0
-    bleu = corpus_bleu(translations, [[target] for _, target in valid])[0]
+        assert main(["evaluate", str(run_dir), "--tsv", str(run_dir.parent / "valid.tsv"), "--beam-size", "1",
+                     "--limit", "50"]) == 0
+    bleu = corpus_bleu(translations[:50], [[target] for _, target in valid[:50]])[0]
     assert f"{bleu}" in output.getvalue()
 
     # export takes the run as it is (a preset), or as a run folder with other weights.
@@ -102,6 +109,31 @@ def test_a_run_on_a_tsv_file_learns_and_its_directory_is_a_preset(run):
     assert not np.array_equal(model.get_weights()[0], Transformer.from_preset(run_dir).get_weights()[0])
 
 
+def test_the_preset_command_writes_the_mean_of_the_runs_last_checkpoints(run, tmp_path):
+    run_dir = run[0]
+    checkpoints = [run_dir / "checkpoints" / f"ckpt-{step:010d}.weights.h5" for step in (200, 300)]
+    model = Transformer.from_preset(run_dir)
+    weights = []
+    for path in checkpoints:
+        model.load_weights(path)
+        weights.append([np.asarray(w, np.float64) for w in model.get_weights()])
+    mean = [(a + b) / 2 for a, b in zip(*weights)]
+    for dtype, tolerance in (("float32", 1e-6), ("float16", 1e-3)):
+        out = tmp_path / f"preset_{dtype}"
+        assert main(["preset", str(run_dir), "--average", "2", "--weights-dtype", dtype, "--output", str(out)]) == 0
+        for got, want in zip(Transformer.from_preset(out).get_weights(), mean):
+            np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+        assert open(out / "tokenizer.model", "rb").read() == open(run_dir / "tokenizer.model", "rb").read()
+        metadata = json.load(open(out / "metadata.json"))
+        assert metadata["averaged_checkpoints"] == [p.name for p in checkpoints]
+        assert metadata["data"] == json.load(open(run_dir / "run.json"))["identity"]["data"]
+        assert metadata["weights_dtype"] == dtype
+    with pytest.raises(FileNotFoundError, match="run_dir.*no run.json"):
+        main(["preset", str(tmp_path), "--output", str(tmp_path / "x")])
+    with pytest.raises(ValueError, match="--average.*Received: --average=0"):
+        main(["preset", str(run_dir), "--average", "0", "--output", str(tmp_path / "x")])
+
+
 def test_the_learned_tokenizer_keeps_characters_it_never_saw(run):
     tokenizer = SubwordTokenizer.from_preset(run[0])
     text = "le chat 😀 voit la Ωmega жизнь."
@@ -111,14 +143,14 @@ def test_the_learned_tokenizer_keeps_characters_it_never_saw(run):
     assert "<0xF0>" in tokenizer.id_to_piece(ids)  # the emoji's first byte
 
 
-def test_translate_streams_a_long_file_in_order_holding_one_chunk(run, tmp_path, monkeypatch):
+def test_translate_streams_a_long_file_in_order_holding_one_chunk(run, translations, tmp_path, monkeypatch):
     """50,000 lines through `translate --input --output`: as many lines out,
     in order, and never more than one chunk read ahead of what is written."""
     from keras_transformer.cli import translate as command
 
     run_dir, valid, _ = run
-    sources = sorted({source for source, _ in valid})
-    expected = dict(zip(sources, Translator.from_preset(run_dir, beam_size=1).translate(sources)))
+    sources = [source for source, _ in valid]
+    expected = dict(zip(sources, translations))
     rng = random.Random(2)
     lines = [rng.choice(sources) for _ in range(50_000)]
     (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")

@@ -1,18 +1,15 @@
-"""`keras-transformer preset` (a run's averaged checkpoints as a preset), `train --corpus-file`, and
-`read_corpus` without TensorFlow (NumPy batches, what a JAX GPU machine trains on)."""
+"""`keras_transformer.data.training_data`: `read_corpus` without TensorFlow (NumPy batches, what a JAX GPU
+machine trains on), and `train --corpus-file`. Your own files: tests/training/test_own_files.py."""
 
 import gzip
-import json
 import os
 from collections import Counter
 
-import keras
-import numpy as np
 import pytest
 
-from keras_transformer import Transformer, datasets
+from keras_transformer import datasets
 from keras_transformer.cli import main
-from keras_transformer.data import SubwordTokenizer, bucket_boundaries, training_data
+from keras_transformer.data import bucket_boundaries, training_data
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 PAIRS = datasets.load("libreoffice_en_de", "validation")[:300]
@@ -69,38 +66,3 @@ def test_train_corpus_file_leaves_held_out_sources_out_and_is_checked(tmp_path, 
     with pytest.raises(FileNotFoundError, match="--corpus-file.*missing.tsv.gz"):
         main(base + ["--corpus", "tatoeba_en_fr", "--corpus-file", str(tmp_path / "missing.tsv.gz")])
     assert not os.path.exists(run)
-
-
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
-def test_preset_command_writes_the_mean_of_the_last_checkpoints_with_the_runs_tokenizer(tmp_path, monkeypatch):
-    monkeypatch.setattr(datasets, "load", lambda name, split: PAIRS)
-    run = tmp_path / "run"
-    assert main([
-        "train", "--corpus", "libreoffice_en_de", "--architecture", "tiny", "--output-dir", str(run),
-        "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
-        "--vocab-size", "400", "--tokens-per-batch", "512", "--tokens-per-step", "512", "--train-steps", "3",
-        "--checkpoint-every", "1", "--fit-verbose", "0", "--no-tensorboard", "--jit-compile", "off",
-    ]) == 0
-    checkpoints = [run / "checkpoints" / f"ckpt-{step:010d}.weights.h5" for step in (2, 3)]
-    model = Transformer.from_preset(run)  # the run's own preset: its last step's weights
-    weights = []
-    for path in checkpoints:
-        model.load_weights(path)
-        weights.append([np.asarray(w, np.float64) for w in model.get_weights()])
-    mean = [(a + b) / 2 for a, b in zip(*weights)]
-    for dtype, tolerance in (("float32", 1e-6), ("float16", 1e-3)):
-        out = tmp_path / f"preset_{dtype}"
-        assert main(["preset", str(run), "--average", "2", "--weights-dtype", dtype, "--output", str(out)]) == 0
-        loaded = Transformer.from_preset(str(out))
-        for got, want in zip(loaded.get_weights(), mean):
-            np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
-        assert open(out / "tokenizer.model", "rb").read() == open(run / "tokenizer.model", "rb").read()
-        metadata = json.load(open(out / "metadata.json"))
-        assert metadata["averaged_checkpoints"] == [p.name for p in checkpoints]
-        assert metadata["data"] == {"corpus": "libreoffice_en_de", "vocab_size": 400}
-        assert metadata["weights_dtype"] == dtype
-    assert SubwordTokenizer.from_preset(str(out)).vocab_size == 400
-    with pytest.raises(FileNotFoundError, match="run_dir.*no run.json"):
-        main(["preset", str(tmp_path), "--output", str(tmp_path / "x")])
-    with pytest.raises(ValueError, match="--average.*Received: --average=0"):
-        main(["preset", str(run), "--average", "0", "--output", str(tmp_path / "x")])

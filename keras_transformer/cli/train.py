@@ -34,6 +34,9 @@ HELP = "Train a Transformer on a shipped corpus or your own files; rerun to resu
 
 SYNTHETIC_CORPORA = ("synthetic-copy", "synthetic-reverse")
 DEFAULT_ARCHITECTURE = "base"
+# The longest training pair, in tokens with its special ones, unless the
+# model's `max_length` is shorter: longer pairs are left out and counted.
+MAX_PAIR_LENGTH = 128
 
 
 def add_arguments(p):
@@ -123,7 +126,8 @@ def run(args):
                           vocab_size, **overrides)
     Transformer(**dataclasses.asdict(config))  # unbuilt: checks only
     same_data = check_output_dir(args.output_dir, {"data": data, "seed": args.seed}, args.overwrite, partial=True)
-    train_data, valid_data, tokenizer = corpus_datasets(args, vocab_size, reuse_tokenizer=same_data == "resume")
+    train_data, valid_data, tokenizer = corpus_datasets(args, vocab_size, reuse_tokenizer=same_data == "resume",
+                                                        max_length=min(MAX_PAIR_LENGTH, config.max_length))
     if tokenizer is not None and same_data == "resume" and not os.path.exists(tokenizer_path(args.output_dir)):
         tokenizer.save(args.output_dir)  # a resumed run whose tokenizer was removed: learned again alike
     if tokenizer is not None:  # a small corpus may give fewer pieces than asked
@@ -294,14 +298,15 @@ def tokenizer_path(output_dir):
     return os.path.join(output_dir, "tokenizer.model")
 
 
-def corpus_datasets(args, vocab_size, reuse_tokenizer=False):
+def corpus_datasets(args, vocab_size, reuse_tokenizer=False, max_length=None):
     """`(train, validation, tokenizer)` for the run's data.
 
     Synthetic corpora are NumPy arrays (batched by `--batch-size`), without
     a tokenizer. Text goes through `keras_transformer.data.training_data`,
     batched by `--tokens-per-batch` tokens globally. The tokenizer is the
     preset's with `--from-preset`; with `reuse_tokenizer`, the run's
-    `tokenizer.model`, if any; else learned from the training pairs.
+    `tokenizer.model`, if any; else learned from the training pairs. Pairs
+    over `max_length` tokens (default `MAX_PAIR_LENGTH`) are left out.
     """
     if args.corpus in SYNTHETIC_CORPORA:
         from keras_transformer.training.synthetic import copy_task
@@ -320,9 +325,11 @@ def corpus_datasets(args, vocab_size, reuse_tokenizer=False):
         tokenizer = SubwordTokenizer.load(path)
     else:
         tokenizer = None
+    max_length = max_length or MAX_PAIR_LENGTH
     if args.corpus is not None:
         return read_corpus(args.corpus, args.tokens_per_batch, args.seed, vocab_size=vocab_size,
-                           tokenizer=tokenizer, corpus_file=args.corpus_file)
+                           max_length=max_length, tokenizer=tokenizer, corpus_file=args.corpus_file)
     train_pairs = read_files(args.train_file, args.skip_bad_lines)
     valid_pairs = read_files(args.valid_file, args.skip_bad_lines) if args.valid_file else None
-    return training_data(train_pairs, valid_pairs, args.tokens_per_batch, args.seed, vocab_size, tokenizer=tokenizer)
+    return training_data(train_pairs, valid_pairs, args.tokens_per_batch, args.seed, vocab_size, max_length,
+                         tokenizer)

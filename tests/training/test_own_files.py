@@ -259,3 +259,27 @@ def test_fine_tuning_a_preset_from_the_command_line_teaches_it_a_new_word(tmp_pa
     assert open(tmp_path / "run" / "tokenizer.model", "rb").read() == SubwordTokenizer.from_preset("tatoeba_en_fr").model_proto
     translator = Translator.from_preset(tmp_path / "run")
     assert translator.translate(["The frobnicator is ready.", "I love you."]) == ["Le frobnicateur est prêt.", "Je t'aime."]
+
+
+def test_pairs_longer_than_the_models_max_length_are_left_out(tmp_path, monkeypatch):
+    """`--set max_length=16`: the batches `train` gets hold no longer pair
+    (the model would refuse it mid-run)."""
+    import keras_transformer.training
+
+    pairs = [_pair(*c) for c in itertools.islice(itertools.product(ADJECTIVES, ANIMALS, VERBS, THINGS), 300)]
+    pairs += [(" ".join([source] * 4), " ".join([target] * 4)) for source, target in pairs[:10]]  # about 40 tokens
+    _write_tsv(tmp_path / "train.tsv", pairs)
+    got = {}
+
+    def train(config, train_data, *args, **kwargs):
+        got["config"], got["data"] = config, train_data
+        raise KeyboardInterrupt  # stop before training
+
+    monkeypatch.setattr(keras_transformer.training, "train", train)
+    with pytest.raises(KeyboardInterrupt):
+        main(["train", "--train-file", str(tmp_path / "train.tsv"), *ARCHITECTURE, "--set", "max_length=16",
+              "--output-dir", str(tmp_path / "run"), "--vocab-size", "500", "--tokens-per-batch", "512",
+              "--fit-verbose", "0"])
+    assert got["config"].max_length == 16
+    widths = {int(source.shape[1]) for (source, _), _ in got["data"].take(40)}
+    assert widths and max(widths) <= 16, widths

@@ -188,37 +188,40 @@ def _saved_model_function(model, quantize, decoding):
     return lambda texts: [row["translations"] for row in predict(texts)]
 
 
-# A file is read, sorted and translated this many batches at a time: the
-# output starts after one chunk, and memory holds one chunk, whatever the
-# file's length.
+# A file is read, sorted and translated a chunk at a time: the first chunk
+# is one batch, so the output starts after one batch; each next chunk is
+# twice as long, up to this many batches, which memory holds at most,
+# whatever the file's length.
 CHUNK_BATCHES = 16
 
 
 def translate_chunks(translate, sentences, batch_size, progress=None):
     """Yields `(chunk, translations)` over the iterable `sentences`, in order.
 
-    Reads `CHUNK_BATCHES * batch_size` sentences at a time, and translates
-    each chunk in batches of similar length: sorting by length first means
-    a batch is padded to about its own sentences' length, not to that of
-    the longest sentence of the chunk.
+    Reads one batch of sentences, then chunks twice as long, up to
+    `CHUNK_BATCHES * batch_size` sentences. The distinct sentences of a
+    chunk are translated once each (files repeat lines: interface strings,
+    subtitles, logs), in batches of similar length: sorting by length first
+    means a batch is padded to about its own sentences' length, not to that
+    of the longest sentence of the chunk.
 
-    >>> chunks = translate_chunks(lambda batch: [s.upper() for s in batch], ["a b c", "d", "e f"], 2)
+    >>> chunks = translate_chunks(lambda batch: [s.upper() for s in batch], ["a b c", "d", "a b c", "e f"], 2)
     >>> [translations for _, translations in chunks]
-    [['A B C', 'D', 'E F']]
+    [['A B C', 'D'], ['A B C', 'E F']]
     """
     sentences = iter(sentences)
-    done = 0
-    while chunk := list(itertools.islice(sentences, CHUNK_BATCHES * batch_size)):
-        order = sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
-        translations = [None] * len(chunk)
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            for index, translation in zip(batch, translate([chunk[i] for i in batch])):
-                translations[index] = translation
+    done, size = 0, batch_size
+    while chunk := list(itertools.islice(sentences, size)):
+        distinct = sorted(dict.fromkeys(chunk), key=len)
+        translated = {}
+        for start in range(0, len(distinct), batch_size):
+            batch = distinct[start : start + batch_size]
+            translated.update(zip(batch, translate(batch)))
             if progress:
-                progress.update(done + min(start + batch_size, len(order)))
+                progress.update(done + len(chunk) * len(translated) // len(distinct))
         done += len(chunk)
-        yield chunk, translations
+        size = min(2 * size, CHUNK_BATCHES * batch_size)
+        yield chunk, [translated[sentence] for sentence in chunk]
 
 
 def translate_sorted(translate, sentences, batch_size, progress=None):

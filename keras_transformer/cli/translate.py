@@ -49,6 +49,11 @@ def run(args):
         )
     if args.input and not os.path.isfile(args.input):
         raise SystemExit(f"No input file at {args.input!r}")
+    if args.input and args.output and os.path.exists(args.output) and os.path.samefile(args.input, args.output):
+        raise SystemExit(  # opening the output empties it before its lines are read
+            f"--output names the --input file, whose lines it would overwrite. Received: --input {args.input!r}, "
+            f"--output {args.output!r}"
+        )
     translate, model, tokenizer = translate_function(
         args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, **decoding_options(args)
     )

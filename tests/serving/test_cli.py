@@ -149,10 +149,16 @@ def test_translate_batches_sentences_of_similar_length_and_keeps_the_input_order
         return [s.upper() for s in batch]
 
     assert translate_sorted(translate, sentences, 5) == [s.upper() for s in sentences]
+    # Chunks of 5, 10 and 8 sentences (one batch, then twice as many), each
+    # sorted by length and read in the input's order.
     assert [len(b) for b in batches] == [5, 5, 5, 5, 3]
-    lengths = [len(s) for b in batches for s in b]
-    assert lengths == sorted(lengths) and sorted(s for b in batches for s in b) == sorted(sentences)
+    for chunk, first, end in ((batches[:1], 0, 5), (batches[1:3], 5, 15), (batches[3:], 15, 23)):
+        lengths = [len(s) for b in chunk for s in b]
+        assert lengths == sorted(lengths) and sorted(s for b in chunk for s in b) == sorted(sentences[first:end])
     assert translate_sorted(translate, [], 5) == []
+    batches.clear()
+    assert translate_sorted(translate, ["bb", "a", "bb", "a", "c"], 5) == ["BB", "A", "BB", "A", "C"]
+    assert batches == [["a", "c", "bb"]]  # each distinct sentence once, shortest first
 
 
 def test_input_lines_lose_their_line_ends_crlf_included(tmp_path, monkeypatch):
@@ -178,3 +184,11 @@ def test_input_that_is_not_utf8_is_an_error_naming_it(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8"))
     with pytest.raises(SystemExit, match=r"standard input is not UTF-8 text at line 1"):
         list(_sentences(parse_arguments(["translate", "model"])))
+
+
+def test_translate_refuses_to_write_over_its_input(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("Hello.\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="--output names the --input file"):
+        main(["translate", "tatoeba_en_fr", "--input", str(path), "--output", str(tmp_path / "." / "in.txt")])
+    assert path.read_text(encoding="utf-8") == "Hello.\n"

@@ -35,7 +35,7 @@ ANIMALS = {"cat": "chat", "dog": "chien", "bird": "oiseau", "horse": "cheval", "
 VERBS = {"sees": "voit", "likes": "aime", "wants": "veut", "eats": "mange", "finds": "trouve"}
 THINGS = {"apple": "pomme", "house": "maison", "door": "porte", "table": "table", "chair": "chaise", "car": "voiture"}
 ARCHITECTURE = ["--architecture", "tiny", "--set", "num_layers=1", "--set", "d_model=32", "--set", "num_heads=2",
-                "--set", "d_ff=64"]
+                "--set", "d_ff=64", "--set", "max_length=128"]
 
 
 def _pair(adjective, animal, verb, thing):
@@ -145,7 +145,9 @@ def test_the_learned_tokenizer_keeps_characters_it_never_saw(run):
 
 def test_translate_streams_a_long_file_in_order_holding_one_chunk(run, translations, tmp_path, monkeypatch):
     """50,000 lines through `translate --input --output`: as many lines out,
-    in order, and never more than one chunk read ahead of what is written."""
+    in order, and never more than one chunk read ahead of what is written.
+    The lines are the 200 validation sources in a random order, so each
+    chunk translates each of them once."""
     from keras_transformer.cli import translate as command
 
     run_dir, valid, _ = run

@@ -10,6 +10,7 @@ not recalling the sentences.
 """
 
 import contextlib
+import gzip
 import io
 import itertools
 import json
@@ -210,6 +211,15 @@ def test_a_bad_line_names_its_file_and_line_and_leaves_the_run_directory_as_it_w
     with pytest.raises(ValueError, match=error + ".*--skip-bad-lines"):
         main(argv + (["--valid-file", *valid] if valid else []))
     assert os.listdir(run_dir) == ["notes.txt"]
+
+
+def test_aligned_files_read_as_the_tsv_of_their_lines(tmp_path):
+    pairs = [_pair(*c) for c in itertools.islice(itertools.product(ADJECTIVES, ANIMALS, VERBS, THINGS), 50)]
+    _write_tsv(tmp_path / "pairs.tsv", pairs)
+    (tmp_path / "pairs.en").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    with gzip.open(tmp_path / "pairs.fr.gz", "wt", encoding="utf-8") as f:
+        f.writelines(t + "\n" for _, t in pairs)
+    assert read_files([tmp_path / "pairs.en", tmp_path / "pairs.fr.gz"]) == read_files([tmp_path / "pairs.tsv"]) == pairs
 
 
 def test_skipping_bad_lines_counts_them(tmp_path):

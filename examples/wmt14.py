@@ -118,8 +118,8 @@ def main(argv=None):
     used = average_checkpoints(checkpoints, averaged, last=r.average)
     model = Transformer(**{**model.get_config(), "dtype": "float32"})
     model.load_weights(averaged)
-    model.save(os.path.join(args.output_dir, "model.keras"))
-    print(f"[average] mean of {len(used)} checkpoint(s) -> {averaged}")
+    model.save_to_preset(args.output_dir)  # beside tokenizer.model: the run directory is a preset
+    print(f"[average] mean of {len(used)} checkpoint(s) -> {averaged}, the preset {args.output_dir}")
 
     # 6.1 Beam search (beam 4, length penalty alpha 0.6) on the test set,
     # scored with sacreBLEU against every reference of each source.

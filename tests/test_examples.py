@@ -65,7 +65,7 @@ def test_offline_wmt14_names_the_archives_and_where_they_go(example, tmp_path, m
 @pytest.mark.slow  # trains, translates, exports and reloads
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the example exports a SavedModel: TensorFlow pass")
 def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys, monkeypatch):
-    """The run's own files: model.keras holds the averaged weights, and the
+    """The run's own files: its preset holds the averaged weights, and the
     SavedModel translates as the in-memory Translator did for the BLEU it
     printed and returned.
 
@@ -105,8 +105,8 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
     assert os.path.isfile(saved_model / "saved_model.pb")
     assert os.path.isfile(tmp_path / "average.weights.h5")
 
-    # The model file holds the averaged weights (those the run translated with).
-    model = keras.saving.load_model(tmp_path / "model.keras")
+    # The run directory is a preset of the averaged weights (those the run translated with).
+    model = Transformer.from_preset(tmp_path)
     averaged = Transformer(**model.get_config())
     averaged.build(((None, None), (None, None)))
     averaged.load_weights(tmp_path / "average.weights.h5")

@@ -118,7 +118,9 @@ def test_the_translator_its_saved_model_and_the_server_translate_alike(inputs, t
     # A model that translates: the card's BLEU is on all 1,918 sources; an untrained one scores about 0.
     assert corpus_bleu(expected[:SOURCES], references)[0].score > 50
 
-    path = translator.export(str(tmp_path / "saved" / PRESET), warmup_batch_sizes=())
+    # One decoding loop a bucket: half the graph to trace and load; that two
+    # loops translate as one is tests/export's test_parallel_loops_translate_as_one.
+    path = translator.export(str(tmp_path / "saved" / PRESET), warmup_batch_sizes=(), parallel_loops=1)
     predict, version = load_saved_model_predictor(os.path.dirname(path))
     server = run_server(create_app(predict, PRESET, version))
     served = []

@@ -34,9 +34,6 @@ HELP = "Train a Transformer on a shipped corpus or your own files; rerun to resu
 
 SYNTHETIC_CORPORA = ("synthetic-copy", "synthetic-reverse")
 DEFAULT_ARCHITECTURE = "base"
-# The longest training pair, in tokens with its special ones, unless the
-# model's `max_length` is shorter: longer pairs are left out and counted.
-MAX_PAIR_LENGTH = 128
 
 
 def add_arguments(p):
@@ -127,7 +124,7 @@ def run(args):
     Transformer(**dataclasses.asdict(config))  # unbuilt: checks only
     same_data = check_output_dir(args.output_dir, {"data": data, "seed": args.seed}, args.overwrite, partial=True)
     train_data, valid_data, tokenizer = corpus_datasets(args, vocab_size, reuse_tokenizer=same_data == "resume",
-                                                        max_length=min(MAX_PAIR_LENGTH, config.max_length))
+                                                        max_length=config.max_length)
     if tokenizer is not None and same_data == "resume" and not os.path.exists(tokenizer_path(args.output_dir)):
         tokenizer.save(args.output_dir)  # a resumed run whose tokenizer was removed: learned again alike
     if tokenizer is not None:  # a small corpus may give fewer pieces than asked
@@ -306,7 +303,8 @@ def corpus_datasets(args, vocab_size, reuse_tokenizer=False, max_length=None):
     batched by `--tokens-per-batch` tokens globally. The tokenizer is the
     preset's with `--from-preset`; with `reuse_tokenizer`, the run's
     `tokenizer.model`, if any; else learned from the training pairs. Pairs
-    over `max_length` tokens (default `MAX_PAIR_LENGTH`) are left out.
+    over `training_data.MAX_LENGTH` tokens, or the model's `max_length` if
+    shorter, are left out.
     """
     if args.corpus in SYNTHETIC_CORPORA:
         from keras_transformer.training.synthetic import copy_task
@@ -316,7 +314,7 @@ def corpus_datasets(args, vocab_size, reuse_tokenizer=False, max_length=None):
         valid = copy_task(64, vocab_size=vocab_size, seed=args.seed + 1, reverse=reverse)
         return train, valid, None
     from keras_transformer.data import SubwordTokenizer
-    from keras_transformer.data.training_data import read_corpus, read_files, training_data
+    from keras_transformer.data.training_data import MAX_LENGTH, read_corpus, read_files, training_data
 
     path = tokenizer_path(args.output_dir)
     if args.from_preset is not None:
@@ -325,7 +323,7 @@ def corpus_datasets(args, vocab_size, reuse_tokenizer=False, max_length=None):
         tokenizer = SubwordTokenizer.load(path)
     else:
         tokenizer = None
-    max_length = max_length or MAX_PAIR_LENGTH
+    max_length = min(MAX_LENGTH, max_length or MAX_LENGTH)
     if args.corpus is not None:
         return read_corpus(args.corpus, args.tokens_per_batch, args.seed, vocab_size=vocab_size,
                            max_length=max_length, tokenizer=tokenizer, corpus_file=args.corpus_file)

@@ -23,10 +23,13 @@ import os
 # Where `train` learns a vocabulary: the default size (small corpora; the
 # paper's WMT vocabularies are 32-37k).
 VOCAB_SIZE = 8000
+# The longest training pair kept, in tokens with its special ones, unless
+# the model's `max_length` is shorter (`keras-transformer train`).
+MAX_LENGTH = 128
 
 
 def read_corpus(
-    name, tokens_per_batch, seed, vocab_size=VOCAB_SIZE, max_length=128, tokenizer=None, corpus_file=None,
+    name, tokens_per_batch, seed, vocab_size=VOCAB_SIZE, max_length=MAX_LENGTH, tokenizer=None, corpus_file=None,
 ):
     """`(train, validation, tokenizer)` of a shipped corpus, batched by tokens.
 
@@ -86,7 +89,7 @@ def read_files(paths, skip_bad_lines=False, log=print):
     return pairs
 
 
-def training_data(train_pairs, valid_pairs, tokens_per_batch, seed, vocab_size=VOCAB_SIZE, max_length=128,
+def training_data(train_pairs, valid_pairs, tokens_per_batch, seed, vocab_size=VOCAB_SIZE, max_length=MAX_LENGTH,
                   tokenizer=None):
     """`(train, validation, tokenizer)`: pairs batched by tokens for `train()`.
 

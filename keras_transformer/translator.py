@@ -27,9 +27,9 @@ DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", 
 # it. Tracing and optimizing the beam search takes about as long as this
 # many eager steps of `BATCH_SIZE` rows (benchmarks/README.md): a few
 # sentences never pay for it, a file pays it once. Counting a wide batch
-# once per `BATCH_SIZE` rows overstates its eager cost (a step of 1,024
-# rows takes about twice one of 64), which sends such files, which repay
-# the graph anyway, to it at once.
+# once per `BATCH_SIZE` rows overstates its eager cost (a wide step costs
+# more than a narrow one, far less than in proportion to its rows), which
+# sends such files, which repay the graph anyway, to it at once.
 EAGER_STEPS = 256
 
 

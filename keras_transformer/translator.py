@@ -1,17 +1,21 @@
 """The translation task: a model, its preprocessor and a sampler, text in and text out."""
 
 import numbers
+from typing import NamedTuple, Optional
 
 import keras
 import numpy as np
 from keras import ops
 
 from keras_transformer import presets, saved_model
+from keras_transformer.alignment import WORD_START, align_words, pharaoh, word_indices
 from keras_transformer.data.tokenizer import SubwordTokenizer
-from keras_transformer.decoding.common import model_max_length
+from keras_transformer.decoding.beam_search import length_penalty
+from keras_transformer.decoding.common import NEG_INF, model_max_length
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, MAX_EXTRA_LENGTH
-from keras_transformer.decoding.samplers import get_sampler
+from keras_transformer.decoding.samplers import BeamSampler, RandomSampler, get_sampler
+from keras_transformer.decoding.scoring import force_decode
 from keras_transformer.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, padded_rows
 from keras_transformer.tokens import EOS_ID, PAD_ID, pack_source, unpack_output
 from keras_transformer.validation import check_bool, check_positive
@@ -31,6 +35,51 @@ DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", 
 # more than a narrow one, far less than in proportion to its rows), which
 # sends such files, which repay the graph anyway, to it at once.
 EAGER_STEPS = 256
+
+# Alignments read the cross-attention of this decoder layer, the mean of its
+# heads, at the step that predicts each target token (`force_decode`).
+ALIGNMENT_LAYER = -1
+
+
+class Hypothesis(NamedTuple):
+    """One translation of a sentence (`Translator.hypotheses`)."""
+
+    text: str
+    score: float  # its log-probability over the length penalty: what the search ranks by
+    confidence: float  # the mean log-probability of its tokens, EOS included
+    alignment: Optional[str] = None  # Pharaoh-format word links, on request
+
+
+def prediction(hypotheses, n_best=1, alignments=False):
+    """A sentence's `hypotheses` as one row of outputs, named as the
+    SavedModel's and the REST API's: `translations`, `scores` and
+    `confidences` of the best; its `alignments` if asked; with `n_best > 1`
+    the lists `nbest_translations`, `nbest_scores`, `nbest_confidences`
+    (and `nbest_alignments`), best first."""
+    best = hypotheses[0]
+    row = {"translations": best.text, "scores": best.score, "confidences": best.confidence}
+    if alignments:
+        row["alignments"] = best.alignment
+    if n_best > 1:
+        row.update(nbest_translations=[h.text for h in hypotheses], nbest_scores=[h.score for h in hypotheses],
+                   nbest_confidences=[h.confidence for h in hypotheses])
+        if alignments:
+            row["nbest_alignments"] = [h.alignment for h in hypotheses]
+    return row
+
+
+class TokenScores(NamedTuple):
+    """A given translation's scores (`Translator.score`)."""
+
+    tokens: list  # its pieces (ids from `score_ids`), EOS last
+    log_probs: list  # each token's log-probability
+    total: float  # their sum
+    score: float  # the sum over the length penalty, as the search scores
+
+    def prediction(self):
+        """As one row of outputs, named as the REST API's."""
+        return {"scores": self.score, "totals": self.total, "tokens": list(self.tokens),
+                "token_log_probs": list(self.log_probs)}
 
 
 def _is_token(value):
@@ -114,23 +163,36 @@ class Translator:
         self.model = model
         self.tokenizer = tokenizer
         self.sampler = get_sampler(beam_size, alpha)
+        self.alpha = self.sampler.alpha
         self.preprocessor = TranslationPreprocessor(tokenizer, max_length, max_extra_length, long_inputs, buckets)
         self.max_extra_length = max_extra_length
         self.batch_size = batch_size
         self.narrow_batches = narrow_batches
         self.vocab_size = getattr(getattr(model, "transformer_config", None), "vocab_size", None)
-        self._static_shapes, self._decode = self._decoder(jit_compile)
-        # On TensorFlow with "auto": eager decoding, and the steps it may still take.
-        self._eager, self._eager_steps = None, 0
-        if jit_compile == "auto" and keras.backend.backend() == "tensorflow":
-            self._eager, self._eager_steps = self._decoder(False)[1], EAGER_STEPS
+        self.jit_compile = jit_compile
+        self._decoders = {}  # repr(sampler) -> decode(source_ids) -> (tokens, scores)
+        self._static_shapes = self._decoder(self.sampler)[0]
+        # On TensorFlow with "auto": the decoding steps it may still take eagerly.
+        self._eager_steps = EAGER_STEPS if self._eager_start else 0
 
-    def _decoder(self, jit_compile):
-        """`(static_shapes, decode)`: whether batches keep their shapes,
-        and `decode(source_ids) -> (tokens, scores)` for a padded batch."""
+    @property
+    def _eager_start(self):
+        return self.jit_compile == "auto" and keras.backend.backend() == "tensorflow"
+
+    def _decoder(self, sampler, jit_compile=None):
+        """`(static_shapes, decode)` for `sampler`, made once: whether
+        batches keep their shapes, and `decode(source_ids) -> (tokens,
+        scores)` for a padded batch."""
+        jit_compile = self.jit_compile if jit_compile is None else jit_compile
+        key = (repr(sampler), jit_compile)
+        if key not in self._decoders:
+            self._decoders[key] = self._make_decoder(sampler, jit_compile)
+        return self._decoders[key]
+
+    def _make_decoder(self, sampler, jit_compile):
         backend = keras.backend.backend()
         if jit_compile == "auto" and backend == "tensorflow":
-            return False, self._graph_decoder()
+            return False, self._graph_decoder(sampler)
         # Where the batch may change size (eager TensorFlow, PyTorch),
         # sentences leave it when done; where shapes are static (JAX's loops
         # always, XLA), the batch narrows only if asked, since each batch
@@ -138,13 +200,13 @@ class Translator:
         static_shapes = backend == "jax" or (backend == "tensorflow" and jit_compile is True)
         drop_finished = self.drop_finished(static_shapes)
         if jit_compile:
-            decode = jit_decoder(self.model, self.sampler, max_extra_length=self.max_extra_length,
+            decode = jit_decoder(self.model, sampler, max_extra_length=self.max_extra_length,
                                  drop_finished=drop_finished)
         else:
-            decode = lambda source: self.sampler(self.model, source, self.max_extra_length, drop_finished)  # noqa: E731
+            decode = lambda source: sampler(self.model, source, self.max_extra_length, drop_finished)  # noqa: E731
         return static_shapes, decode
 
-    def _graph_decoder(self):
+    def _graph_decoder(self, sampler):
         """TensorFlow: the SavedModel's decoding (`saved_model.graph_decoder`)
         in one graph without XLA, traced once for any number of rows and any
         width (its output buffer is the model's `max_length`; each sentence
@@ -155,7 +217,7 @@ class Translator:
         """
         import tensorflow as tf
 
-        decode = saved_model.graph_decoder(self, False, parallel_loops=1)
+        decode = saved_model.graph_decoder(self, False, parallel_loops=1, sampler=sampler)
         return tf.function(decode, input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
 
     @property
@@ -180,20 +242,99 @@ class Translator:
         """
         return cls(presets.load_model(preset), SubwordTokenizer.from_preset(preset), **kwargs)
 
-    def translate(self, sentences):
-        """Translates a list of strings; returns a list of strings."""
-        if self.tokenizer is None:
-            raise ValueError("`translate()` needs a tokenizer. Received: tokenizer=None")
-        if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
-            raise ValueError(
-                "Argument `sentences` must be a list of strings. "
-                f"Received: {type(sentences).__name__}"
-            )
-        sentences = list(sentences)
-        pieces, owners = self.preprocessor.pieces(sentences)
-        outputs = self._decode_pieces(pieces)
+    def translate(self, sentences, sampler=None):
+        """Translates a list of strings; returns a list of strings.
+
+        `sampler`: None, this translator's search, or a `RandomSampler`
+        to sample each translation (`keras_transformer.decoding.sampling`).
+        """
+        pieces, owners = self._pieces(sentences)
+        outputs = [texts[0] for texts, _ in self._decode_pieces(pieces, self._sampler(1, sampler))]
         translations = self.tokenizer.decode(outputs) if outputs else []
         return self.preprocessor.join(translations, owners, len(sentences))
+
+    def hypotheses(self, sentences, n_best=1, sampler=None, alignments=False):
+        """The `n_best` best translations of each sentence, with their scores.
+
+        Args:
+            sentences: a list of strings.
+            n_best: int in [1, beam_size]: hypotheses per sentence, best
+                first, from beam search (fewer where the search finished
+                fewer).
+            sampler: None, or a `RandomSampler` (then `n_best` is 1).
+            alignments: bool. Also align each hypothesis's words to its
+                sentence's (`keras_transformer.alignment`).
+
+        Returns:
+            A list of lists of `Hypothesis`: `text`, `score` (the
+            log-probability over the length penalty, by which the search
+            ranks), `confidence` (the mean log-probability of its tokens,
+            EOS included; its `exp` is their geometric-mean probability)
+            and `alignment` (Pharaoh format, or None). A blank sentence has
+            one empty hypothesis scored 0. An input split into pieces (the
+            preprocessor's long-input rule) joins its pieces' texts, takes
+            the mean of their scores, pools their tokens' log-probabilities
+            and offsets their words.
+        """
+        pieces, owners = self._pieces(sentences)
+        results = self._decode_pieces(pieces, self._sampler(n_best, sampler))
+        ranks = min([len(outputs) for outputs, _ in results], default=1)
+        hypotheses = [[] for _ in sentences]
+        for rank in range(ranks):
+            outputs = [texts[rank] for texts, _ in results]
+            links = self._alignments(pieces, outputs) if alignments else None
+            for index, hypothesis in enumerate(self._join_rank(pieces, owners, results, rank, len(sentences), links)):
+                if hypothesis is not None:
+                    hypotheses[index].append(hypothesis)
+        blank = Hypothesis("", 0.0, 0.0, "" if alignments else None)
+        return [found or [blank] for found in hypotheses]
+
+    def score(self, sources, targets):
+        """Scores given translations: `targets[i]` as a translation of `sources[i]`.
+
+        Each side is tokenized whole and packed (EOS appended), as in
+        training; a side over the model's `max_length` raises
+        `ValueError`. Returns a list of `TokenScores`: the target's pieces
+        (EOS last), each one's log-probability, their sum (`total`), and
+        the sum over the length penalty (`score`), as the search scores
+        its own outputs.
+        """
+        for name, texts in (("sources", sources), ("targets", targets)):
+            _check_strings(name, texts)
+        if len(sources) != len(targets):
+            raise ValueError(
+                "Arguments `sources` and `targets` must have the same length. "
+                f"Received: {len(sources)} sources, {len(targets)} targets"
+            )
+        self._need_tokenizer("score")
+        source_ids = [pack_source(ids) for ids in self.tokenizer.encode(list(sources))]
+        target_ids = [[*ids, EOS_ID] for ids in self.tokenizer.encode(list(targets))]
+        results = self.score_ids(source_ids, target_ids)
+        return [r._replace(tokens=self.tokenizer.id_to_piece(r.tokens)) for r in results]
+
+    def score_ids(self, source_ids, target_ids):
+        """`score` of model-ready ids: packed sources, and targets as the
+        search outputs them (EOS last where they end). Returns a list of
+        `TokenScores` whose `tokens` are the target ids."""
+        sources, targets = self._check(source_ids, "source_ids"), self._check(target_ids, "target_ids")
+        if len(sources) != len(targets):
+            raise ValueError(
+                "Arguments `source_ids` and `target_ids` must have the same length. "
+                f"Received: {len(sources)} and {len(targets)} rows"
+            )
+        limit = self.preprocessor.max_length
+        for name, rows, most in (("source_ids", sources, limit), ("target_ids", targets, limit - 1)):
+            for index, row in enumerate(rows):
+                if len(row) > most:
+                    raise ValueError(
+                        f"Argument `{name}` row {index} has {len(row)} tokens; the model scores at most {most}. "
+                        f"Received: {len(row)} tokens"
+                    )
+        log_probs = self._forced(sources, targets)
+        return [
+            TokenScores(target, probs, sum(probs), sum(probs) / self._penalty(len(target)))
+            for target, probs in zip(targets, log_probs)
+        ]
 
     def translate_ids(self, source_ids):
         """Translates model-ready source ids.
@@ -210,7 +351,7 @@ class Translator:
             A list of lists of output token ids, without BOS, EOS and
             padding.
         """
-        sources = self._check(source_ids)
+        sources = self._check(source_ids, "source_ids")
         pieces, owners = [], []
         for index, ids in enumerate(sources):
             if len(ids) > self.preprocessor.source_budget:
@@ -220,8 +361,8 @@ class Translator:
             pieces += windows
             owners += [index] * len(windows)
         results = [[] for _ in sources]
-        for owner, output in zip(owners, self._decode_pieces(pieces)):
-            results[owner] += output
+        for owner, (outputs, _) in zip(owners, self._decode_pieces(pieces, self.sampler)):
+            results[owner] += unpack_output(outputs[0])
         return results
 
     def export(self, export_dir, **options):
@@ -234,47 +375,134 @@ class Translator:
         """
         return saved_model.write_saved_model(self, export_dir, **options)
 
-    def _check(self, source_ids):
+
+    # ------------------------------------------------------------ internals
+    def _need_tokenizer(self, method):
+        if self.tokenizer is None:
+            raise ValueError(f"`{method}()` needs a tokenizer. Received: tokenizer=None")
+
+    def _pieces(self, sentences):
+        """The preprocessor's pieces of `sentences` and their owners."""
+        self._need_tokenizer("translate")
+        _check_strings("sentences", sentences)
+        return self.preprocessor.pieces(list(sentences))
+
+    def _sampler(self, n_best, sampler):
+        """The sampler of a call: this translator's, its search with
+        `n_best` hypotheses, or `sampler`."""
+        check_positive("n_best", n_best)
+        if sampler is not None:
+            if not isinstance(sampler, RandomSampler):
+                raise ValueError(f"Argument `sampler` must be a `RandomSampler` or None. Received: {sampler!r}")
+            if n_best != 1:
+                raise ValueError(
+                    f"Sampling returns one translation a sentence: `n_best` must be 1. Received: n_best={n_best}"
+                )
+            return sampler
+        if n_best == 1:
+            return self.sampler
+        if n_best > self.beam_size:
+            raise ValueError(f"Argument `n_best` must be at most `beam_size`={self.beam_size}. Received: n_best={n_best}")
+        return BeamSampler(self.beam_size, self.alpha, num_return=n_best)
+
+    def _penalty(self, length):
+        """The length penalty of an output of `length` tokens."""
+        return float(ops.convert_to_numpy(length_penalty(length, self.alpha)))
+
+    def _join_rank(self, pieces, owners, results, rank, count, links):
+        """Each of `count` sentences' hypothesis of `rank` (None where a
+        piece has none), from its pieces' outputs and `links`."""
+        members = [[] for _ in range(count)]
+        for piece, owner in enumerate(owners):
+            members[owner].append(piece)
+        joined = []
+        for group in members:
+            if not group or any(rank >= len(results[p][0]) for p in group):
+                joined.append(None)
+                continue
+            outputs = [results[p][0][rank] for p in group]
+            scores = [results[p][1][rank] for p in group]
+            texts = self.tokenizer.decode(outputs)
+            log_prob = sum(score * self._penalty(len(ids)) for score, ids in zip(scores, outputs))
+            tokens = sum(len(ids) for ids in outputs)
+            alignment = None if links is None else pharaoh(_offset_links([links[p] for p in group]))
+            joined.append(Hypothesis(" ".join(t for t in texts if t), float(np.mean(scores)),
+                                     log_prob / tokens if tokens else 0.0, alignment))
+        return joined
+
+    def _alignments(self, pieces, outputs):
+        """Each piece's word links to its output (None where it has none),
+        in the form `_offset_links` takes."""
+        rows = [i for i, ids in enumerate(outputs) if ids is not None]
+        _, attention = self._forced([pieces[i] for i in rows], [outputs[i] for i in rows], ALIGNMENT_LAYER)
+        links = [None] * len(pieces)
+        for i, weights in zip(rows, attention):
+            source = self.tokenizer.id_to_piece(pieces[i][:-1])
+            target = self.tokenizer.id_to_piece(unpack_output(outputs[i]))
+            source_words, target_words = word_indices(source), word_indices(target)
+            weights = weights[: len(target), : len(source)]  # EOS row and column out
+            links[i] = (align_words(weights, source_words, target_words), len(set(source_words)),
+                        bool(source) and not source[0].startswith(WORD_START), len(set(target_words)))
+        return links
+
+    def _forced(self, sources, targets, attention_layer=None):
+        """`force_decode` of packed `sources` and `targets` in padded
+        batches: each target's log-probabilities (and attention rows)."""
+        log_probs, attention = [None] * len(sources), [None] * len(sources)
+        order = sorted(range(len(sources)), key=lambda i: (len(sources[i]), len(targets[i])))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            out = force_decode(self.model, _padded([sources[i] for i in chunk]), _padded([targets[i] for i in chunk]),
+                               attention_layer)
+            probs = ops.convert_to_numpy(out[0] if attention_layer is not None else out)
+            weights = ops.convert_to_numpy(out[1]) if attention_layer is not None else None
+            for row, i in enumerate(chunk):
+                log_probs[i] = [float(p) for p in probs[row, : len(targets[i])]]
+                if weights is not None:
+                    attention[i] = weights[row, : len(targets[i]), : len(sources[i])]
+        return (log_probs, attention) if attention_layer is not None else log_probs
+
+    def _check(self, source_ids, name):
         if isinstance(source_ids, np.ndarray) or hasattr(source_ids, "shape"):
             array = np.asarray(ops.convert_to_numpy(source_ids) if not isinstance(source_ids, np.ndarray) else source_ids)
             if array.ndim != 2 or not np.issubdtype(array.dtype, np.integer):
                 raise ValueError(
-                    "Argument `source_ids` must be an int array (batch, length) or a list "
+                    f"Argument `{name}` must be an int array (batch, length) or a list "
                     f"of lists of ints. Received: shape={array.shape}, dtype={array.dtype}"
                 )
             source_ids = array.tolist()
         if isinstance(source_ids, (str, bytes)):
-            raise ValueError(f"Argument `source_ids` must be a list of lists of ints. Received: {source_ids!r}")
-        sources = []
+            raise ValueError(f"Argument `{name}` must be a list of lists of ints. Received: {source_ids!r}")
+        rows = []
         for row in source_ids:
             if isinstance(row, (str, bytes)) or not hasattr(row, "__iter__"):
-                raise ValueError(
-                    f"Argument `source_ids` must be a list of lists of ints. Received a row: {row!r}"
-                )
+                raise ValueError(f"Argument `{name}` must be a list of lists of ints. Received a row: {row!r}")
             row = list(row)
             for token in row:
                 if not _is_token(token) or token < 0 or (self.vocab_size is not None and token >= self.vocab_size):
                     raise ValueError(
-                        "Argument `source_ids` must hold integer token ids in [0, "
-                        f"{self.vocab_size}). Received: {token!r}"
+                        f"Argument `{name}` must hold integer token ids in [0, {self.vocab_size}). Received: {token!r}"
                     )
-            sources.append([int(t) for t in row if t != PAD_ID])
-        return sources
+            rows.append([int(t) for t in row if t != PAD_ID])
+        return rows
 
-    def _decode_pieces(self, pieces):
-        """The output ids of each packed source in `pieces`, in the batches
-        of the preprocessor's padding rule."""
+    def _decode_pieces(self, pieces, sampler):
+        """`(outputs, scores)` of each packed source in `pieces`, decoded
+        with `sampler` in the batches of the preprocessor's padding rule:
+        the output ids as decoded (EOS last where they end) and their
+        scores, best first, without the placeholders of hypotheses the
+        search never finished."""
         results = [None] * len(pieces)
         lengths = [len(piece) for piece in pieces]
         batches = self.preprocessor.batches(lengths, self.batch_size, self._static_shapes)
-        decode, steps = self._decode, sum(width * -(-len(rows) // BATCH_SIZE) for rows, width in batches)
-        if self._eager is not None and steps <= self._eager_steps:
-            decode, self._eager_steps = self._eager, self._eager_steps - steps
+        decode, steps = self._decoder(sampler)[1], sum(width * -(-len(rows) // BATCH_SIZE) for rows, width in batches)
+        if self._eager_start and steps <= self._eager_steps:
+            decode, self._eager_steps = self._decoder(sampler, False)[1], self._eager_steps - steps
         else:
             self._eager_steps = 0  # the graph from now on
         for chunk, width in batches:
-            for i, row in zip(chunk, self._decode_batch(decode, [pieces[i] for i in chunk], width)):
-                results[i] = unpack_output(row)
+            for i, result in zip(chunk, self._decode_batch(decode, [pieces[i] for i in chunk], width)):
+                results[i] = result
         return results
 
     def _decode_batch(self, decode, sources, width):
@@ -284,5 +512,47 @@ class Translator:
         batch[len(sources) :, 0] = EOS_ID  # filler rows: an empty source
         for i, ids in enumerate(sources):
             batch[i, : len(ids)] = ids
-        tokens, _ = decode(batch)
-        return ops.convert_to_numpy(tokens)[: len(sources)]
+        tokens, scores = decode(batch)
+        tokens, scores = ops.convert_to_numpy(tokens)[: len(sources)], ops.convert_to_numpy(scores)[: len(sources)]
+        if tokens.ndim == 2:  # one hypothesis a sentence: (rows, length) -> (rows, 1, length)
+            tokens, scores = tokens[:, None], scores[:, None]
+        return [
+            ([_as_decoded(ids) for ids, score in zip(hypotheses, row_scores) if score > NEG_INF / 2],
+             [float(score) for score in row_scores if score > NEG_INF / 2])
+            for hypotheses, row_scores in zip(tokens, scores)
+        ]
+
+
+def _as_decoded(row):
+    """A decoded row's ids up to its first EOS, EOS included, without the padding after."""
+    row = [int(t) for t in row]
+    if EOS_ID in row:
+        return row[: row.index(EOS_ID) + 1]
+    while row and row[-1] == PAD_ID:
+        row.pop()
+    return row
+
+
+def _padded(rows):
+    batch = np.zeros((len(rows), max(1, max(map(len, rows)))), dtype="int32")
+    for i, row in enumerate(rows):
+        batch[i, : len(row)] = row
+    return batch
+
+
+def _check_strings(name, texts):
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise ValueError(f"Argument `{name}` must be a list of strings. Received: {type(texts).__name__}")
+
+
+def _offset_links(pieces):
+    """The links of a sentence's pieces, each `(links, source words,
+    continues a word, target words)`, as links of the whole sentence: each
+    piece's words numbered after those of the pieces before it (a source
+    window that starts inside a word goes on with that word)."""
+    links, source_base, target_base = [], 0, 0
+    for piece_links, source_words, continues, target_words in pieces:
+        base = source_base - 1 if continues and source_base else source_base
+        links += [(s + base, t + target_base) for s, t in piece_links]
+        source_base, target_base = base + source_words, target_base + target_words
+    return links

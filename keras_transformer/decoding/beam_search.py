@@ -86,8 +86,8 @@ class BeamSampler:
         self.beam_size, self.alpha, self.num_return = beam_size, check_alpha(alpha), num_return
         self.width = beam_size
 
-    def start(self, batch, length, bos_id, limits):
-        k = self.beam_size
+    def start(self, source_ids, length, bos_id, limits):
+        k, batch = self.beam_size, ops.shape(source_ids)[0]
         seqs = ops.concatenate(
             [ops.full((batch, k, 1), bos_id, dtype="int32"), ops.zeros((batch, k, length), dtype="int32")], axis=2
         )

@@ -23,8 +23,8 @@ What becomes of the sentences that are done is a strategy the loop takes
 A sampler is an object with `width` (hypotheses, and so model rows, per
 sentence), `result_fields` (the fields `result` reads) and five methods
 over its hypotheses, a `NamedTuple` of per-sentence tensors `(batch, ...)`:
-`start`, `tokens` (the decoder's input buffer), `extend` (one step),
-`done` and `result`.
+`start` (from the sources, which sampling draws its keys from), `tokens`
+(the decoder's input buffer), `extend` (one step), `done` and `result`.
 """
 
 from typing import Any, NamedTuple
@@ -330,7 +330,7 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
         cache, memory = {}, ops.repeat(memory, width, axis=0)  # (batch * width, source_length, d_model)
     source_mask = ops.repeat(ops.not_equal(source_ids, PAD_ID), width, axis=0)  # (batch * width, source_length)
     rows = Rows(ops.arange(batch, dtype="int32"), limits, source_mask)
-    state = LoopState(ops.convert_to_tensor(0, dtype="int32"), cache, sampler.start(batch, length, bos_id, limits))
+    state = LoopState(ops.convert_to_tensor(0, dtype="int32"), cache, sampler.start(source_ids, length, bos_id, limits))
     decoder = _Decoder(model, sampler, memory, length, eos_id, use_cache)
     if drop_finished is True:
         run = decoder.drop_finished

@@ -52,9 +52,9 @@ def one_torch_thread():
         torch.set_num_threads(threads)
 
 
-def train_copy_model(train_sentences, vocab_size=64, epochs=50, seed=0):
+def train_copy_model(train_sentences, vocab_size=64, epochs=50, seed=0, targets=None, batch_size=32):
     """`(model, tokenizer)`: a one-layer Transformer trained to copy
-    `train_sentences`.
+    `train_sentences` (or to translate them into `targets`).
 
     For 256 sentences: 400 steps, 15-30 s with compilation on 2 busy CPU
     cores. It then copies 90-100% of its training sentences and most unseen
@@ -66,7 +66,8 @@ def train_copy_model(train_sentences, vocab_size=64, epochs=50, seed=0):
                                        byte_fallback=False)  # 64 pieces: no room for 256 byte pieces
     ids = tokenizer.encode(train_sentences)
     source = padded([pack_source(x) for x in ids])
-    target_in, labels = split_target(padded([pack_target(x) for x in ids]))
+    target_ids = ids if targets is None else tokenizer.encode(targets)
+    target_in, labels = split_target(padded([pack_target(x) for x in target_ids]))
     keras.utils.set_random_seed(seed)
     model = Transformer(
         vocab_size=tokenizer.vocab_size, num_layers=1, d_model=32, num_heads=2, d_ff=64, max_length=32,
@@ -74,5 +75,5 @@ def train_copy_model(train_sentences, vocab_size=64, epochs=50, seed=0):
     )
     model.compile(paper_optimizer(32, warmup_steps=50), LabelSmoothedCrossEntropy())
     with one_torch_thread():
-        model.fit((source, target_in), labels, batch_size=32, epochs=epochs, verbose=0)
+        model.fit((source, target_in), labels, batch_size=batch_size, epochs=epochs, verbose=0)
     return model, tokenizer

@@ -1,0 +1,92 @@
+"""Random sampling: each next token drawn from the model's distribution.
+
+For back-translation and diverse outputs. The distribution is sharpened or
+flattened by a temperature, then cut to the `top_k` most likely tokens
+and to the smallest set whose probability reaches `top_p` (nucleus
+sampling, Holtzman et al., 2020). A token is drawn by the Gumbel-max trick
+from numbers of `keras_transformer.decoding.stateless_random`, which
+depend only on the sentence (its source ids and the seed), the step and the
+token: a sentence samples the same output alone and in any batch.
+"""
+
+import numbers
+
+import numpy as np
+from keras import ops
+
+from keras_transformer.decoding.defaults import ALPHA
+from keras_transformer.decoding.greedy import GreedySampler
+from keras_transformer.decoding.stateless_random import sentence_keys, uniform
+from keras_transformer.tokens import BOS_ID, PAD_ID
+from keras_transformer.validation import check_non_negative_int
+
+
+def _check_sampling(top_k, top_p, temperature, seed):
+    check_non_negative_int("top_k", top_k)
+    if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0 < top_p <= 1:
+        raise ValueError(f"Argument `top_p` must be a number in (0, 1]. Received: top_p={top_p!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not temperature > 0:
+        raise ValueError(f"Argument `temperature` must be a number > 0. Received: temperature={temperature!r}")
+    check_non_negative_int("seed", seed)
+    if seed >= 1 << 31:
+        raise ValueError(f"Argument `seed` must be below 2**31. Received: seed={seed!r}")
+
+
+class RandomSampler(GreedySampler):
+    """Samples each next token: a sampler of `decode`, one output per sentence.
+
+    Args:
+        top_k: int >= 0. Draw from the `top_k` most likely tokens; 0: all.
+        top_p: float in (0, 1]. Draw from the most likely tokens whose
+            probabilities sum to at least `top_p`; 1: all.
+        temperature: float > 0. The log-probabilities are divided by it
+            before drawing: below 1 sharper, above 1 flatter.
+        seed: int in [0, 2**31). With a sentence's source ids, it makes the
+            sentence's own key: the same seed samples the same outputs.
+        alpha: float >= 0. Scores are the model's log-probabilities of the
+            drawn tokens (at temperature 1, uncut) over the GNMT length
+            penalty, as beam search scores its outputs.
+
+    Padding and BOS are never drawn.
+
+    Example:
+
+    >>> sampler = RandomSampler(top_p=0.9, seed=7)
+    >>> tokens, scores = sampler(model, [[5, 6, 7, 3]])
+    """
+
+    def __init__(self, top_k=0, top_p=1.0, temperature=1.0, seed=0, alpha=ALPHA):
+        super().__init__(alpha)
+        _check_sampling(top_k, top_p, temperature, seed)
+        self.top_k, self.top_p, self.temperature, self.seed = int(top_k), float(top_p), float(temperature), int(seed)
+
+    def keys(self, source_ids):
+        return sentence_keys(self.seed, source_ids)
+
+    def choose(self, log_probs, state, step):
+        vocab = log_probs.shape[-1]
+        logits = log_probs / self.temperature  # (batch, vocab)
+        tokens = ops.arange(vocab, dtype="int32")
+        keep = ops.logical_and(ops.not_equal(tokens, PAD_ID), ops.not_equal(tokens, BOS_ID))[None, :]  # (1, vocab)
+        logits = ops.where(keep, logits, -np.inf)
+        if 0 < self.top_k < vocab:
+            kth = ops.top_k(logits, self.top_k)[0][:, -1:]  # (batch, 1)
+            keep = ops.logical_and(keep, ops.greater_equal(logits, kth))
+        if self.top_p < 1:
+            ranked = ops.where(keep, logits, -np.inf)
+            ranked = ops.top_k(ranked, vocab)[0]  # (batch, vocab), most likely first
+            probs = ops.softmax(ranked, axis=-1)
+            above = ops.cumsum(probs, axis=-1) - probs  # the mass ranked above each token
+            kept = ops.logical_and(ops.less(above, self.top_p), ops.isfinite(ranked))
+            least = ops.min(ops.where(kept, ranked, np.inf), axis=-1, keepdims=True)  # (batch, 1)
+            keep = ops.logical_and(keep, ops.greater_equal(logits, least))
+        gumbel = -ops.log(-ops.log(uniform(state.keys, step, vocab)))  # (batch, vocab)
+        return ops.cast(ops.argmax(ops.where(keep, logits + gumbel, -np.inf), axis=-1), "int32")
+
+    def get_config(self):
+        return {**super().get_config(), "top_k": self.top_k, "top_p": self.top_p, "temperature": self.temperature,
+                "seed": self.seed}
+
+    def __repr__(self):
+        return (f"RandomSampler(top_k={self.top_k}, top_p={self.top_p}, temperature={self.temperature}, "
+                f"seed={self.seed}, alpha={self.alpha})")

@@ -34,10 +34,10 @@ Je t'aime.
 import argparse
 import sys
 
-from keras_transformer.cli import average_checkpoints, evaluate, export, preset, serve, train, translate
+from keras_transformer.cli import average_checkpoints, evaluate, export, preset, score, serve, train, translate
 from keras_transformer.quiet import quiet_tensorflow
 
-COMMANDS = (train, average_checkpoints, preset, export, translate, evaluate, serve)
+COMMANDS = (train, average_checkpoints, preset, export, translate, score, evaluate, serve)
 
 VERBOSE_HELP = "show TensorFlow's start-up lines (CUDA drivers, cuInit, oneDNN), hidden otherwise"
 

@@ -135,16 +135,48 @@ def decoding_options(args):
     return {name: getattr(args, name) for name in DECODING_OPTIONS if getattr(args, name, None) is not None}
 
 
-def translate_function(model, tokenizer=None, batch_size=None, quantize=None, **decoding):
-    """`translate(sentences) -> translations` with a preset (name or
-    directory), a SavedModel folder, or a `.keras` file and its `tokenizer`
-    file. A preset or `.keras` model is translated by a `Translator` with
-    `decoding` options and `batch_size`, after `model.quantize(quantize)`
-    if given (`"int8"`); a SavedModel as it was exported.
+def add_output_arguments(p):
+    """What a translation returns, and sampling instead of the search
+    (`Translator.hypotheses`, `keras_transformer.decoding.sampling`)."""
+    p.add_argument("--scores", action="store_true",
+                   help="write JSON lines with each translation's score and confidence")
+    p.add_argument("--n-best", type=positive_int, default=1, metavar="N",
+                   help="also write the N best translations, with their scores (JSON lines; N <= the beam size)")
+    p.add_argument("--alignments", action="store_true",
+                   help="also write each translation's word alignment to its source, in Pharaoh format "
+                        "(JSON lines)")
+    p.add_argument("--sampling-topk", type=int, default=None, metavar="K",
+                   help="sample each token from the K most likely instead of searching (0: all)")
+    p.add_argument("--sampling-topp", type=float, default=None, metavar="P",
+                   help="sample each token from the most likely whose probabilities reach P")
+    p.add_argument("--sampling-temperature", type=float, default=None, metavar="T",
+                   help="sample with the log-probabilities divided by T")
+    p.add_argument("--seed", type=int, default=None,
+                   help="the sampling seed (default 0): with a sentence's own ids, it fixes its sample")
 
-    Returns `(translate, keras_model, tokenizer)`, the last two None with a
-    SavedModel (which carries its own tokenizer and decoding settings).
-    """
+
+def output_options(args):
+    """`(outputs, sampler)` of the command line: the outputs asked for
+    (`n_best`, `alignments`; None for plain translations) and a
+    `RandomSampler` if any sampling option is given."""
+    outputs = None
+    if args.scores or args.n_best > 1 or args.alignments:
+        outputs = {"n_best": args.n_best, "alignments": args.alignments}
+    given = {name: getattr(args, f"sampling_{name}") for name in ("topk", "topp", "temperature")}
+    given = {name: value for name, value in given.items() if value is not None}
+    if not given and args.seed is None:
+        return outputs, None
+    from keras_transformer.decoding.sampling import RandomSampler
+
+    return outputs, RandomSampler(top_k=given.get("topk", 0), top_p=given.get("topp", 1.0),
+                                  temperature=given.get("temperature", 1.0), seed=0 if args.seed is None else args.seed)
+
+
+def load_translator(model, tokenizer=None, batch_size=None, quantize=None, **decoding):
+    """A `Translator` of a preset (name or directory) or of a `.keras` file
+    and its `tokenizer` file, with `decoding` options and `batch_size`,
+    after `model.quantize(quantize)` if given (`"int8"`); None for anything
+    else (a SavedModel folder)."""
     if quantize not in (None, "int8"):
         raise ValueError(f"--quantize takes 'int8'. Received: --quantize={quantize!r}")
     preset = preset_path(model)
@@ -156,17 +188,47 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, **
     elif model.endswith(".keras"):
         keras_model, sp = load_keras_model(model), load_tokenizer(tokenizer)
     else:
-        return _saved_model_function(model, quantize, decoding), None, None
+        return None
     from keras_transformer import Translator
 
     if quantize:
         keras_model.quantize(quantize)
     if batch_size is not None:
         decoding["batch_size"] = batch_size
-    return Translator(keras_model, sp, **decoding).translate, keras_model, sp
+    return Translator(keras_model, sp, **decoding)
 
 
-def _saved_model_function(model, quantize, decoding):
+def translate_function(model, tokenizer=None, batch_size=None, quantize=None, outputs=None, sampler=None,
+                       **decoding):
+    """`translate(sentences) -> translations` with a preset (name or
+    directory), a SavedModel folder, or a `.keras` file and its `tokenizer`
+    file. A preset or `.keras` model is translated by a `Translator` with
+    `decoding` options and `batch_size`, after `model.quantize(quantize)`
+    if given (`"int8"`); a SavedModel as it was exported.
+
+    With `outputs` (`{"n_best": ..., "alignments": ...}`), each translation
+    is a dict of outputs (`keras_transformer.translator.prediction`), not a
+    string. With `sampler`, a `RandomSampler`, translations are sampled.
+
+    Returns `(translate, keras_model, tokenizer)`, the last two None with a
+    SavedModel (which carries its own tokenizer and decoding settings).
+    """
+    translator = load_translator(model, tokenizer, batch_size, quantize, **decoding)
+    if translator is None:
+        return _saved_model_function(model, quantize, decoding, outputs, sampler), None, None
+    keras_model, sp = translator.model, translator.tokenizer
+    from keras_transformer.translator import prediction
+
+    if outputs is None:
+        return (lambda texts: translator.translate(texts, sampler=sampler)), keras_model, sp
+    def translate(texts):
+        found = translator.hypotheses(texts, sampler=sampler, **outputs)
+        return [prediction(hypotheses, **outputs) for hypotheses in found]
+
+    return translate, keras_model, sp
+
+
+def _saved_model_function(model, quantize, decoding, outputs, sampler):
     """`translate(sentences) -> translations` with the SavedModel folder `model`."""
     if not os.path.isdir(model):
         raise no_such_model(model)

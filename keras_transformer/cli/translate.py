@@ -5,20 +5,28 @@
     keras-transformer translate tatoeba_en_fr "How are you?" --beam-size 1    # a preset, name or directory
     keras-transformer translate runs/mine "How are you?" --plot-attention attention.png  # a training run
     keras-transformer translate my_model.keras "How are you?" --tokenizer my_tokenizer.model
+    keras-transformer translate tatoeba_en_fr "How are you?" --n-best 2 --alignments  # JSON lines
+    keras-transformer translate tatoeba_en_fr "How are you?" --sampling-topp 0.9 --seed 1
 
 MODEL is a preset (a shipped name or a preset directory; its own
 tokenizer), a SavedModel folder, or a `.keras` file with `--tokenizer`.
+Each line of output is a translation; with `--scores`, `--n-best` or
+`--alignments`, a JSON object of outputs named as the REST API's
+(`keras_transformer.translator.prediction`).
 Needs no server package (fastapi, uvicorn): only TensorFlow, and
 tensorflow-text for a SavedModel.
 """
 
 import contextlib
+import json
 import os
 import sys
 
 from keras_transformer.cli.common import (
     add_decoding_arguments,
+    add_output_arguments,
     decoding_options,
+    output_options,
     preset_path,
     translate_chunks,
     translate_function,
@@ -36,6 +44,7 @@ def add_arguments(p):
     p.add_argument("--output", help="write translations here, one per line (default: standard output)")
     p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
     add_decoding_arguments(p)
+    add_output_arguments(p)
     p.add_argument("--plot-attention", metavar="FILE.png",
                    help="draw the cross-attention of the first sentence (with a preset or a .keras model)")
     p.add_argument("--head", type=int, default=None, help="plot one head instead of the mean and all heads")
@@ -54,8 +63,10 @@ def run(args):
             f"--output names the --input file, whose lines it would overwrite. Received: --input {args.input!r}, "
             f"--output {args.output!r}"
         )
+    outputs, sampler = output_options(args)
     translate, model, tokenizer = translate_function(
-        args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, **decoding_options(args)
+        args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, outputs=outputs,
+        sampler=sampler, **decoding_options(args)
     )
     progress = None
     if args.input and args.output:  # standard output carries the translations
@@ -65,9 +76,10 @@ def run(args):
     first = None
     with _output(args.output) as out:
         for sentences, translations in translate_chunks(translate, _sentences(args), args.batch_size, progress):
-            out.writelines(t + "\n" for t in translations)
+            lines = translations if outputs is None else [json.dumps(t, ensure_ascii=False) for t in translations]
+            out.writelines(line + "\n" for line in lines)
             out.flush()  # each chunk as soon as it is translated
-            first = first or (sentences[0], translations[0])
+            first = first or (sentences[0], translations[0] if outputs is None else translations[0]["translations"])
     if args.plot_attention and first:
         _plot(model, tokenizer, *first, args.plot_attention, args.head)
     return 0

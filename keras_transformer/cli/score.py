@@ -1,0 +1,66 @@
+"""`keras-transformer score`: score given translations with a model.
+
+    keras-transformer score tatoeba_en_fr --pairs pairs.tsv
+    keras-transformer score tatoeba_en_fr --pairs test.en test.fr --output scores.jsonl
+
+Each pair of a TSV file (source<TAB>translation), or of a source and a
+target file aligned line by line, gets one JSON line: `scores` (the
+translation's log-probability over the length penalty, as the search scores
+its outputs), `totals` (the log-probability), `tokens` (its pieces, EOS
+last) and `token_log_probs`, as `Translator.score` returns them. For
+filtering parallel data, or ranking translations from elsewhere. MODEL is a
+preset (a shipped name or a preset directory) or a `.keras` file with
+`--tokenizer`.
+"""
+
+import json
+
+from keras_transformer.cli.common import load_translator, positive_int
+
+NAME = "score"
+HELP = "Score given translations: each pair's log-probability and its tokens' (JSON lines)."
+
+
+def add_arguments(p):
+    from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE
+
+    p.add_argument("model", help="a preset (a shipped name such as tatoeba_en_fr, or a preset directory) or a "
+                                 ".keras file")
+    p.add_argument("--pairs", nargs="+", required=True, metavar="FILE",
+                   help="a TSV file (source<TAB>translation), or a source and a target file aligned line by line "
+                        "(plain or .gz)")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="skip and count bad lines (no tab, an empty side, not UTF-8) instead of stopping")
+    p.add_argument("--output", help="write the JSON lines here (default: standard output)")
+    p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
+    p.add_argument("--batch-size", type=positive_int, default=BATCH_SIZE, help="pairs per batch")
+    p.add_argument("--alpha", type=float, default=None, help=f"the length penalty's exponent (default: {ALPHA})")
+
+
+def run(args):
+    import sys
+
+    from keras_transformer.data.training_data import read_files
+
+    if len(args.pairs) > 2:
+        raise SystemExit(f"--pairs takes one TSV file or a source and a target file. Received: {args.pairs}")
+    pairs = read_files(args.pairs, args.skip_bad_lines, log=lambda line: print(line, file=sys.stderr))
+    options = {} if args.alpha is None else {"alpha": args.alpha}
+    translator = load_translator(args.model, args.tokenizer, args.batch_size, **options)
+    if translator is None:
+        raise SystemExit(
+            f"score needs a preset or a .keras model (a SavedModel scores through its `score` signature). "
+            f"Received: model={args.model!r}"
+        )
+    out = sys.stdout if args.output is None else open(args.output, "w", encoding="utf-8")
+    try:
+        step = 16 * args.batch_size
+        for start in range(0, len(pairs), step):
+            sources, targets = zip(*pairs[start : start + step])
+            for scored in translator.score(list(sources), list(targets)):
+                out.write(json.dumps(scored.prediction(), ensure_ascii=False) + "\n")
+            out.flush()
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0

@@ -2,41 +2,76 @@
 
 A translation's alignment links each of its whitespace words to the source
 word it attends to most: the cross-attention of one decoder layer, the mean
-of its heads (`keras_transformer.decoding.scoring.force_decode`), summed
-over the subword pieces of each word. Pharaoh format writes the links as
-`source-target` pairs of 0-based word indices: `"0-0 1-2 2-1"`.
+of its heads, at the step that predicts each of its subword pieces
+(`keras_transformer.decoding.scoring.force_decode`), summed over the pieces
+of each word. Pharaoh format writes the links as `source-target` pairs of
+0-based word indices: `"0-0 1-2 2-1"`.
+
+`word_links` is `keras.ops` only: the `Translator` runs it on every
+backend and the SavedModel in its graph. A piece starts a word if
+SentencePiece marks it with "▁" (`word_starts`).
 """
 
 import numpy as np
+from keras import ops
+
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
 
 
-def word_indices(pieces):
-    """The whitespace word of each subword piece: a piece starting with "▁"
-    starts a word (so does the first piece)."""
-    words, index = [], -1
-    for piece in pieces:
-        if index < 0 or piece.startswith(WORD_START):
-            index += 1
-        words.append(index)
-    return words
+def word_starts(tokenizer):
+    """(vocab,) bool: which of the tokenizer's pieces start a word."""
+    return np.array([piece.startswith(WORD_START) for piece in tokenizer.id_to_piece(range(tokenizer.vocab_size))])
 
 
-def align_words(attention, source_words, target_words):
-    """`[(source word, target word)]`, one link per target word, in order.
+def word_numbers(ids, starts):
+    """(batch, length) int32: the word of each token of `ids`, counted from
+    0; -1 for PAD, BOS and EOS. A first token that starts no word (a window
+    cut inside a word) is still word 0."""
+    ids = ops.cast(ids, "int32")
+    real = ops.logical_not(ops.logical_or(ops.equal(ids, PAD_ID), ops.logical_or(ops.equal(ids, BOS_ID),
+                                                                                  ops.equal(ids, EOS_ID))))
+    first = ops.equal(ops.cumsum(ops.cast(real, "int32"), axis=1), 1)  # the first real token
+    begins = ops.logical_and(real, ops.logical_or(ops.take(ops.convert_to_tensor(starts), ids), first))
+    numbers = ops.cumsum(ops.cast(begins, "int32"), axis=1) - 1
+    return ops.where(real, numbers, -1)
+
+
+def _one_hot(numbers, depth):
+    """(batch, length, depth) float32: 1 where `numbers` names the slot (none for -1)."""
+    return ops.cast(ops.equal(numbers[:, :, None], ops.arange(depth, dtype="int32")[None, None, :]), "float32")
+
+
+def word_links(attention, source_ids, target_ids, starts):
+    """The source word of each target word, from attention over pieces.
 
     Args:
-        attention: `(target pieces, source pieces)`, each target piece's
-            attention over the source pieces (EOS and padding left out).
-        source_words, target_words: the word of each piece (`word_indices`).
+        attention: `(batch, target_length, source_length)`: each target
+            piece's attention over the source pieces.
+        source_ids, target_ids: `(batch, source_length)` and `(batch,
+            target_length)` ids; PAD, BOS and EOS belong to no word.
+        starts: `word_starts(tokenizer)`.
+
+    Returns:
+        `(links, source_count, inside, target_count)`: int32 `(batch,
+        target_length)`, at `[b, j]` the source word that target word `j`
+        attends to most, -1 past the last target word (or where the source
+        has no word); the number of source words `(batch,)`; whether the
+        source starts inside a word (a window's) `(batch,)`; and the number
+        of target words `(batch,)`.
     """
-    attention = np.asarray(attention, dtype="float64")
-    if not len(source_words) or not len(target_words):
-        return []
-    words = np.zeros((max(target_words) + 1, max(source_words) + 1))
-    np.add.at(words, (np.asarray(target_words)[:, None], np.asarray(source_words)[None, :]), attention)
-    return [(int(np.argmax(row)), t) for t, row in enumerate(words)]
+    source_words, target_words = word_numbers(source_ids, starts), word_numbers(target_ids, starts)
+    source_length, target_length = ops.shape(source_ids)[1], ops.shape(target_ids)[1]
+    # (batch, target words, source words): the attention summed over the pieces of each word.
+    per_word = ops.matmul(ops.matmul(ops.transpose(_one_hot(target_words, target_length), (0, 2, 1)),
+                                     ops.cast(attention, "float32")), _one_hot(source_words, source_length))
+    source_count, target_count = ops.max(source_words, axis=1) + 1, ops.max(target_words, axis=1) + 1  # (batch,)
+    exists = ops.logical_and(ops.arange(target_length, dtype="int32")[None, :] < target_count[:, None],
+                             (source_count > 0)[:, None])
+    links = ops.where(exists, ops.cast(ops.argmax(per_word, axis=-1), "int32"), -1)
+    inside = ops.logical_not(ops.take(ops.convert_to_tensor(starts), ops.cast(source_ids, "int32")[:, 0]))
+    return links, source_count, ops.logical_and(inside, source_count > 0), target_count
 
 
 def pharaoh(links):

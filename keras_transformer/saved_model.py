@@ -30,11 +30,20 @@ import tempfile
 
 import keras
 
+from keras_transformer.alignment import word_links, word_starts
+from keras_transformer.decoding.beam_search import length_penalty
+from keras_transformer.decoding.common import NEG_INF
+from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
 from keras_transformer.decoding.samplers import BeamSampler
+from keras_transformer.decoding.sampling import RandomSampler
+from keras_transformer.decoding.scoring import force_decode
 from keras_transformer.serving.warmup import check_batch_sizes, write_warmup_requests
-from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, pack_source_ragged
 from keras_transformer.validation import check_bool, check_positive
 
+
+# The signatures a SavedModel may have besides `serving_default` (module docstring).
+SIGNATURES = ("details", "sample", "score")
 
 # Loops a bucket's sentences are split between in the graph without XLA:
 # about one per core on the 2-core machines measured (benchmarks/README.md).
@@ -138,25 +147,46 @@ def graph_decoder(translator, jit_compile, parallel_loops, sampler=None):
     return lambda source: _parallel_search(search, source, parallel_loops, num_return)
 
 
-def build_translate_fn(translator, n_best=1, jit_compile=False, parallel_loops=1):
-    """The graph function `inputs [batch] string -> dict of outputs`, and
-    the SentencePiece op it runs."""
+def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,
+                       one_search=False):
+    """The graph function `inputs [batch] string -> dict of outputs`: the
+    preprocessor's pieces, decoded by `sampler` (its `n_best` hypotheses),
+    joined; with `details`, also each hypothesis's confidence and word
+    alignment (`Translator.hypotheses`).
+
+    Each bucket's pieces are decoded by a search of its own in the graph,
+    or, with `one_search`, by one search traced for any width (a function
+    each bucket calls): a fifth of the graph to trace at export, for the
+    signatures beside `serving_default`, whose nested function costs a
+    single sentence some speed (benchmarks/README.md).
+    """
     import tensorflow as tf
 
     preprocessor = translator.preprocessor
-    op = preprocessor.graph_tokenizer()  # the SentencePiece op that the graph runs and the SavedModel tracks
-    sampler = translator.sampler
-    if n_best > 1:
-        sampler = BeamSampler(sampler.get_config()["beam_size"], sampler.get_config()["alpha"], num_return=n_best)
     decode = graph_decoder(translator, jit_compile, parallel_loops, sampler)
+    if one_search:
+        decode = tf.function(decode, input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
+    starts = word_starts(translator.tokenizer) if details else None
 
     def decode_bucket(ids, width):
-        ids, scores = decode(ids.to_tensor(default_value=PAD_ID, shape=[None, width]))  # (rows, width)
+        source = ids.to_tensor(default_value=PAD_ID, shape=[None, width])  # (rows, width)
+        ids, scores = decode(source)
         if n_best == 1:  # (rows, length) -> (rows, 1, length)
             ids, scores = ids[:, None], scores[:, None]
         flat = tf.reshape(tf.cast(ids, tf.int32), [-1, tf.shape(ids)[-1]])  # (rows * n_best, length)
         text = tf.reshape(preprocessor.detokenize_graph(flat, op), [-1, n_best])  # (rows, n_best)
-        return text, tf.cast(scores, tf.float32)
+        outputs = (text, tf.cast(scores, tf.float32))
+        if details:
+            outputs += _piece_details(translator, tf.repeat(source, n_best, axis=0), flat, starts, n_best)
+        return outputs
+
+    def empty(length):
+        """A bucket's outputs when no piece falls in it."""
+        outputs = (tf.zeros([0, n_best], tf.string), tf.zeros([0, n_best], tf.float32))
+        if details:  # lengths, links, source words, inside a word, target words
+            outputs += (tf.zeros([0, n_best], tf.int32), tf.zeros([0, n_best, length], tf.int32),
+                        tf.zeros([0, n_best], tf.int32), tf.zeros([0, n_best], tf.bool), tf.zeros([0, n_best], tf.int32))
+        return outputs
 
     def translate(inputs):
         ids, owners = preprocessor.pieces_graph(inputs, op)  # (pieces, None), (pieces,)
@@ -165,24 +195,121 @@ def build_translate_fn(translator, n_best=1, jit_compile=False, parallel_loops=1
         lengths = tf.cast(ids.row_lengths(), tf.int32)  # (pieces,)
         bucket = tf.searchsorted(tf.constant(preprocessor.buckets, tf.int32), lengths)  # (pieces,)
         rows = tf.dynamic_partition(tf.range(tf.size(lengths)), bucket, len(preprocessor.buckets))
-        texts, scores = [], []
+        parts = []
         for width, part in zip(preprocessor.buckets, rows):
-            text, score = tf.cond(
+            outputs = tf.cond(
                 tf.size(part) > 0,
                 lambda width=width, part=part: decode_bucket(tf.gather(ids, part), width),
-                lambda: (tf.zeros([0, n_best], tf.string), tf.zeros([0, n_best], tf.float32)),
+                lambda: empty(translator.preprocessor.max_length),
             )
-            _keep_branches_lazy(text)
-            texts.append(text)
-            scores.append(score)
-        texts, scores = tf.dynamic_stitch(rows, texts), tf.dynamic_stitch(rows, scores)  # (pieces, n_best)
-        text, scores = preprocessor.join_graph(texts, scores, owners, tf.size(inputs))  # (batch, n_best)
+            _keep_branches_lazy(outputs[0])
+            parts.append(outputs)
+        columns = list(zip(*parts))
+        if details:  # links of every bucket padded to one length
+            longest = tf.reduce_max([tf.shape(links)[-1] for links in columns[3]])
+            columns[3] = [tf.pad(links, [[0, 0], [0, 0], [0, longest - tf.shape(links)[-1]]], constant_values=-1)
+                          for links in columns[3]]
+        stitched = [tf.dynamic_stitch(rows, column) for column in columns]  # (pieces, n_best, ...)
+        text, scores = preprocessor.join_graph(stitched[0], stitched[1], owners, tf.size(inputs))  # (batch, n_best)
         outputs = {"translations": text[:, 0], "scores": scores[:, 0]}
+        if details:
+            confidences, alignments = _join_details(translator, stitched, owners, tf.size(inputs), n_best)
+            # An input without pieces (blank) has one empty translation, as from `Translator.hypotheses`.
+            has_piece = tf.math.unsorted_segment_sum(tf.ones_like(owners), owners, tf.size(inputs)) > 0
+            scores = tf.where(has_piece[:, None] | (tf.range(n_best) == 0)[None, :], scores, NEG_INF)
+            outputs.update(confidences=confidences[:, 0], alignments=alignments[:, 0])
         if n_best > 1:
             outputs.update(nbest_translations=text, nbest_scores=scores)
+            if details:
+                outputs.update(nbest_confidences=confidences, nbest_alignments=alignments)
         return outputs
 
-    return translate, op
+    return translate
+
+
+def _piece_details(translator, source, ids, starts, n_best):
+    """Each hypothesis's length (its tokens, EOS included) and word links
+    (`keras_transformer.alignment.word_links`) over a bucket's pieces;
+    `source` `(rows * n_best, width)` and `ids` `(rows * n_best, length)`.
+    Returns `(lengths, links, source words, inside a word, target words)`,
+    each `(rows, n_best, ...)`."""
+    import tensorflow as tf
+
+    lengths = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
+    _, attention = force_decode(translator.model, source, ids, ALIGNMENT_LAYER)
+    links, source_count, inside, target_count = word_links(attention, source, ids, starts)
+    return tuple(tf.reshape(x, tf.concat([[-1, n_best], tf.shape(x)[1:]], 0))
+                 for x in (lengths, links, source_count, inside, target_count))
+
+
+def _join_details(translator, stitched, owners, count, n_best):
+    """Each input's confidence and Pharaoh alignment `(count, n_best)` from
+    its pieces' (`Translator.hypotheses`): the mean log-probability of all
+    their tokens, and their links, each piece's words numbered after those
+    of the pieces before it (a window that starts inside a word goes on
+    with that word)."""
+    import tensorflow as tf
+
+    _, scores, lengths, links, source_count, inside, target_count = stitched  # (pieces, n_best, ...)
+    log_probs = scores * length_penalty(lengths, translator.alpha)  # (pieces, n_best)
+    total = tf.math.unsorted_segment_sum(log_probs, owners, count)
+    tokens = tf.math.unsorted_segment_sum(tf.cast(lengths, tf.float32), owners, count)
+    confidences = tf.math.divide_no_nan(total, tokens)  # (count, n_best)
+    position = tf.range(tf.size(owners))
+    first = tf.gather(tf.math.unsorted_segment_min(position, owners, count), owners)  # each piece's owner's first piece
+
+    def before(values, inclusive=False):
+        """The sum of `values` `(pieces, n_best)` over the owner's pieces before each (or up to it)."""
+        running = tf.cumsum(values, axis=0, exclusive=not inclusive)
+        start = tf.gather(tf.cumsum(values, axis=0, exclusive=True), first)
+        return running - start
+
+    continues = tf.cast(tf.logical_and(inside, (position > first)[:, None]), tf.int32)
+    source_base = before(source_count) - before(continues, inclusive=True)  # (pieces, n_best)
+    target_base = before(target_count)
+    valid = links >= 0  # (pieces, n_best, length)
+    pairs = tf.strings.join([tf.strings.as_string(links + source_base[:, :, None]), "-",
+                             tf.strings.as_string(tf.range(tf.shape(links)[-1])[None, None, :] + target_base[:, :, None])])
+    pieces = tf.strings.strip(tf.strings.reduce_join(tf.where(valid, pairs + " ", ""), axis=-1))  # (pieces, n_best)
+    alignments = []
+    for column in range(n_best):
+        piece = pieces[:, column]
+        kept = tf.strings.length(piece) > 0
+        grouped = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(piece, kept), tf.boolean_mask(owners, kept), nrows=count)
+        alignments.append(tf.strings.reduce_join(grouped, axis=1, separator=" "))
+    return confidences, tf.stack(alignments, axis=1)
+
+
+def build_score_fn(translator, op):
+    """The graph function `(inputs, targets) [batch] string -> dict of
+    outputs`: `Translator.score`, each side tokenized whole and packed."""
+    import tensorflow as tf
+
+    limit = translator.preprocessor.max_length
+
+    def score(inputs, targets):
+        source = _tokenize(op, inputs)
+        target = _tokenize(op, targets)
+        for name, ids, most in (("inputs", source, limit), ("targets", target, limit - 1)):
+            tf.debugging.assert_less_equal(
+                tf.cast(tf.reduce_max(ids.row_lengths()), tf.int32), most,
+                message=f"`{name}`: a text over the model's length ({most} tokens with its EOS)")
+        target = target.to_tensor(default_value=PAD_ID)  # (batch, length)
+        log_probs = force_decode(translator.model, source.to_tensor(default_value=PAD_ID), target)  # (batch, length)
+        lengths = tf.reduce_sum(tf.cast(target != PAD_ID, tf.int32), axis=1)
+        totals = tf.reduce_sum(log_probs, axis=1)
+        pieces = tf.where(target != PAD_ID, op.id_to_string(target), "")
+        return {"scores": totals / length_penalty(lengths, translator.alpha), "totals": totals, "tokens": pieces,
+                "token_log_probs": log_probs}
+
+    return score
+
+
+def _tokenize(op, texts):
+    """Ids of `texts`, EOS appended: ragged int32 `(batch, None)`."""
+    import tensorflow as tf
+
+    return pack_source_ragged(tf.cast(op.tokenize(texts), tf.int32))
 
 
 def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version):
@@ -216,7 +343,7 @@ def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup
 
 
 def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_compile=False, parallel_loops=None,
-                      warmup_batch_sizes=(1,), metadata=None):
+                      warmup_batch_sizes=(1,), metadata=None, signatures=SIGNATURES):
     """Writes `export_dir/<version>/`, a SavedModel that translates as `translator` does.
 
     Args:
@@ -243,6 +370,8 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
             batch size (`keras_transformer.serving.warmup`). TF Serving and
             `keras-transformer serve` replay them at load. `()` writes none.
         metadata: optional dict added to `assets.extra/metadata.json`.
+        signatures: the signatures besides `serving_default` (`SIGNATURES`,
+            all by default): each is another graph to trace at export.
 
     Returns:
         The version folder's path.
@@ -255,6 +384,8 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
             f"backend {keras.backend.backend()!r}"
         )
     parallel_loops = _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version)
+    if isinstance(signatures, str) or not set(signatures) <= set(SIGNATURES):
+        raise ValueError(f"Argument `signatures` must hold names of {SIGNATURES}. Received: signatures={signatures!r}")
     target = os.path.join(export_dir, str(version or next_version(export_dir)))
     if os.path.exists(target):
         raise FileExistsError(f"{target!r} already exists; pass another `version`")
@@ -264,12 +395,13 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
     staging = tempfile.mkdtemp(prefix=".export-", dir=export_dir)
     try:
         saved = os.path.join(staging, "saved_model")
-        _write_graph(translator, saved, *build_translate_fn(translator, n_best, jit_compile, parallel_loops))
+        _write_graph(translator, saved, n_best, jit_compile, parallel_loops, signatures)
         settings = dict(
             **translator.sampler.get_config(), max_extra_length=translator.max_extra_length, n_best=n_best,
             source_budget=translator.preprocessor.source_budget, long_inputs=translator.preprocessor.long_inputs,
             buckets=translator.preprocessor.buckets, bos_id=BOS_ID, eos_id=EOS_ID, jit_compile=jit_compile,
             parallel_loops=parallel_loops, narrow_batches=translator.narrow_batches,
+            signatures=["serving_default", *[name for name in SIGNATURES if name in signatures]],
             model_config=translator.model.get_config(), **(metadata or {}),
         )
         with open(os.path.join(saved, "assets.extra", "metadata.json"), "w") as f:
@@ -282,23 +414,44 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
     return target
 
 
-def _write_graph(translator, path, translate, op):
-    """Traces `translate` into a SavedModel at `path`, with the tokenizer's
-    model file in `assets/` (for tools such as the `sentencepiece`
-    package; the graph's op carries the same bytes) and an empty
-    `assets.extra/`."""
+def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatures):
+    """Traces the signatures into a SavedModel at `path`, with the
+    tokenizer's model file in `assets/` (for tools such as the
+    `sentencepiece` package; the graph's op carries the same bytes) and an
+    empty `assets.extra/`."""
     import tensorflow as tf
 
-    # Traced once, here. Not `keras.export.ExportArchive`: it traces its
+    op = translator.preprocessor.graph_tokenizer()  # the SentencePiece op that the graph runs and the SavedModel tracks
+    search = translator.sampler
+    if n_best > 1:
+        search = BeamSampler(translator.beam_size, translator.alpha, num_return=n_best)
+    options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops)
+    text = tf.TensorSpec([None], tf.string, name="inputs")
+    functions = {"serving_default": (build_translate_fn(translator, op, search, **options), [text])}
+    if "details" in signatures:
+        functions["details"] = (build_translate_fn(translator, op, search, details=True, one_search=True, **options),
+                                [text])
+    if "sample" in signatures:
+        def sample(inputs, seed, temperature, top_k, top_p):
+            sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha)
+            return build_translate_fn(translator, op, sampler, jit_compile=jit_compile, parallel_loops=parallel_loops,
+                                      details=True, one_search=True)(inputs)
+
+        scalars = [tf.TensorSpec([], dtype, name=name) for name, dtype in (
+            ("seed", tf.int32), ("temperature", tf.float32), ("top_k", tf.int32), ("top_p", tf.float32))]
+        functions["sample"] = (sample, [text, *scalars])
+    if "score" in signatures:
+        functions["score"] = (build_score_fn(translator, op), [text, tf.TensorSpec([None], tf.string, name="targets")])
+    # Each traced once, here. Not `keras.export.ExportArchive`: it traces its
     # endpoint to find the variables, then `tf.saved_model.save` traces the
     # `tf.function` again in its save context (another tracing key), which
     # doubled an export's time. A concrete function is saved as traced.
-    spec = tf.TensorSpec([None], tf.string, name="inputs")
-    concrete = tf.function(translate, autograph=False).get_concrete_function(spec)
+    concrete = {name: tf.function(fn, autograph=False).get_concrete_function(*specs)
+                for name, (fn, specs) in functions.items()}
     resources = tf.Module()
     resources.tokenizer = op  # the SentencePiece op's model resource
-    resources.weights = list(concrete.variables)  # what the graph reads, each once
-    tf.saved_model.save(resources, path, signatures={"serving_default": concrete})
+    resources.weights = list({id(v): v for c in concrete.values() for v in c.variables}.values())  # each once
+    tf.saved_model.save(resources, path, signatures=concrete)
     os.makedirs(os.path.join(path, "assets"), exist_ok=True)
     with open(os.path.join(path, "assets", "tokenizer.model"), "wb") as f:
         f.write(translator.tokenizer.model_proto)

@@ -8,12 +8,12 @@ import numpy as np
 from keras import ops
 
 from keras_transformer import presets, saved_model
-from keras_transformer.alignment import WORD_START, align_words, pharaoh, word_indices
+from keras_transformer.alignment import pharaoh, word_links, word_starts
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.decoding.beam_search import length_penalty
 from keras_transformer.decoding.common import NEG_INF, model_max_length
 from keras_transformer.decoding.compile import jit_decoder
-from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, MAX_EXTRA_LENGTH
+from keras_transformer.decoding.defaults import ALIGNMENT_LAYER, ALPHA, BATCH_SIZE, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.decoding.samplers import BeamSampler, RandomSampler, get_sampler
 from keras_transformer.decoding.scoring import force_decode
 from keras_transformer.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, padded_rows
@@ -36,9 +36,6 @@ DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", 
 # sends such files, which repay the graph anyway, to it at once.
 EAGER_STEPS = 256
 
-# Alignments read the cross-attention of this decoder layer, the mean of its
-# heads, at the step that predicts each target token (`force_decode`).
-ALIGNMENT_LAYER = -1
 
 
 class Hypothesis(NamedTuple):
@@ -170,6 +167,7 @@ class Translator:
         self.narrow_batches = narrow_batches
         self.vocab_size = getattr(getattr(model, "transformer_config", None), "vocab_size", None)
         self.jit_compile = jit_compile
+        self._word_starts = None  # which pieces start a word, for alignments
         self._decoders = {}  # repr(sampler) -> decode(source_ids) -> (tokens, scores)
         self._static_shapes = self._decoder(self.sampler)[0]
         # On TensorFlow with "auto": the decoding steps it may still take eagerly.
@@ -434,33 +432,33 @@ class Translator:
         """Each piece's word links to its output (None where it has none),
         in the form `_offset_links` takes."""
         rows = [i for i, ids in enumerate(outputs) if ids is not None]
-        _, attention = self._forced([pieces[i] for i in rows], [outputs[i] for i in rows], ALIGNMENT_LAYER)
         links = [None] * len(pieces)
-        for i, weights in zip(rows, attention):
-            source = self.tokenizer.id_to_piece(pieces[i][:-1])
-            target = self.tokenizer.id_to_piece(unpack_output(outputs[i]))
-            source_words, target_words = word_indices(source), word_indices(target)
-            weights = weights[: len(target), : len(source)]  # EOS row and column out
-            links[i] = (align_words(weights, source_words, target_words), len(set(source_words)),
-                        bool(source) and not source[0].startswith(WORD_START), len(set(target_words)))
+        for i, found in zip(rows, self._forced([pieces[i] for i in rows], [outputs[i] for i in rows], True)[1]):
+            links[i] = found
         return links
 
-    def _forced(self, sources, targets, attention_layer=None):
+    def _forced(self, sources, targets, links=False):
         """`force_decode` of packed `sources` and `targets` in padded
-        batches: each target's log-probabilities (and attention rows)."""
-        log_probs, attention = [None] * len(sources), [None] * len(sources)
+        batches: each target's log-probabilities; with `links`, also each
+        pair's `(links, source words, starts inside a word, target words)`
+        (`keras_transformer.alignment.word_links`)."""
+        log_probs, found = [None] * len(sources), [None] * len(sources)
         order = sorted(range(len(sources)), key=lambda i: (len(sources[i]), len(targets[i])))
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
-            out = force_decode(self.model, _padded([sources[i] for i in chunk]), _padded([targets[i] for i in chunk]),
-                               attention_layer)
-            probs = ops.convert_to_numpy(out[0] if attention_layer is not None else out)
-            weights = ops.convert_to_numpy(out[1]) if attention_layer is not None else None
+            source, target = _padded([sources[i] for i in chunk]), _padded([targets[i] for i in chunk])
+            out = force_decode(self.model, source, target, ALIGNMENT_LAYER if links else None)
+            probs = ops.convert_to_numpy(out[0] if links else out)
+            if links:
+                if self._word_starts is None:
+                    self._word_starts = word_starts(self.tokenizer)
+                words = [ops.convert_to_numpy(x) for x in word_links(out[1], source, target, self._word_starts)]
             for row, i in enumerate(chunk):
                 log_probs[i] = [float(p) for p in probs[row, : len(targets[i])]]
-                if weights is not None:
-                    attention[i] = weights[row, : len(targets[i]), : len(sources[i])]
-        return (log_probs, attention) if attention_layer is not None else log_probs
+                if links:
+                    pairs = [(int(s), t) for t, s in enumerate(words[0][row]) if s >= 0]
+                    found[i] = (pairs, int(words[1][row]), bool(words[2][row]), int(words[3][row]))
+        return (log_probs, found) if links else log_probs
 
     def _check(self, source_ids, name):
         if isinstance(source_ids, np.ndarray) or hasattr(source_ids, "shape"):

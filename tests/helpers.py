@@ -1,5 +1,5 @@
-"""Checks every layer must pass: config round trip and .keras save/load;
-gradients on the active backend."""
+"""Shared checks: the config round trip and .keras save/load every layer
+must pass, gradients on the active backend, and equal rows of outputs."""
 
 import inspect
 import os
@@ -59,3 +59,17 @@ def backend_gradients(f, *args):
     args = [a.detach().requires_grad_(True) for a in args]
     f(*args).backward()
     return [a.grad for a in args]
+
+
+def assert_rows_close(rows, expected, atol=1e-5):
+    """Equal rows of outputs (`keras_transformer.translator.prediction`):
+    the same keys, equal strings, numbers within `atol`."""
+    import pytest
+
+    assert [sorted(row) for row in rows] == [sorted(row) for row in expected]
+    for row, other in zip(rows, expected):
+        for key, value in row.items():
+            if isinstance(value, float) or value and isinstance(value, list) and isinstance(value[0], float):
+                assert value == pytest.approx(other[key], abs=atol), key
+            else:
+                assert value == other[key], key

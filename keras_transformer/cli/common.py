@@ -219,6 +219,8 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
     keras_model, sp = translator.model, translator.tokenizer
     from keras_transformer.translator import prediction
 
+    if outputs is None and sampler is None:
+        return translator.translate, keras_model, sp
     if outputs is None:
         return (lambda texts: translator.translate(texts, sampler=sampler)), keras_model, sp
     def translate(texts):
@@ -242,12 +244,19 @@ def _saved_model_function(model, quantize, decoding, outputs, sampler):
             f"{names} applies to a preset or a .keras model; a SavedModel translates as it was "
             f"exported. Received: model={model!r}, {values}"
         )
-    from keras_transformer.serving.predictor import load_saved_model_predictor
+    from keras_transformer.serving.predictor import Instance, Sampling, load_saved_model_predictor
 
     # A one-shot command over length-sorted batches: the graph optimizer's
     # seconds at the first call buy nothing back (load_saved_model_predictor).
     predict, _ = load_saved_model_predictor(model, graph_optimizations=False)
-    return lambda texts: [row["translations"] for row in predict(texts)]
+    if outputs is None and sampler is None:
+        return lambda texts: [row["translations"] for row in predict(texts)]
+    sampling = None if sampler is None else Sampling(sampler.seed, sampler.temperature, sampler.top_k, sampler.top_p)
+    options = dict(outputs or {}, confidences=True, sampling=sampling)
+    rows = lambda texts: predict([Instance(text, **options) for text in texts])  # noqa: E731
+    if outputs is None:
+        return lambda texts: [row["translations"] for row in rows(texts)]
+    return rows
 
 
 # A file is read, sorted and translated a chunk at a time: the first chunk

@@ -14,7 +14,9 @@ its name and its metadata.json go into the SavedModel's
 the decoding settings and `--metadata`. A run folder with `--weights` uses
 its own tokenizer.model unless `--tokenizer` names one; a `.keras` file
 needs `--tokenizer`. TF Serving's warm-up requests (`--warmup-batch-sizes`,
-`--no-warmup`) go into `assets.extra/tf_serving_warmup_requests`.
+`--no-warmup`) go into `assets.extra/tf_serving_warmup_requests`. Beside
+`serving_default`, the SavedModel has the `details`, `sample` and `score`
+signatures (`--signatures`; docs/decoding.md).
 
 The fastest SavedModel on CPUs (benchmarks/README.md) is int8 under XLA,
 its batches narrowing as sentences finish; TF Serving runs it with
@@ -37,6 +39,7 @@ from keras_transformer.cli.common import (
 )
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.preprocessor import DEFAULT_BUCKETS
+from keras_transformer.saved_model import SIGNATURES
 
 NAME = "export"
 HELP = "Export a preset or a trained model as a SavedModel that translates strings (TF Serving layout)."
@@ -56,7 +59,11 @@ def add_arguments(p):
                    help="source lengths the graph pads to, one graph branch each (default: "
                         f"{' '.join(map(str, DEFAULT_BUCKETS))}, capped at the model's source budget); fewer "
                         "buckets, a smaller SavedModel")
-    p.add_argument("--n-best", type=int, default=1)
+    p.add_argument("--n-best", type=int, default=1,
+                   help="also return the N best translations (serving_default and details signatures)")
+    p.add_argument("--signatures", nargs="*", choices=SIGNATURES, default=list(SIGNATURES),
+                   help="the signatures besides serving_default (default: all): details (confidences, alignments), "
+                        "sample (sampling), score (scoring given translations); each is another graph to trace")
     p.add_argument("--jit-compile", action="store_true",
                    help="compile each bucket's beam search with XLA (faster after a few seconds per new batch "
                         "shape; TF Serving needs --xla_cpu_compilation_enabled=true); with --narrow-batches "
@@ -87,6 +94,7 @@ def run(args):
         model, tokenizer, args.output_dir, **decoding_options(args), version=args.version, n_best=args.n_best,
         metadata=metadata or None, jit_compile=args.jit_compile, parallel_loops=args.parallel_loops,
         warmup_batch_sizes=() if args.no_warmup else tuple(args.warmup_batch_sizes),
+        signatures=tuple(args.signatures),
     )
     print(f"Exported {path}")
     return 0

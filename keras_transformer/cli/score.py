@@ -9,13 +9,14 @@ translation's log-probability over the length penalty, as the search scores
 its outputs), `totals` (the log-probability), `tokens` (its pieces, EOS
 last) and `token_log_probs`, as `Translator.score` returns them. For
 filtering parallel data, or ranking translations from elsewhere. MODEL is a
-preset (a shipped name or a preset directory) or a `.keras` file with
-`--tokenizer`.
+preset (a shipped name or a preset directory), a `.keras` file with
+`--tokenizer`, or a SavedModel folder (its `score` signature).
 """
 
 import json
+import os
 
-from keras_transformer.cli.common import load_translator, positive_int
+from keras_transformer.cli.common import load_translator, no_such_model, positive_int
 
 NAME = "score"
 HELP = "Score given translations: each pair's log-probability and its tokens' (JSON lines)."
@@ -24,8 +25,8 @@ HELP = "Score given translations: each pair's log-probability and its tokens' (J
 def add_arguments(p):
     from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE
 
-    p.add_argument("model", help="a preset (a shipped name such as tatoeba_en_fr, or a preset directory) or a "
-                                 ".keras file")
+    p.add_argument("model", help="a preset (a shipped name such as tatoeba_en_fr, or a preset directory), a "
+                                 "SavedModel folder (saved_models/<name>) or a .keras file")
     p.add_argument("--pairs", nargs="+", required=True, metavar="FILE",
                    help="a TSV file (source<TAB>translation), or a source and a target file aligned line by line "
                         "(plain or .gz)")
@@ -45,22 +46,34 @@ def run(args):
     if len(args.pairs) > 2:
         raise SystemExit(f"--pairs takes one TSV file or a source and a target file. Received: {args.pairs}")
     pairs = read_files(args.pairs, args.skip_bad_lines, log=lambda line: print(line, file=sys.stderr))
-    options = {} if args.alpha is None else {"alpha": args.alpha}
-    translator = load_translator(args.model, args.tokenizer, args.batch_size, **options)
-    if translator is None:
-        raise SystemExit(
-            f"score needs a preset or a .keras model (a SavedModel scores through its `score` signature). "
-            f"Received: model={args.model!r}"
-        )
+    score = score_function(args.model, args.tokenizer, args.batch_size, args.alpha)
     out = sys.stdout if args.output is None else open(args.output, "w", encoding="utf-8")
     try:
         step = 16 * args.batch_size
         for start in range(0, len(pairs), step):
             sources, targets = zip(*pairs[start : start + step])
-            for scored in translator.score(list(sources), list(targets)):
-                out.write(json.dumps(scored.prediction(), ensure_ascii=False) + "\n")
+            for row in score(list(sources), list(targets)):
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
             out.flush()
     finally:
         if out is not sys.stdout:
             out.close()
     return 0
+
+
+def score_function(model, tokenizer, batch_size, alpha):
+    """`score(sources, targets) -> rows` of outputs, by a `Translator` or
+    a SavedModel's `score` signature."""
+    options = {} if alpha is None else {"alpha": alpha}
+    translator = load_translator(model, tokenizer, batch_size, **options)
+    if translator is not None:
+        return lambda sources, targets: [s.prediction() for s in translator.score(sources, targets)]
+    if not os.path.isdir(model):
+        raise no_such_model(model)
+    if alpha is not None:
+        raise ValueError(f"--alpha applies to a preset or a .keras model; a SavedModel scores as it was exported. "
+                         f"Received: model={model!r}, --alpha={alpha!r}")
+    from keras_transformer.serving.predictor import Instance, load_saved_model_predictor
+
+    predict, _ = load_saved_model_predictor(model, graph_optimizations=False)
+    return lambda sources, targets: predict([Instance(s, targets=t) for s, t in zip(sources, targets)])

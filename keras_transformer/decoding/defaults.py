@@ -12,3 +12,9 @@ MAX_EXTRA_LENGTH = 50  # output tokens beyond the source's own length
 # Sentences decoded together, and a command's batch of a file: the batch size
 # at which benchmarks/README.md compares our engines with CTranslate2.
 BATCH_SIZE = 64
+# Word alignments read the cross-attention of this decoder layer, the mean
+# of its heads (`keras_transformer.alignment`): the last, whose attention
+# at the step that predicts a token points at the source word it
+# translates, in the shipped English-French model and in
+# tests/decoding/test_outputs.py (the first layer there agrees less).
+ALIGNMENT_LAYER = -1

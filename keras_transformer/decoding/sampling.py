@@ -63,23 +63,33 @@ class RandomSampler(GreedySampler):
     def keys(self, source_ids):
         return sentence_keys(self.seed, source_ids)
 
+    @classmethod
+    def from_tensors(cls, top_k, top_p, temperature, seed, alpha=ALPHA):
+        """A sampler whose settings are scalar tensors, as a SavedModel's
+        signature takes them: not checked here, but brought into range (a
+        `top_k` below 0 or a `top_p` outside (0, 1] keeps every token, a
+        `temperature` at or below 0 is a tiny one)."""
+        sampler = cls(alpha=alpha)
+        sampler.top_k = ops.maximum(ops.cast(top_k, "int32"), 0)
+        top_p = ops.cast(top_p, "float32")
+        sampler.top_p = ops.where(ops.logical_and(top_p > 0, top_p <= 1), top_p, 1.0)
+        sampler.temperature = ops.maximum(ops.cast(temperature, "float32"), 1e-6)
+        sampler.seed = ops.cast(seed, "int32")
+        return sampler
+
     def choose(self, log_probs, state, step):
         vocab = log_probs.shape[-1]
-        logits = log_probs / self.temperature  # (batch, vocab)
         tokens = ops.arange(vocab, dtype="int32")
-        keep = ops.logical_and(ops.not_equal(tokens, PAD_ID), ops.not_equal(tokens, BOS_ID))[None, :]  # (1, vocab)
-        logits = ops.where(keep, logits, -np.inf)
-        if 0 < self.top_k < vocab:
-            kth = ops.top_k(logits, self.top_k)[0][:, -1:]  # (batch, 1)
-            keep = ops.logical_and(keep, ops.greater_equal(logits, kth))
-        if self.top_p < 1:
-            ranked = ops.where(keep, logits, -np.inf)
-            ranked = ops.top_k(ranked, vocab)[0]  # (batch, vocab), most likely first
-            probs = ops.softmax(ranked, axis=-1)
-            above = ops.cumsum(probs, axis=-1) - probs  # the mass ranked above each token
-            kept = ops.logical_and(ops.less(above, self.top_p), ops.isfinite(ranked))
-            least = ops.min(ops.where(kept, ranked, np.inf), axis=-1, keepdims=True)  # (batch, 1)
-            keep = ops.logical_and(keep, ops.greater_equal(logits, least))
+        drawable = ops.logical_and(ops.not_equal(tokens, PAD_ID), ops.not_equal(tokens, BOS_ID))[None, :]  # (1, vocab)
+        logits = ops.where(drawable, log_probs / self.temperature, -np.inf)  # (batch, vocab)
+        ranked = ops.top_k(logits, vocab)[0]  # (batch, vocab), most likely first
+        k = ops.where(self.top_k > 0, ops.minimum(self.top_k, vocab), vocab)  # () the tokens top-k keeps
+        in_top_k = ops.less(tokens, k)[None, :]  # (1, vocab) by rank
+        probs = ops.softmax(ops.where(in_top_k, ranked, -np.inf), axis=-1)  # the top k's distribution
+        above = ops.cumsum(probs, axis=-1) - probs  # the mass ranked above each token
+        kept = ops.logical_and(ops.logical_and(in_top_k, ops.less(above, self.top_p)), ops.isfinite(ranked))
+        least = ops.min(ops.where(kept, ranked, np.inf), axis=-1, keepdims=True)  # (batch, 1)
+        keep = ops.logical_and(drawable, ops.greater_equal(logits, least))
         gumbel = -ops.log(-ops.log(uniform(state.keys, step, vocab)))  # (batch, vocab)
         return ops.cast(ops.argmax(ops.where(keep, logits + gumbel, -np.inf), axis=-1), "int32")
 

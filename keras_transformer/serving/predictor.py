@@ -9,13 +9,100 @@ Example:
 >>> predict, version = load_saved_model_predictor("saved_models/tatoeba_en_fr")
 >>> predict(["I love you.", ""])
 [{'translations': "Je t'aime.", 'scores': -0.69...}, {'translations': '', 'scores': 0.0}]
+>>> predict([Instance("I love you.", n_best=2, alignments=True)])   # the `details` signature
+[{'translations': "Je t'aime.", 'scores': -0.69..., 'confidences': -0.16..., 'alignments': '0-0 2-1', ...}]
+
+A string is translated by the `serving_default` signature, as exported. An
+`Instance` asks for more (the REST API's optional fields of an instance):
+the `details` signature (confidences, alignments, up to the exported
+`n_best` best), `sample` (sampling), or `score` (a given translation's
+scores). Each comes back as `Translator.hypotheses` and `Translator.score`
+give it (`keras_transformer.translator.prediction`), the same numbers.
 """
 
+import dataclasses
+import json
 import os
+from typing import Optional
 
 import numpy as np
 
+from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.validation import check_non_negative_int
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+    """Sampling's settings (`keras_transformer.decoding.sampling.RandomSampler`)."""
+
+    seed: int = 0
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self):
+        from keras_transformer.decoding.sampling import RandomSampler
+
+        RandomSampler(top_k=self.top_k, top_p=self.top_p, temperature=self.temperature, seed=self.seed)  # checks
+
+
+@dataclasses.dataclass(frozen=True)
+class Instance:
+    """One input and the outputs asked for it.
+
+    `targets`: score this translation of `inputs` instead of translating.
+    `n_best`: also the n best translations. `alignments`: also each
+    translation's word alignment. `confidences`: also its confidence (it
+    comes with any of these). `sampling`: sample instead of searching.
+    """
+
+    inputs: str
+    n_best: int = 1
+    alignments: bool = False
+    confidences: bool = False
+    sampling: Optional[Sampling] = None
+    targets: Optional[str] = None
+
+    def __post_init__(self):
+        checks = (("inputs", str, False), ("n_best", int, False), ("alignments", bool, False),
+                  ("confidences", bool, False), ("sampling", Sampling, True), ("targets", str, True))
+        for name, kind, optional in checks:
+            value = getattr(self, name)
+            if not (optional and value is None) and (not isinstance(value, kind) or kind is int and isinstance(value, bool)):
+                raise ValueError(f"`{name}` must be {kind.__name__}{' or None' if optional else ''}. "
+                                 f"Received: {name}={value!r}")
+        if self.n_best < 1:
+            raise ValueError(f"`n_best` must be an integer >= 1. Received: n_best={self.n_best}")
+        if self.sampling is not None and self.n_best > 1:
+            raise ValueError(f"Sampling gives one translation a sentence: `n_best` must be 1. Received: n_best={self.n_best}")
+        if self.targets is not None and (self.sampling or self.n_best > 1 or self.alignments or self.confidences):
+            raise ValueError("`targets` scores a given translation: it takes no other option. Received: targets with "
+                             "n_best, alignments, confidences or sampling")
+
+    @property
+    def signature(self):
+        if self.targets is not None:
+            return "score"
+        return "sample" if self.sampling is not None else "details"
+
+
+def _nbest_rows(row, n_best, alignments):
+    """A `details` or `sample` row as `Translator.hypotheses` gives it."""
+    out = {key: row[key] for key in ("translations", "scores", "confidences")}
+    if alignments:
+        out["alignments"] = row["alignments"]
+    if n_best > 1:
+        # The search's placeholders (hypotheses it never finished) are left out.
+        ranks = [r for r in range(n_best) if row["nbest_scores"][r] > NEG_INF / 2]
+        for key in ("translations", "scores", "confidences") + (("alignments",) if alignments else ()):
+            out[f"nbest_{key}"] = [row[f"nbest_{key}"][r] for r in ranks]
+    return out
+
+
+def _score_row(row):
+    kept = [i for i, token in enumerate(row["tokens"]) if token]
+    return {"scores": row["scores"], "totals": row["totals"], "tokens": [row["tokens"][i] for i in kept],
+            "token_log_probs": [row["token_log_probs"][i] for i in kept]}
 
 
 def latest_version(model_dir):
@@ -86,13 +173,69 @@ def load_saved_model_predictor(path, graph_optimizations=True, intra_op_threads=
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     version, version_dir = latest_version(path)
     try:
-        signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+        loaded = tf.saved_model.load(version_dir)
     except Exception as error:  # IndexError, tf.errors.OpError, ... on a damaged file
         raise OSError(f"Cannot load the SavedModel at {version_dir!r}: {error}") from error
 
-    def predict(texts):
-        outputs = signature(inputs=tf.constant(texts))
+    signatures = loaded.signatures
+    n_best = _exported_n_best(version_dir)
+
+    def run(name, texts, **arguments):
+        outputs = signatures[name](inputs=tf.constant(texts), **arguments)
         columns = {key: _to_python(value.numpy()) for key, value in outputs.items()}
         return [{key: column[i] for key, column in columns.items()} for i in range(len(texts))]
 
+    def predict(items):
+        """The outputs of each of `items`: strings, or `Instance`s."""
+        rows = [None] * len(items)
+        groups = {}
+        for index, item in enumerate(items):
+            key = "serving_default" if isinstance(item, str) else (item.signature, item.sampling)
+            groups.setdefault(key, []).append(index)
+        for key, indices in groups.items():
+            if key == "serving_default":
+                for i, row in zip(indices, run("serving_default", [items[i] for i in indices])):
+                    rows[i] = row
+                continue
+            name, sampling = key
+            check_instances([items[i] for i in indices], signatures, n_best)
+            texts = [items[i].inputs for i in indices]
+            if name == "score":
+                found = run(name, texts, targets=tf.constant([items[i].targets for i in indices]))
+                for i, row in zip(indices, found):
+                    rows[i] = _score_row(row)
+                continue
+            arguments = {} if sampling is None else dict(
+                seed=tf.constant(sampling.seed, tf.int32), temperature=tf.constant(sampling.temperature, tf.float32),
+                top_k=tf.constant(sampling.top_k, tf.int32), top_p=tf.constant(sampling.top_p, tf.float32))
+            for i, row in zip(indices, run(name, texts, **arguments)):
+                rows[i] = _nbest_rows(row, items[i].n_best, items[i].alignments)
+        return rows
+
+    predict.n_best, predict.signatures, predict.saved_model = n_best, sorted(signatures), loaded
     return predict, int(version) if str(version).isdigit() else 1
+
+
+def _exported_n_best(version_dir):
+    """The `n_best` a SavedModel was exported with (its metadata), else 1."""
+    try:
+        with open(os.path.join(version_dir, "assets.extra", "metadata.json"), encoding="utf-8") as f:
+            return int(json.load(f).get("n_best", 1))
+    except (OSError, ValueError, TypeError):
+        return 1
+
+
+def check_instances(instances, signatures, n_best):
+    """Raises `ValueError` for an `Instance` the SavedModel cannot answer:
+    a signature it was exported without, or more than its `n_best`."""
+    for instance in instances:
+        if instance.signature not in signatures:
+            raise ValueError(
+                f"This SavedModel has no `{instance.signature}` signature (export it with that signature). "
+                f"Received: an instance that needs it; the signatures are {sorted(signatures)}"
+            )
+        if instance.n_best > n_best:
+            raise ValueError(
+                f"`n_best` must be at most {n_best}, the n_best this SavedModel was exported with. "
+                f"Received: n_best={instance.n_best}"
+            )

@@ -12,6 +12,19 @@ Errors are `{"error": "..."}` with a 4xx status for bad requests, so a
 client written against this server works unchanged against TF Serving. An
 empty or whitespace-only input is no error: it gets an empty translation with
 score 0, as from the SavedModel itself, and the other inputs are translated.
+
+An instance may be an object with optional fields besides `"inputs"`
+(`keras_transformer.serving.predictor.Instance`; docs/decoding.md):
+
+    {"instances": [{"inputs": "How are you?", "n_best": 2, "alignments": true}]}
+    {"instances": [{"inputs": "How are you?", "sampling": {"seed": 1, "top_p": 0.9}}]}
+    {"instances": [{"inputs": "How are you?", "targets": "Comment vas-tu ?"}]}
+
+`n_best`, `alignments` or `confidences` answer with the `details`
+signature's outputs, `sampling` with the `sample` signature's, `targets`
+with the `score` signature's; in the columnar form the options apply to
+every input (`{"inputs": {"inputs": [...], "n_best": 2}}`). An unknown or
+badly typed field is a 400 error that names it.
 """
 
 import asyncio
@@ -31,7 +44,7 @@ from fastapi.responses import JSONResponse
 from keras_transformer.decoding.defaults import BATCH_SIZE
 from keras_transformer.preprocessor import is_blank
 from keras_transformer.serving.batcher import Batcher
-from keras_transformer.serving.predictor import latest_version, load_saved_model_predictor
+from keras_transformer.serving.predictor import Instance, Sampling, check_instances, latest_version, load_saved_model_predictor
 from keras_transformer.serving.warmup import replay_warmup_requests
 from keras_transformer.validation import check_non_negative_number, check_positive, check_positive_number
 
@@ -108,7 +121,7 @@ def parse_request(body, limits):
     columnar = "instances" not in payload
     key = "inputs" if columnar else "instances"
     rows = payload[key]
-    if columnar and isinstance(rows, dict):  # {"inputs": {"inputs": [...]}}
+    if columnar and isinstance(rows, dict):  # {"inputs": {"inputs": [...], ...}}
         rows = rows.get("inputs")
     if not isinstance(rows, list):
         raise RequestError(f'"{key}" must be a list of strings; received {type(rows).__name__}')
@@ -118,29 +131,96 @@ def parse_request(body, limits):
         raise RequestError(
             f'"{key}" has {len(rows)} items; the limit is {limits.max_instances} per request'
         )
-    texts = []
+    if columnar and isinstance(payload[key], dict):
+        rows = _columns_to_rows(payload[key], limits)
+    items = []
     for i, row in enumerate(rows):
-        if isinstance(row, dict) and not columnar:
+        where = f"{key}[{i}]"
+        options = {}
+        if isinstance(row, dict):
+            options = {name: value for name, value in row.items() if name != "inputs"}
             row = row.get("inputs")
+            where += ".inputs" if options else ""
         if not isinstance(row, str):
-            raise RequestError(f'{key}[{i}] must be a string; received {type(row).__name__}')
+            raise RequestError(f'{where} must be a string; received {type(row).__name__}')
+        for name, text in (("inputs", row), ("targets", options.get("targets"))):
+            if not isinstance(text, str):
+                continue
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:  # a lone surrogate, e.g. "\ud800"
+                raise RequestError(f"{key}[{i}]{'' if name == 'inputs' and not options else '.' + name} cannot be "
+                                   f"encoded as UTF-8 ({error.reason} at character {error.start})") from None
+            if len(text) > limits.max_characters:
+                raise RequestError(f"{key}[{i}].{name} has {len(text)} characters; the limit is {limits.max_characters}"
+                                   if options else f"{where} has {len(text)} characters; the limit is "
+                                   f"{limits.max_characters}")
+        items.append(_instance(row, options, f"{key}[{i}]") if options else row)
+    return items, columnar
+
+
+# The optional fields of an instance (keras_transformer.serving.predictor.Instance).
+INSTANCE_FIELDS = ("n_best", "alignments", "confidences", "sampling", "targets")
+SAMPLING_FIELDS = ("seed", "temperature", "top_k", "top_p")
+
+
+def _instance(text, options, where):
+    """The `Instance` of an input with optional fields; a `RequestError`
+    names an unknown or badly typed field."""
+    for name, value in options.items():
+        if name not in INSTANCE_FIELDS:
+            raise RequestError(f"{where} has an unknown field {name!r}; the fields are inputs, "
+                               f"{', '.join(INSTANCE_FIELDS)}")
+    sampling = options.get("sampling")
+    if sampling is not None:
+        if not isinstance(sampling, dict):
+            raise RequestError(f"{where}.sampling must be an object; received {type(sampling).__name__}")
+        unknown = sorted(set(sampling) - set(SAMPLING_FIELDS))
+        if unknown:
+            raise RequestError(f"{where}.sampling has an unknown field {unknown[0]!r}; the fields are "
+                               f"{', '.join(SAMPLING_FIELDS)}")
+        for name, value in sampling.items():
+            kind = (int,) if name in ("seed", "top_k") else (int, float)
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise RequestError(f"{where}.sampling.{name} must be a number{' (an integer)' if kind == (int,) else ''}; "
+                                   f"received {type(value).__name__}")
         try:
-            row.encode("utf-8")
-        except UnicodeEncodeError as error:  # a lone surrogate, e.g. "\ud800"
-            raise RequestError(f"{key}[{i}] cannot be encoded as UTF-8 ({error.reason} at character {error.start})") from None
-        if len(row) > limits.max_characters:
-            raise RequestError(
-                f"{key}[{i}] has {len(row)} characters; the limit is {limits.max_characters}"
-            )
-        texts.append(row)
-    return texts, columnar
+            options = {**options, "sampling": Sampling(**sampling)}
+        except ValueError as error:
+            raise RequestError(f"{where}.sampling: {error}") from None
+    kinds = {"n_best": "an integer", "alignments": "a boolean", "confidences": "a boolean", "targets": "a string"}
+    try:
+        return Instance(text, **options)
+    except ValueError as error:
+        name = str(error).split("`")[1] if "`" in str(error) else ""
+        hint = f" ({kinds[name]})" if name in kinds else ""
+        raise RequestError(f"{where}: {error}{hint}") from None
 
 
-async def _predict_non_blank(batcher, texts, blank_output):
-    """The outputs for `texts`: blank ones get a copy of `blank_output`, the
-    others come from `batcher` (which is not called if all are blank)."""
-    outputs = iter(await batcher.submit([text for text in texts if not is_blank(text)]))
-    return [dict(blank_output) if is_blank(text) else next(outputs) for text in texts]
+def _columns_to_rows(columns, limits):
+    """TF Serving's columnar form, `{"inputs": [...], "targets": [...], <option>: value}`,
+    as rows: lists per input, other options the same for every input."""
+    texts = columns.get("inputs")
+    if not isinstance(texts, list):
+        raise RequestError(f'"inputs"."inputs" must be a list of strings; received {type(texts).__name__}')
+    targets = columns.get("targets")
+    if targets is not None and (not isinstance(targets, list) or len(targets) != len(texts)):
+        raise RequestError('"inputs"."targets" must be a list as long as "inputs"."inputs"')
+    shared = {name: value for name, value in columns.items() if name not in ("inputs", "targets")}
+    return [{"inputs": text, **shared, **({} if targets is None else {"targets": targets[i]})}
+            for i, text in enumerate(texts)]
+
+
+def _blank(item):
+    """A plain blank input, answered without the model."""
+    return isinstance(item, str) and is_blank(item)
+
+
+async def _predict_non_blank(batcher, items, blank_output):
+    """The outputs for `items`: plain blank ones get a copy of `blank_output`,
+    the others come from `batcher` (which is not called if all are blank)."""
+    outputs = iter(await batcher.submit([item for item in items if not _blank(item)]))
+    return [dict(blank_output) if _blank(item) else next(outputs) for item in items]
 
 
 class _Servable:
@@ -149,6 +229,16 @@ class _Servable:
     def __init__(self, batcher, model_name, version, limits, blank_output):
         self.batcher, self.model_name, self.version = batcher, model_name, version
         self.limits, self.blank_output = limits, blank_output
+
+    def check_instances(self, instances):
+        """A `RequestError` for instances the model cannot answer."""
+        if not instances:
+            return
+        try:
+            check_instances(instances, getattr(self.batcher.predict, "signatures", ()),
+                            getattr(self.batcher.predict, "n_best", 1))
+        except ValueError as error:
+            raise RequestError(str(error)) from None
 
     def check(self, name, requested_version=None):
         if name != self.model_name:
@@ -175,6 +265,7 @@ class _Servable:
             if declared > limits.max_body_bytes:
                 raise RequestError(f"request body has {declared} bytes; the limit is {limits.max_body_bytes}", 413)
             texts, columnar = parse_request(await request.body(), limits)
+            self.check_instances([item for item in texts if isinstance(item, Instance)])
         except RequestError as error:
             return _error(str(error), error.status)
         try:

@@ -10,39 +10,13 @@ from keras_transformer import Translator
 from keras_transformer.decoding import beam_search, jit_decoder
 from keras_transformer.decoding.sampling import RandomSampler
 from keras_transformer.tokens import EOS_ID
-from tests.decoding.trained_copy import train_copy_model
+from tests.decoding.permuting import PERMUTATIONS, permute, sentences, train_permuting_model
 
 pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
 
-# One SentencePiece piece each: a source word is a source piece.
-WORDS = "a big small red old cat dog bird fish sees likes chases eats blue".split()
-# Target word j is source word PERMUTATIONS[n][j], for a source of n words:
-# drawn at random, but none the identity.
-PERMUTATIONS = {2: [1, 0], 3: [2, 0, 1], 4: [1, 3, 0, 2], 5: [4, 1, 2, 0, 3]}
-
-
-def sentences(count, seed):
-    """`count` distinct sentences of 2 to 5 words of `WORDS`."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    while len(out) < count:
-        out.setdefault(" ".join(rng.choice(WORDS, int(rng.integers(2, 6))).tolist()), None)
-    return list(out)
-
-
-def permute(sentence):
-    words = sentence.split()
-    return " ".join(words[i] for i in PERMUTATIONS[len(words)])
-
-
 @pytest.fixture(scope="module")
 def permuting():
-    """`(model, tokenizer, held-out sentences)`: a one-layer Transformer that
-    learned the permutations (about 90% of unseen sentences exactly)."""
-    train = sentences(2000, seed=0)
-    held_out = [s for s in sentences(120, seed=1) if s not in set(train)][:50]
-    model, tokenizer = train_copy_model(train, targets=[permute(s) for s in train], epochs=30, batch_size=64)
-    return model, tokenizer, held_out
+    return train_permuting_model()
 
 
 def agreement(held_out, alignments):

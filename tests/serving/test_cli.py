@@ -118,7 +118,7 @@ def test_command_modules_import_nothing_from_the_main_module():
 
     folder = os.path.dirname(cli.__file__)
     assert sorted(command.__name__.rsplit(".", 1)[1] for command in cli.COMMANDS) == sorted(
-        ["train", "average_checkpoints", "preset", "export", "translate", "evaluate", "serve"]
+        ["train", "average_checkpoints", "preset", "export", "translate", "score", "evaluate", "serve"]
     )
     for name in sorted(os.listdir(folder)):
         if not name.endswith(".py") or name in ("__init__.py", "__main__.py"):

@@ -8,6 +8,7 @@ import pytest
 from keras_transformer import RandomSampler, Translator
 from keras_transformer.cli import main
 from keras_transformer.translator import prediction
+from tests.helpers import assert_rows_close
 
 SOURCES = ["The cat is sleeping on the red sofa.", "", "Where is the station?"]
 
@@ -19,17 +20,6 @@ def translator():
 
 def json_lines(text):
     return [json.loads(line) for line in text.splitlines()]
-
-
-def assert_rows_close(rows, expected):
-    """Equal rows of outputs: equal strings, numbers within 1e-5."""
-    assert [sorted(row) for row in rows] == [sorted(row) for row in expected]
-    for row, other in zip(rows, expected):
-        for key, value in row.items():
-            if isinstance(value, float) or value and isinstance(value, list) and isinstance(value[0], float):
-                assert value == pytest.approx(other[key], abs=1e-5), key
-            else:
-                assert value == other[key], key
 
 
 def test_translate_writes_the_n_best_with_scores_and_alignments_as_json_lines(translator, capsys):

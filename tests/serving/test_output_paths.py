@@ -1,0 +1,127 @@
+"""Every path returns what the `Translator` does: the SavedModel's
+signatures, the command line on a SavedModel and the REST API, for n-best
+lists, confidences, alignments, sampling and scores; and on each, a
+sentence translates alike alone and in a shuffled batch."""
+
+import json
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+from keras_transformer import RandomSampler, Translator
+from keras_transformer.cli import main
+from keras_transformer.serving.predictor import Instance, Sampling, load_saved_model_predictor
+from keras_transformer.serving.server import create_app
+from keras_transformer.translator import prediction
+from tests.decoding.permuting import permute, sentences, train_permuting_model
+from tests.helpers import assert_rows_close
+
+N_BEST = 3
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """`(translator, predict, SavedModel folder, held-out sentences)` of the
+    permuting model, exported with every signature and 3 best."""
+    model, tokenizer, held_out = train_permuting_model()
+    translator = Translator(model, tokenizer)
+    folder = str(tmp_path_factory.mktemp("outputs") / "permuting")
+    translator.export(folder, n_best=N_BEST, parallel_loops=1, warmup_batch_sizes=())
+    predict, _ = load_saved_model_predictor(folder)
+    return translator, predict, folder, held_out
+
+
+def test_the_signatures_return_what_the_translator_does(exported):
+    translator, predict, _, held_out = exported
+    texts = held_out[:20] + ["", " ".join(held_out[:30])]  # blank, and long enough to split into windows
+    rows = predict([Instance(t, n_best=N_BEST, alignments=True) for t in texts])
+    expected = [prediction(h, N_BEST, True) for h in translator.hypotheses(texts, N_BEST, alignments=True)]
+    assert_rows_close(rows, expected)
+    assert rows[-1]["alignments"].count("-") == len(rows[-1]["translations"].split())  # every target word linked
+    sampling = Sampling(seed=4, temperature=2.0, top_k=5)
+    sampler = RandomSampler(top_k=5, temperature=2.0, seed=4)
+    rows = predict([Instance(t, confidences=True, sampling=sampling) for t in texts])
+    assert_rows_close(rows, [prediction(h) for h in translator.hypotheses(texts, sampler=sampler)])
+    pairs = [(s, permute(s)) for s in held_out[:10]] + [(held_out[0], "")]
+    rows = predict([Instance(s, targets=t) for s, t in pairs])
+    assert_rows_close(rows, [s.prediction() for s in translator.score(*map(list, zip(*pairs)))], atol=1e-4)
+
+
+def test_a_sentence_translates_alike_alone_and_in_a_shuffled_batch(exported):
+    translator, predict, _, held_out = exported
+    batch = held_out + [s for s in sentences(200, seed=2) if s not in set(held_out)][: 64 - len(held_out)]
+    shuffled = [batch[i] for i in np.random.default_rng(0).permutation(len(batch))]
+    for make in (str, lambda t: Instance(t, n_best=2, alignments=True),
+                 lambda t: Instance(t, sampling=Sampling(seed=5, temperature=2.0))):
+        together = dict(zip(shuffled, predict([make(t) for t in shuffled])))
+        # The strings equal; the scores up to floating-point rounding.
+        assert_rows_close([predict([make(s)])[0] for s in held_out], [together[s] for s in held_out])
+
+
+def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(exported, tmp_path, capsys):
+    translator, _, folder, held_out = exported
+    texts = held_out[:5]
+    assert main(["translate", folder, *texts, "--n-best", "2", "--alignments"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert_rows_close(rows, [prediction(h, 2, True) for h in translator.hypotheses(texts, 2, alignments=True)])
+    assert main(["translate", folder, *texts, "--seed", "2", "--sampling-temperature", "2"]) == 0
+    sampler = RandomSampler(temperature=2.0, seed=2)
+    assert capsys.readouterr().out.splitlines() == translator.translate(texts, sampler=sampler)
+    (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{permute(s)}\n" for s in texts), encoding="utf-8")
+    assert main(["score", folder, "--pairs", str(tmp_path / "pairs.tsv")]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert_rows_close(rows, [s.prediction() for s in translator.score(texts, [permute(t) for t in texts])], atol=1e-4)
+    with pytest.raises(ValueError, match=r"`n_best` must be at most 3, the n_best this SavedModel was exported with"):
+        main(["translate", folder, "a cat", "--n-best", "4"])
+
+
+def post(server, body):
+    request = urllib.request.Request(f"{server.url}/v1/models/permuting:predict", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_rest_instances_with_and_without_the_new_fields(exported, run_server):
+    translator, predict, _, held_out = exported
+    server = run_server(create_app(predict, "permuting"))
+    text = held_out[0]
+    status, body = post(server, {"instances": [
+        text, {"inputs": text, "n_best": 2, "alignments": True}, {"inputs": text, "confidences": True},
+        {"inputs": text, "sampling": {"seed": 3, "temperature": 2.0, "top_p": 0.9}},
+        {"inputs": text, "targets": permute(text)},
+    ]})
+    assert status == 200
+    plain, nbest, confidence, sampled, scored = body["predictions"]
+    assert plain == predict([text])[0] and sorted(plain) == ["nbest_scores", "nbest_translations", "scores",
+                                                            "translations"]  # as exported, with its 3 best
+    [hypotheses] = translator.hypotheses([text], 2, alignments=True)
+    assert_rows_close([nbest, confidence], [prediction(hypotheses, 2, True), prediction(hypotheses[:1])])
+    sampler = RandomSampler(top_p=0.9, temperature=2.0, seed=3)
+    assert_rows_close([sampled], [prediction(translator.hypotheses([text], sampler=sampler)[0])])
+    assert_rows_close([scored], [translator.score([text], [permute(text)])[0].prediction()], atol=1e-4)
+    status, body = post(server, {"inputs": {"inputs": held_out[:2], "n_best": 2}})  # columnar: for every input
+    assert status == 200 and len(body["outputs"]["nbest_translations"]) == 2
+
+
+@pytest.mark.parametrize("instance, words", [
+    ({"inputs": "a cat", "beam": 2}, "instances[0] has an unknown field 'beam'"),
+    ({"inputs": "a cat", "n_best": "2"}, "instances[0]: `n_best` must be int"),
+    ({"inputs": "a cat", "n_best": 4}, "`n_best` must be at most 3"),
+    ({"inputs": "a cat", "alignments": 1}, "instances[0]: `alignments` must be bool"),
+    ({"inputs": "a cat", "sampling": {"top_p": 2}}, "instances[0].sampling: Argument `top_p` must be a number in (0, 1]"),
+    ({"inputs": "a cat", "sampling": {"seed": "1"}}, "instances[0].sampling.seed must be a number (an integer)"),
+    ({"inputs": "a cat", "sampling": {"temp": 1}}, "instances[0].sampling has an unknown field 'temp'"),
+    ({"inputs": "a cat", "sampling": 3}, "instances[0].sampling must be an object"),
+    ({"inputs": "a cat", "targets": "a", "n_best": 2}, "`targets` scores a given translation: it takes no other"),
+    ({"inputs": 3, "n_best": 2}, "instances[0].inputs must be a string; received int"),
+])
+def test_a_bad_field_gets_a_400_naming_it(exported, run_server, instance, words):
+    server = run_server(create_app(exported[1], "permuting"))
+    status, body = post(server, {"instances": [instance]})
+    assert status == 400 and words in body["error"]

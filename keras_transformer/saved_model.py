@@ -3,7 +3,14 @@
 The SavedModel's `serving_default` signature takes `inputs: tf.string
 [batch]` and returns `translations: tf.string [batch]` and `scores:
 tf.float32 [batch]` (plus `nbest_translations` and `nbest_scores` of shape
-`[batch, n_best]` when `n_best > 1`). The translator's preprocessor
+`[batch, n_best]` when `n_best > 1`). Beside it (`SIGNATURES`,
+docs/decoding.md):
+- `details(inputs)` adds `confidences` and `alignments` (Pharaoh strings),
+  and `nbest_confidences` and `nbest_alignments` with `n_best > 1`;
+- `sample(inputs, seed, temperature, top_k, top_p)`, scalars, samples
+  (`RandomSampler`), with the outputs of `details`;
+- `score(inputs, targets)` returns `scores`, `totals`, `tokens` `[batch,
+  length]` (pieces, "" after the last) and `token_log_probs`. The translator's preprocessor
 (`TranslationPreprocessor.pieces_graph`, tensorflow-text's SentencePiece
 op; the tokenizer model is also in the SavedModel's assets), its sampler (a
 `tf.while_loop` from `keras.ops.while_loop`) and the joining of pieces all
@@ -157,8 +164,9 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     Each bucket's pieces are decoded by a search of its own in the graph,
     or, with `one_search`, by one search traced for any width (a function
     each bucket calls): a fifth of the graph to trace at export, for the
-    signatures beside `serving_default`, whose nested function costs a
-    single sentence some speed (benchmarks/README.md).
+    signatures beside `serving_default`. A nested function made
+    `serving_default`'s first call and its single sentences slower, so its
+    buckets keep searches of their own.
     """
     import tensorflow as tf
 

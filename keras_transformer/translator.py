@@ -89,6 +89,9 @@ class Translator:
     It holds the model, a `TranslationPreprocessor` (the rules for blank,
     long and padded inputs, stated in `keras_transformer.preprocessor`)
     and a sampler (greedy decoding for `beam_size=1`, else beam search).
+    `hypotheses()` returns the n best with their scores, confidences and
+    word alignments, `score()` scores given translations, and a call may
+    sample instead (docs/decoding.md).
     `translate()` and the SavedModel that `export()` writes run the same
     rules and the same sampler, so they give the same translations.
 
@@ -134,6 +137,11 @@ class Translator:
     >>> translator = Translator.from_preset("tatoeba_en_fr", beam_size=4, alpha=0.6)
     >>> translator.translate(["I love you.", ""])
     ["Je t'aime.", '']
+    >>> translator.hypotheses(["I love you."], n_best=2, alignments=True)[0][1]
+    Hypothesis(text='Je vous aime.', score=-1.426..., confidence=-0.387..., alignment='0-0 2-1 1-2')
+    >>> translator.score(["I love you."], ["Je t'aime."])[0].score
+    -0.692...
+    >>> translator.translate(["I love you."], sampler=RandomSampler(top_p=0.9, seed=1))
     >>> translator.export("saved_models/tatoeba_en_fr")   # the same translations, as a SavedModel
     """
 
@@ -276,10 +284,9 @@ class Translator:
         """
         pieces, owners = self._pieces(sentences)
         results = self._decode_pieces(pieces, self._sampler(n_best, sampler))
-        ranks = min([len(outputs) for outputs, _ in results], default=1)
         hypotheses = [[] for _ in sentences]
-        for rank in range(ranks):
-            outputs = [texts[rank] for texts, _ in results]
+        for rank in range(max([len(outputs) for outputs, _ in results], default=0)):
+            outputs = [texts[rank] if rank < len(texts) else None for texts, _ in results]
             links = self._alignments(pieces, outputs) if alignments else None
             for index, hypothesis in enumerate(self._join_rank(pieces, owners, results, rank, len(sentences), links)):
                 if hypothesis is not None:

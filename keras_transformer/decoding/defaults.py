@@ -16,5 +16,5 @@ BATCH_SIZE = 64
 # of its heads (`keras_transformer.alignment`): the last, whose attention
 # at the step that predicts a token points at the source word it
 # translates, in the shipped English-French model and in
-# tests/decoding/test_outputs.py (the first layer there agrees less).
+# tests/decoding/test_translator.py (the first layer there agrees less).
 ALIGNMENT_LAYER = -1

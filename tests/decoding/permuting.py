@@ -1,7 +1,7 @@
 """A real tiny Transformer that learned to permute the words of short
 sentences, a different permutation for each length: its alignments have a
-known answer, and it translates unseen sentences (tests/decoding/test_outputs.py,
-tests/export/test_output_paths.py)."""
+known answer, and it translates unseen sentences (tests/decoding/test_translator.py,
+tests/serving/test_output_paths.py)."""
 
 import numpy as np
 
@@ -29,9 +29,10 @@ def permute(sentence):
 
 
 def train_permuting_model():
-    """`(model, tokenizer, held-out sentences)`: a one-layer Transformer that
-    learned the permutations (about 90% of unseen sentences exactly)."""
+    """`(model, tokenizer, training sentences, held-out sentences)`: a
+    one-layer Transformer that learned the permutations (about 90% of 50
+    unseen sentences exactly)."""
     train = sentences(2000, seed=0)
     held_out = [s for s in sentences(120, seed=1) if s not in set(train)][:50]
     model, tokenizer = train_copy_model(train, targets=[permute(s) for s in train], epochs=30, batch_size=64)
-    return model, tokenizer, held_out
+    return model, tokenizer, train, held_out

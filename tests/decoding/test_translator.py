@@ -1,15 +1,20 @@
 """The Translator: text round trip, batching, order, long inputs, arguments;
-then a trained model and a SentencePiece vocabulary against decoding by hand."""
+then a trained model and a SentencePiece vocabulary against decoding by
+hand; then what a translation returns: scores and n-best lists, scores of
+given translations, word alignments, sampling, and outputs that do not
+depend on the batch."""
 
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_transformer import Translator
+from keras_transformer.decoding.sampling import RandomSampler
 from keras_transformer.decoding import beam_search, jit_decoder
 from keras_transformer.tokens import BOS_ID, EOS_ID
 from tests.decoding.toy_models import CopyModel, WordTokenizer
-from tests.decoding.trained_copy import padded, sentences, train_copy_model
+from tests.decoding.permuting import PERMUTATIONS, permute, sentences, train_permuting_model
+from tests.decoding.trained_copy import padded
 
 pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
 
@@ -27,6 +32,17 @@ def test_round_trip_keeps_order_and_empty_strings(beam_size, jit_compile):
     texts = ["the cat sat on a mat", "", "dog ran", "a dog and a cat ran far on the mat", "cat", "   "]
     assert translator.translate(texts) == [t if t.strip() else "" for t in texts]
     assert translator.translate([]) == []
+
+
+def test_each_sentence_keeps_the_hypotheses_its_search_finished(monkeypatch):
+    # Beam search leaves out the placeholders of hypotheses it never
+    # finished: one sentence may have fewer than another.
+    translator = copy_translator(beam_size=2, jit_compile=False)
+    finished = [([[4, EOS_ID], [5, EOS_ID]], [-0.1, -0.5]), ([[6, EOS_ID]], [-0.2])]
+    monkeypatch.setattr(translator, "_decode_pieces", lambda pieces, sampler: finished)
+    first, second, blank = translator.hypotheses(["the", "cat", ""], n_best=2)
+    assert [(h.text, h.score) for h in first] == [("the", -0.1), ("cat", -0.5)]
+    assert [(h.text, h.score) for h in second] == [("sat", -0.2)] and [h.text for h in blank] == [""]
 
 
 def test_translate_ids_accepts_lists_and_padded_arrays():
@@ -78,12 +94,16 @@ def test_translate_needs_a_tokenizer_and_strings():
 
 
 @pytest.fixture(scope="module")
-def trained():
-    """`(model, tokenizer, training sentences, held-out sentences)`."""
-    train = sentences(256, seed=0)
-    held_out = [s for s in sentences(64, seed=1) if s not in set(train)][:2]
-    model, tokenizer = train_copy_model(train)
-    return model, tokenizer, train, held_out
+def permuting():
+    """The model trained to permute its words (tests/decoding/permuting.py)."""
+    return train_permuting_model()
+
+
+@pytest.fixture(scope="module")
+def trained(permuting):
+    """`(model, tokenizer, training sentences, 2 held-out sentences)`."""
+    model, tokenizer, train, held_out = permuting
+    return model, tokenizer, train, held_out[:2]
 
 
 def greedy_by_hand(model, processor, texts, max_extra_length=50):
@@ -134,7 +154,7 @@ def test_greedy_translations_of_a_trained_model_equal_decoding_by_hand(trained, 
     # empty filler rows), compiled decoding with the key/value cache.
     out = Translator(model, tokenizer, beam_size=1, batch_size=4).translate(texts)
     assert out == [by_hand[t][1] if t.strip() else "" for t in texts]
-    assert sum(a == b for a, b in zip(out, train[:8])) >= 4  # it learned to copy: no trivial output
+    assert sum(a == permute(b) for a, b in zip(out, train[:8])) >= 4  # it learned: no trivial output
 
 
 def test_auto_on_tensorflow_decodes_eagerly_until_a_call_takes_it_past_eager_steps(trained, by_hand, monkeypatch):
@@ -203,3 +223,90 @@ def test_beam_search_translations_narrow_the_batch_and_equal_the_whole_batch(tra
         assert translator.translate_ids(sources) == expected
         assert max(rows) == 64 and min(rows) <= 16, rows  # 16 sentences x 4 beams, down to 4 x 4
     assert len({len(ids) for ids in expected}) >= 4  # outputs of several lengths: sentences finish apart
+
+
+# What a translation returns ----------------------------------------------
+
+
+def agreement(held_out, alignments):
+    """The share of target words linked to the source word they come from."""
+    agree = total = 0
+    for sentence, links in zip(held_out, alignments):
+        source_of = {int(t): int(s) for s, t in (link.split("-") for link in links.split())}
+        for target_word, source_word in enumerate(PERMUTATIONS[len(sentence.split())]):
+            agree += source_of.get(target_word) == source_word
+            total += 1
+    return agree / total
+
+
+def test_alignments_follow_the_permutation_that_a_diagonal_misses(permuting):
+    model, tokenizer, _, held_out = permuting
+    best = [h[0] for h in Translator(model, tokenizer).hypotheses(held_out, alignments=True)]
+    right = [(s, h.alignment) for s, h in zip(held_out, best) if h.text == permute(s)]
+    assert len(right) >= 0.7 * len(held_out)  # it learned the permutations
+    sources, links = zip(*right)
+    assert agreement(sources, links) >= 0.9
+    diagonal = [" ".join(f"{i}-{i}" for i in range(len(s.split()))) for s in sources]
+    assert agreement(sources, diagonal) < 0.5
+
+
+def test_scores_of_the_searchs_own_outputs_are_the_scores_it_reported(permuting):
+    # Compared on token ids: the n best of beam search, and greedy decoding
+    # scored with the same length penalty.
+    model, tokenizer, _, held_out = permuting
+    translator = Translator(model, tokenizer, alpha=0.6)
+    sources = [ids + [EOS_ID] for ids in tokenizer.encode(held_out[:16])]
+    width = max(map(len, sources))
+    batch = np.array([ids + [0] * (width - len(ids)) for ids in sources], "int32")
+    tokens, scores = jit_decoder(model, beam_search, beam_size=4, alpha=0.6, num_return=3)(batch)
+    tokens, scores = ops.convert_to_numpy(tokens), ops.convert_to_numpy(scores)
+    pairs = [(i, row[: list(row).index(EOS_ID) + 1].tolist(), score)
+             for i, (rows, row_scores) in enumerate(zip(tokens, scores))
+             for row, score in zip(rows, row_scores) if EOS_ID in row]
+    assert len(pairs) >= 40
+    given = translator.score_ids([sources[i] for i, _, _ in pairs], [target for _, target, _ in pairs])
+    np.testing.assert_allclose([g.score for g in given], [score for _, _, score in pairs], atol=1e-4)
+    for g, (_, target, _) in zip(given, pairs):
+        assert g.tokens == target and len(g.log_probs) == len(target)
+        assert g.total == pytest.approx(sum(g.log_probs))
+    # `hypotheses`: the same n best, their scores, and as confidence their
+    # tokens' mean log-probability.
+    hypotheses = translator.hypotheses(held_out[:16], n_best=3)
+    for i, found in enumerate(hypotheses):
+        mine = [(g.score, g.total / len(g.tokens)) for g, (j, _, _) in zip(given, pairs) if j == i]
+        np.testing.assert_allclose([(h.score, h.confidence) for h in found], mine, atol=1e-4)
+    with pytest.raises(ValueError, match=r"`target_ids` row 0 has 40 tokens; the model scores at most 31"):
+        translator.score_ids([sources[0]], [[5] * 40])
+    # Text in: the pieces of the target, EOS last, scored as by their ids.
+    [text] = translator.score([held_out[0]], [permute(held_out[0])])
+    [ids] = translator.score_ids([sources[0]], [tokenizer.encode(permute(held_out[0])) + [EOS_ID]])
+    assert text.tokens == tokenizer.id_to_piece(ids.tokens) and text.tokens[-1] == "</s>"
+    assert text.log_probs == pytest.approx(ids.log_probs)
+
+
+def test_sampling_is_seeded_per_sentence_and_cut_to_the_top_tokens(permuting):
+    model, tokenizer, _, held_out = permuting
+    translator = Translator(model, tokenizer, batch_size=64)
+    hot = dict(temperature=3.0)
+    first = translator.translate(held_out, sampler=RandomSampler(seed=1, **hot))
+    assert translator.translate(held_out, sampler=RandomSampler(seed=1, **hot)) == first
+    second = translator.translate(held_out, sampler=RandomSampler(seed=2, **hot))
+    assert sum(a != b for a, b in zip(first, second)) >= len(held_out) / 2
+    alone = [translator.translate([s], sampler=RandomSampler(seed=1, **hot))[0] for s in held_out[:10]]
+    assert alone == first[:10]
+    # Cut to the single most likely token, sampling is greedy decoding.
+    greedy = Translator(model, tokenizer, beam_size=1).translate(held_out)
+    for cut in (dict(top_k=1), dict(top_p=1e-6)):
+        assert translator.translate(held_out, sampler=RandomSampler(seed=3, **hot, **cut)) == greedy
+
+
+def test_a_sentence_translates_alike_alone_and_in_a_shuffled_batch(permuting):
+    model, tokenizer, _, held_out = permuting
+    others = sentences(200, seed=2)
+    batch = held_out + [s for s in others if s not in set(held_out)][: 64 - len(held_out)]
+    order = np.random.default_rng(0).permutation(len(batch))
+    shuffled = [batch[i] for i in order]
+    translator = Translator(model, tokenizer, batch_size=64)
+    for options in (dict(), dict(sampler=RandomSampler(seed=5, temperature=2.0))):
+        together = dict(zip(shuffled, translator.translate(shuffled, **options)))
+        assert [translator.translate([s], **options)[0] for s in held_out] == [together[s] for s in held_out]

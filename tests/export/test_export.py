@@ -54,7 +54,8 @@ def exported(tmp_path_factory):
     model = Transformer(vocab_size=90, num_layers=1, d_model=32, num_heads=2, d_ff=64, max_length=64, dropout_rate=0.0)
     model.compile(paper_optimizer(32, warmup_steps=20), LabelSmoothedCrossEntropy())
     model.fit((source, target[:, :-1]), target[:, 1:], epochs=60, batch_size=8, verbose=0)
-    path = export(model, buffer.getvalue(), str(tmp_path_factory.mktemp("saved") / "copy"), n_best=2, buckets=(8,))
+    path = export(model, buffer.getvalue(), str(tmp_path_factory.mktemp("saved") / "copy"), n_best=2, buckets=(8,),
+                  signatures=())
     return model, sp, path
 
 
@@ -320,7 +321,7 @@ def test_an_int8_quantized_model_exports_and_translates_as_in_memory(exported, t
     with open(tokenizer_file, "wb") as f:
         f.write(sp.serialized_model_proto())
     assert main(["export", model_file, "--tokenizer", tokenizer_file, "--output-dir", str(tmp_path / "int8"),
-                 "--buckets", "16", "--quantize", "int8", "--parallel-loops", "1", "--no-warmup"]) == 0
+                 "--buckets", "16", "--quantize", "int8", "--parallel-loops", "1", "--no-warmup", "--signatures"]) == 0
     path = str(tmp_path / "int8" / "1")
     assert json.load(open(os.path.join(path, "assets.extra", "metadata.json")))["quantize"] == "int8"
     quantized = Transformer.from_config(model.get_config())
@@ -355,7 +356,7 @@ def test_an_xla_compiled_saved_model_translates_as_the_plain_one(exported, tmp_p
 
     model, sp, path = exported
     compiled = export(model, sp.serialized_model_proto(), str(tmp_path / "xla"), n_best=2, buckets=(8,),
-                      jit_compile=True, narrow_batches=narrow_batches, warmup_batch_sizes=())
+                      jit_compile=True, narrow_batches=narrow_batches, warmup_batch_sizes=(), signatures=())
     metadata = json.load(open(os.path.join(compiled, "assets.extra", "metadata.json")))
     assert metadata["jit_compile"] is True and metadata["narrow_batches"] is narrow_batches
     assert not os.path.exists(os.path.join(compiled, "assets.extra", "tf_serving_warmup_requests"))  # none asked
@@ -390,8 +391,9 @@ def test_parallel_loops_translate_as_one(exported, tmp_path):
     model, sp, path = exported
     assert json.load(open(os.path.join(path, "assets.extra", "metadata.json")))["parallel_loops"] == 2  # the default
     three = export(model, sp.serialized_model_proto(), str(tmp_path / "three"), n_best=2, buckets=(8,),
-                   parallel_loops=3, warmup_batch_sizes=())
+                   parallel_loops=3, warmup_batch_sizes=(), signatures=())
     assert json.load(open(os.path.join(three, "assets.extra", "metadata.json")))["parallel_loops"] == 3
+    assert json.load(open(os.path.join(three, "assets.extra", "metadata.json")))["signatures"] == ["serving_default"]
     two, three = (tf.saved_model.load(p).signatures["serving_default"] for p in (path, three))
     for batch in (SENTENCES[:1], SENTENCES[:2], SENTENCES[:5], SENTENCES + ["", "Hello there."]):
         expected, out = two(inputs=tf.constant(batch)), three(inputs=tf.constant(batch))

@@ -64,3 +64,28 @@ def test_score_refuses_three_files_and_names_a_missing_one(tmp_path):
         main(["score", "tatoeba_en_fr", "--pairs", "a", "b", "c"])
     with pytest.raises(FileNotFoundError, match="missing.tsv"):
         main(["score", "tatoeba_en_fr", "--pairs", str(tmp_path / "missing.tsv")])
+
+
+def test_the_decoding_guides_examples_run_as_written(tmp_path, monkeypatch, capsys):
+    # Its Python blocks in order, in one namespace; each command of its bash blocks.
+    import os
+    import re
+    import shlex
+    import subprocess
+
+    guide = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "decoding.md"), encoding="utf-8").read()
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    for language, block in re.findall(r"```(python|bash)\n(.*?)```", guide, re.S):
+        if language == "python":
+            exec(block, namespace)  # noqa: S102 - the guide's own example
+            continue
+        for line in block.splitlines():
+            code = line.split(" #")[0].strip()
+            if code.startswith("keras-transformer "):
+                assert main(shlex.split(code)[1:]) == 0, code
+            else:
+                assert code.startswith("printf "), f"a command this test does not know: {code!r}"
+                subprocess.run(["bash", "-c", code], check=True)
+    assert [round(s.score, 3) for s in namespace["scored"]] == [-0.692, -1.426]  # as the guide says
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["alignments"] == "0-0 1-1 3-2 4-3 5-4 7-5 6-6"

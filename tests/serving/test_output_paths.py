@@ -25,11 +25,12 @@ N_BEST = 3
 def exported(tmp_path_factory):
     """`(translator, predict, SavedModel folder, held-out sentences)` of the
     permuting model, exported with every signature and 3 best."""
-    model, tokenizer, held_out = train_permuting_model()
+    model, tokenizer, _, held_out = train_permuting_model()
     translator = Translator(model, tokenizer)
     folder = str(tmp_path_factory.mktemp("outputs") / "permuting")
     translator.export(folder, n_best=N_BEST, parallel_loops=1, warmup_batch_sizes=())
     predict, _ = load_saved_model_predictor(folder)
+    assert predict.signatures == ["details", "sample", "score", "serving_default"]  # all, by default
     return translator, predict, folder, held_out
 
 
@@ -49,15 +50,22 @@ def test_the_signatures_return_what_the_translator_does(exported):
     assert_rows_close(rows, [s.prediction() for s in translator.score(*map(list, zip(*pairs)))], atol=1e-4)
 
 
-def test_a_sentence_translates_alike_alone_and_in_a_shuffled_batch(exported):
+def test_a_sentence_translates_alike_alone_and_in_a_shuffled_batch(exported, run_server):
     translator, predict, _, held_out = exported
     batch = held_out + [s for s in sentences(200, seed=2) if s not in set(held_out)][: 64 - len(held_out)]
     shuffled = [batch[i] for i in np.random.default_rng(0).permutation(len(batch))]
-    for make in (str, lambda t: Instance(t, n_best=2, alignments=True),
-                 lambda t: Instance(t, sampling=Sampling(seed=5, temperature=2.0))):
+    server = run_server(create_app(predict, "permuting"))
+    for make, field in ((str, lambda t: t), (lambda t: Instance(t, n_best=2, alignments=True),
+                                             lambda t: {"inputs": t, "n_best": 2, "alignments": True}),
+                        (lambda t: Instance(t, sampling=Sampling(seed=5, temperature=2.0)),
+                         lambda t: {"inputs": t, "sampling": {"seed": 5, "temperature": 2.0}})):
+        alone = [predict([make(s)])[0] for s in held_out]
         together = dict(zip(shuffled, predict([make(t) for t in shuffled])))
         # The strings equal; the scores up to floating-point rounding.
-        assert_rows_close([predict([make(s)])[0] for s in held_out], [together[s] for s in held_out])
+        assert_rows_close(alone, [together[s] for s in held_out])
+        status, body = post(server, {"instances": [field(t) for t in shuffled]})  # the REST API's batch
+        assert status == 200
+        assert_rows_close(alone, [dict(zip(shuffled, body["predictions"]))[s] for s in held_out])
 
 
 def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(exported, tmp_path, capsys):

@@ -236,7 +236,7 @@ def test_cli_help(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "--tokens-per-batch" in capsys.readouterr().out
-    assert set(build_parser()._subparsers._group_actions[0].choices) == {"train", "average-checkpoints", "preset", "export", "translate", "evaluate", "serve"}
+    assert set(build_parser()._subparsers._group_actions[0].choices) == {"train", "average-checkpoints", "preset", "export", "translate", "score", "evaluate", "serve"}
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")

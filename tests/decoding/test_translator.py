@@ -9,6 +9,7 @@ import pytest
 from keras import ops
 
 from keras_transformer import Translator
+from keras_transformer.decoding.samplers import get_sampler
 from keras_transformer.decoding.sampling import RandomSampler
 from keras_transformer.decoding import beam_search, jit_decoder
 from keras_transformer.tokens import BOS_ID, EOS_ID
@@ -275,6 +276,13 @@ def test_scores_of_the_searchs_own_outputs_are_the_scores_it_reported(permuting)
     for i, found in enumerate(hypotheses):
         mine = [(g.score, g.total / len(g.tokens)) for g, (j, _, _) in zip(given, pairs) if j == i]
         np.testing.assert_allclose([(h.score, h.confidence) for h in found], mine, atol=1e-4)
+    # Greedy decoding and sampling score their outputs as beam search does.
+    for sampler in (get_sampler(beam_size=1, alpha=0.6), RandomSampler(temperature=2.0, seed=1, alpha=0.6)):
+        tokens, scores = (ops.convert_to_numpy(x) for x in sampler(model, batch))
+        ended = [(i, row[: list(row).index(EOS_ID) + 1].tolist()) for i, row in enumerate(tokens) if EOS_ID in row]
+        assert len(ended) >= 12
+        given = translator.score_ids([sources[i] for i, _ in ended], [ids for _, ids in ended])
+        np.testing.assert_allclose([g.score for g in given], [scores[i] for i, _ in ended], atol=1e-4)
     with pytest.raises(ValueError, match=r"`target_ids` row 0 has 40 tokens; the model scores at most 31"):
         translator.score_ids([sources[0]], [[5] * 40])
     # Text in: the pieces of the target, EOS last, scored as by their ids.

@@ -198,7 +198,7 @@ def load_saved_model_predictor(path, graph_optimizations=True, intra_op_threads=
                     rows[i] = row
                 continue
             name, sampling = key
-            check_instances([items[i] for i in indices], signatures, n_best)
+            check_instances([items[i] for i in indices], signatures, n_best, predict.score_lengths)
             texts = [items[i].inputs for i in indices]
             if name == "score":
                 found = run(name, texts, targets=tf.constant([items[i].targets for i in indices]))
@@ -213,7 +213,23 @@ def load_saved_model_predictor(path, graph_optimizations=True, intra_op_threads=
         return rows
 
     predict.n_best, predict.signatures, predict.saved_model = n_best, sorted(signatures), loaded
+    predict.score_lengths = _score_lengths(version_dir)
     return predict, int(version) if str(version).isdigit() else 1
+
+
+def _score_lengths(version_dir):
+    """`(count_tokens, max_length)` for the `score` signature's length
+    check: the SavedModel's own tokenizer (assets/tokenizer.model) and its
+    model's `max_length`; None if either is missing."""
+    import sentencepiece as spm
+
+    try:
+        with open(os.path.join(version_dir, "assets.extra", "metadata.json"), encoding="utf-8") as f:
+            max_length = int(json.load(f)["model_config"]["max_length"])
+        processor = spm.SentencePieceProcessor(model_file=os.path.join(version_dir, "assets", "tokenizer.model"))
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError):
+        return None
+    return (lambda text: len(processor.encode(text)) + 1), max_length  # with its EOS
 
 
 def _exported_n_best(version_dir):
@@ -225,10 +241,19 @@ def _exported_n_best(version_dir):
         return 1
 
 
-def check_instances(instances, signatures, n_best):
+def check_instances(instances, signatures, n_best, score_lengths=None):
     """Raises `ValueError` for an `Instance` the SavedModel cannot answer:
-    a signature it was exported without, or more than its `n_best`."""
+    a signature it was exported without, more than its `n_best`, or (with
+    `score_lengths`, `(count_tokens, max_length)`) a text to score over the
+    model's length, as `Translator.score` refuses it."""
     for instance in instances:
+        if instance.targets is not None and score_lengths is not None:
+            count, max_length = score_lengths
+            for name, text, most in (("inputs", instance.inputs, max_length), ("targets", instance.targets,
+                                                                                max_length - 1)):
+                if count(text) > most:
+                    raise ValueError(f"`{name}` has {count(text)} tokens with its EOS; the model scores at most "
+                                     f"{most}. Received: {text[:40]!r}...")
         if instance.signature not in signatures:
             raise ValueError(
                 f"This SavedModel has no `{instance.signature}` signature (export it with that signature). "

@@ -132,31 +132,30 @@ def parse_request(body, limits):
             f'"{key}" has {len(rows)} items; the limit is {limits.max_instances} per request'
         )
     if columnar and isinstance(payload[key], dict):
-        rows = _columns_to_rows(payload[key], limits)
-    items = []
-    for i, row in enumerate(rows):
-        where = f"{key}[{i}]"
-        options = {}
-        if isinstance(row, dict):
-            options = {name: value for name, value in row.items() if name != "inputs"}
-            row = row.get("inputs")
-            where += ".inputs" if options else ""
-        if not isinstance(row, str):
-            raise RequestError(f'{where} must be a string; received {type(row).__name__}')
-        for name, text in (("inputs", row), ("targets", options.get("targets"))):
-            if not isinstance(text, str):
-                continue
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as error:  # a lone surrogate, e.g. "\ud800"
-                raise RequestError(f"{key}[{i}]{'' if name == 'inputs' and not options else '.' + name} cannot be "
-                                   f"encoded as UTF-8 ({error.reason} at character {error.start})") from None
-            if len(text) > limits.max_characters:
-                raise RequestError(f"{key}[{i}].{name} has {len(text)} characters; the limit is {limits.max_characters}"
-                                   if options else f"{where} has {len(text)} characters; the limit is "
-                                   f"{limits.max_characters}")
-        items.append(_instance(row, options, f"{key}[{i}]") if options else row)
-    return items, columnar
+        rows = _columns_to_rows(payload[key])
+    return [_item(row, f"{key}[{i}]", limits) for i, row in enumerate(rows)], columnar
+
+
+def _item(row, where, limits):
+    """A plain string, or the `Instance` of an object with optional fields."""
+    options = {}
+    if isinstance(row, dict):
+        options = {name: value for name, value in row.items() if name != "inputs"}
+        row = row.get("inputs")
+    texts = {"inputs": row}
+    if isinstance(options.get("targets"), str):  # a badly typed one: `_instance` names it
+        texts["targets"] = options["targets"]
+    for name, text in texts.items():
+        field = f"{where}.{name}" if options else where
+        if not isinstance(text, str):
+            raise RequestError(f"{field} must be a string; received {type(text).__name__}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:  # a lone surrogate, e.g. "\ud800"
+            raise RequestError(f"{field} cannot be encoded as UTF-8 ({error.reason} at character {error.start})") from None
+        if len(text) > limits.max_characters:
+            raise RequestError(f"{field} has {len(text)} characters; the limit is {limits.max_characters}")
+    return _instance(row, options, where) if options else row
 
 
 # The optional fields of an instance (keras_transformer.serving.predictor.Instance).
@@ -188,16 +187,13 @@ def _instance(text, options, where):
             options = {**options, "sampling": Sampling(**sampling)}
         except ValueError as error:
             raise RequestError(f"{where}.sampling: {error}") from None
-    kinds = {"n_best": "an integer", "alignments": "a boolean", "confidences": "a boolean", "targets": "a string"}
     try:
         return Instance(text, **options)
-    except ValueError as error:
-        name = str(error).split("`")[1] if "`" in str(error) else ""
-        hint = f" ({kinds[name]})" if name in kinds else ""
-        raise RequestError(f"{where}: {error}{hint}") from None
+    except ValueError as error:  # it names the field
+        raise RequestError(f"{where}: {error}") from None
 
 
-def _columns_to_rows(columns, limits):
+def _columns_to_rows(columns):
     """TF Serving's columnar form, `{"inputs": [...], "targets": [...], <option>: value}`,
     as rows: lists per input, other options the same for every input."""
     texts = columns.get("inputs")
@@ -235,8 +231,9 @@ class _Servable:
         if not instances:
             return
         try:
-            check_instances(instances, getattr(self.batcher.predict, "signatures", ()),
-                            getattr(self.batcher.predict, "n_best", 1))
+            predict = self.batcher.predict
+            check_instances(instances, getattr(predict, "signatures", ()), getattr(predict, "n_best", 1),
+                            getattr(predict, "score_lengths", None))
         except ValueError as error:
             raise RequestError(str(error)) from None
 

@@ -278,7 +278,7 @@ def test_scores_of_the_searchs_own_outputs_are_the_scores_it_reported(permuting)
         np.testing.assert_allclose([(h.score, h.confidence) for h in found], mine, atol=1e-4)
     # Greedy decoding and sampling score their outputs as beam search does.
     for sampler in (get_sampler(beam_size=1, alpha=0.6), RandomSampler(temperature=2.0, seed=1, alpha=0.6)):
-        tokens, scores = (ops.convert_to_numpy(x) for x in sampler(model, batch))
+        tokens, scores = (ops.convert_to_numpy(x) for x in jit_decoder(model, sampler, max_extra_length=50)(batch))
         ended = [(i, row[: list(row).index(EOS_ID) + 1].tolist()) for i, row in enumerate(tokens) if EOS_ID in row]
         assert len(ended) >= 12
         given = translator.score_ids([sources[i] for i, _ in ended], [ids for _, ids in ended])

@@ -128,6 +128,7 @@ def test_rest_instances_with_and_without_the_new_fields(exported, run_server):
     ({"inputs": "a cat", "sampling": 3}, "instances[0].sampling must be an object"),
     ({"inputs": "a cat", "targets": "a", "n_best": 2}, "`targets` scores a given translation: it takes no other"),
     ({"inputs": 3, "n_best": 2}, "instances[0].inputs must be a string; received int"),
+    ({"inputs": "a cat", "targets": "a " * 40}, "`targets` has 41 tokens with its EOS; the model scores at most 31"),
 ])
 def test_a_bad_field_gets_a_400_naming_it(exported, run_server, instance, words):
     server = run_server(create_app(exported[1], "permuting"))

@@ -83,6 +83,5 @@ def tiny_saved_model(tmp_path_factory):
     keras.utils.set_random_seed(0)
     model = Transformer(vocab_size=60, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=32, dropout_rate=0.0)
     folder = str(tmp_path_factory.mktemp("saved") / "tiny")
-    # One bucket: the source budget, 16; serving_default only (tests/serving/test_output_paths.py has the others).
-    export(model, buffer.getvalue(), folder, buckets=(16,), parallel_loops=1, signatures=())
+    export(model, buffer.getvalue(), folder, buckets=(16,), parallel_loops=1)  # one bucket: the source budget, 16
     return folder

@@ -14,9 +14,9 @@ its name and its metadata.json go into the SavedModel's
 the decoding settings and `--metadata`. A run folder with `--weights` uses
 its own tokenizer.model unless `--tokenizer` names one; a `.keras` file
 needs `--tokenizer`. TF Serving's warm-up requests (`--warmup-batch-sizes`,
-`--no-warmup`) go into `assets.extra/tf_serving_warmup_requests`. Beside
-`serving_default`, the SavedModel has the `details`, `sample` and `score`
-signatures (`--signatures`; docs/decoding.md).
+`--no-warmup`) go into `assets.extra/tf_serving_warmup_requests`.
+`--signatures details sample score` adds those signatures beside
+`serving_default` (docs/decoding.md).
 
 The fastest SavedModel on CPUs (benchmarks/README.md) is int8 under XLA,
 its batches narrowing as sentences finish; TF Serving runs it with
@@ -61,9 +61,10 @@ def add_arguments(p):
                         "buckets, a smaller SavedModel")
     p.add_argument("--n-best", type=int, default=1,
                    help="also return the N best translations (serving_default and details signatures)")
-    p.add_argument("--signatures", nargs="*", choices=SIGNATURES, default=list(SIGNATURES),
-                   help="the signatures besides serving_default (default: all): details (confidences, alignments), "
-                        "sample (sampling), score (scoring given translations); each is another graph to trace")
+    p.add_argument("--signatures", nargs="*", choices=SIGNATURES, default=[],
+                   help="signatures besides serving_default (default: none): details (confidences, alignments), "
+                        "sample (sampling), score (scoring given translations); each is another graph to trace "
+                        "at export")
     p.add_argument("--jit-compile", action="store_true",
                    help="compile each bucket's beam search with XLA (faster after a few seconds per new batch "
                         "shape; TF Serving needs --xla_cpu_compilation_enabled=true); with --narrow-batches "

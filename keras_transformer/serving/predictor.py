@@ -256,7 +256,8 @@ def check_instances(instances, signatures, n_best, score_lengths=None):
                                      f"{most}. Received: {text[:40]!r}...")
         if instance.signature not in signatures:
             raise ValueError(
-                f"This SavedModel has no `{instance.signature}` signature (export it with that signature). "
+                f"This SavedModel has no `{instance.signature}` signature: export it with "
+                f"`--signatures {instance.signature}`. "
                 f"Received: an instance that needs it; the signatures are {sorted(signatures)}"
             )
         if instance.n_best > n_best:

@@ -54,8 +54,7 @@ def exported(tmp_path_factory):
     model = Transformer(vocab_size=90, num_layers=1, d_model=32, num_heads=2, d_ff=64, max_length=64, dropout_rate=0.0)
     model.compile(paper_optimizer(32, warmup_steps=20), LabelSmoothedCrossEntropy())
     model.fit((source, target[:, :-1]), target[:, 1:], epochs=60, batch_size=8, verbose=0)
-    path = export(model, buffer.getvalue(), str(tmp_path_factory.mktemp("saved") / "copy"), n_best=2, buckets=(8,),
-                  signatures=())
+    path = export(model, buffer.getvalue(), str(tmp_path_factory.mktemp("saved") / "copy"), n_best=2, buckets=(8,))
     return model, sp, path
 
 
@@ -321,7 +320,7 @@ def test_an_int8_quantized_model_exports_and_translates_as_in_memory(exported, t
     with open(tokenizer_file, "wb") as f:
         f.write(sp.serialized_model_proto())
     assert main(["export", model_file, "--tokenizer", tokenizer_file, "--output-dir", str(tmp_path / "int8"),
-                 "--buckets", "16", "--quantize", "int8", "--parallel-loops", "1", "--no-warmup", "--signatures"]) == 0
+                 "--buckets", "16", "--quantize", "int8", "--parallel-loops", "1", "--no-warmup"]) == 0
     path = str(tmp_path / "int8" / "1")
     assert json.load(open(os.path.join(path, "assets.extra", "metadata.json")))["quantize"] == "int8"
     quantized = Transformer.from_config(model.get_config())
@@ -356,7 +355,7 @@ def test_an_xla_compiled_saved_model_translates_as_the_plain_one(exported, tmp_p
 
     model, sp, path = exported
     compiled = export(model, sp.serialized_model_proto(), str(tmp_path / "xla"), n_best=2, buckets=(8,),
-                      jit_compile=True, narrow_batches=narrow_batches, warmup_batch_sizes=(), signatures=())
+                      jit_compile=True, narrow_batches=narrow_batches, warmup_batch_sizes=())
     metadata = json.load(open(os.path.join(compiled, "assets.extra", "metadata.json")))
     assert metadata["jit_compile"] is True and metadata["narrow_batches"] is narrow_batches
     assert not os.path.exists(os.path.join(compiled, "assets.extra", "tf_serving_warmup_requests"))  # none asked
@@ -391,7 +390,7 @@ def test_parallel_loops_translate_as_one(exported, tmp_path):
     model, sp, path = exported
     assert json.load(open(os.path.join(path, "assets.extra", "metadata.json")))["parallel_loops"] == 2  # the default
     three = export(model, sp.serialized_model_proto(), str(tmp_path / "three"), n_best=2, buckets=(8,),
-                   parallel_loops=3, warmup_batch_sizes=(), signatures=())
+                   parallel_loops=3, warmup_batch_sizes=())
     assert json.load(open(os.path.join(three, "assets.extra", "metadata.json")))["parallel_loops"] == 3
     assert json.load(open(os.path.join(three, "assets.extra", "metadata.json")))["signatures"] == ["serving_default"]
     two, three = (tf.saved_model.load(p).signatures["serving_default"] for p in (path, three))

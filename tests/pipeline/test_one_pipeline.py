@@ -120,7 +120,7 @@ def test_the_translator_its_saved_model_and_the_server_translate_alike(inputs, t
 
     # One decoding loop a bucket: half the graph to trace and load; that two
     # loops translate as one is tests/export's test_parallel_loops_translate_as_one.
-    path = translator.export(str(tmp_path / "saved" / PRESET), warmup_batch_sizes=(), parallel_loops=1, signatures=())
+    path = translator.export(str(tmp_path / "saved" / PRESET), warmup_batch_sizes=(), parallel_loops=1)
     predict, version = load_saved_model_predictor(os.path.dirname(path))
     server = run_server(create_app(predict, PRESET, version))
     served = []

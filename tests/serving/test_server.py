@@ -71,6 +71,10 @@ def test_status(server):
         (json.dumps({"instances": ["x" * 101]}).encode(), 400, "101 characters"),
         (json.dumps({"inputs": [" " * 101]}).encode(), 400, "inputs[0] has 101 characters"),
         (json.dumps({"instances": ["x" * (1 << 20)]}).encode(), 413, "bytes"),
+        (json.dumps({"instances": [{"inputs": "x", "n_best": 2}]}).encode(), 400,
+         "no `details` signature: export it with `--signatures details`"),
+        (json.dumps({"instances": [{"inputs": "x", "targets": "y" * 101}]}).encode(), 400,
+         "instances[0].targets has 101 characters"),
     ],
 )
 def test_bad_requests_get_a_4xx_naming_the_problem_and_the_server_goes_on(server, body, status, words):

@@ -3,14 +3,16 @@
 The SavedModel's `serving_default` signature takes `inputs: tf.string
 [batch]` and returns `translations: tf.string [batch]` and `scores:
 tf.float32 [batch]` (plus `nbest_translations` and `nbest_scores` of shape
-`[batch, n_best]` when `n_best > 1`). Beside it (`SIGNATURES`,
-docs/decoding.md):
+`[batch, n_best]` when `n_best > 1`). An export may add beside it
+(`signatures`, of `SIGNATURES`; docs/decoding.md):
 - `details(inputs)` adds `confidences` and `alignments` (Pharaoh strings),
   and `nbest_confidences` and `nbest_alignments` with `n_best > 1`;
 - `sample(inputs, seed, temperature, top_k, top_p)`, scalars, samples
   (`RandomSampler`), with the outputs of `details`;
 - `score(inputs, targets)` returns `scores`, `totals`, `tokens` `[batch,
-  length]` (pieces, "" after the last) and `token_log_probs`. The translator's preprocessor
+  length]` (pieces, "" after the last) and `token_log_probs`.
+
+The translator's preprocessor
 (`TranslationPreprocessor.pieces_graph`, tensorflow-text's SentencePiece
 op; the tokenizer model is also in the SavedModel's assets), its sampler (a
 `tf.while_loop` from `keras.ops.while_loop`) and the joining of pieces all

@@ -45,7 +45,7 @@ from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
 from keras_transformer.decoding.samplers import BeamSampler
 from keras_transformer.decoding.sampling import RandomSampler
-from keras_transformer.decoding.scoring import force_decode
+from keras_transformer.decoding.scoring import force_decode, scoring_limits
 from keras_transformer.serving.warmup import check_batch_sizes, write_warmup_requests
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, pack_source_ragged
 from keras_transformer.validation import check_bool, check_positive
@@ -295,12 +295,12 @@ def build_score_fn(translator, op):
     outputs`: `Translator.score`, each side tokenized whole and packed."""
     import tensorflow as tf
 
-    limit = translator.preprocessor.max_length
+    limits = scoring_limits(translator.preprocessor.max_length)
 
     def score(inputs, targets):
         source = _tokenize(op, inputs)
         target = _tokenize(op, targets)
-        for name, ids, most in (("inputs", source, limit), ("targets", target, limit - 1)):
+        for name, ids, most in zip(("inputs", "targets"), (source, target), limits):
             tf.debugging.assert_less_equal(
                 tf.cast(tf.reduce_max(ids.row_lengths()), tf.int32), most,
                 message=f"`{name}`: a text over the model's length ({most} tokens with its EOS)")
@@ -381,9 +381,8 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
             `keras-transformer serve` replay them at load. `()` writes none.
         metadata: optional dict added to `assets.extra/metadata.json`.
         signatures: the signatures besides `serving_default`, of
-            `SIGNATURES`; none by default. Each is another graph to trace:
-            with all three, the shipped model's export takes about twice
-            as long.
+            `SIGNATURES`; none by default. Each is another graph to trace
+            at export.
 
     Returns:
         The version folder's path.

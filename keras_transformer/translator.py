@@ -15,7 +15,7 @@ from keras_transformer.decoding.common import NEG_INF, model_max_length
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.defaults import ALIGNMENT_LAYER, ALPHA, BATCH_SIZE, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.decoding.samplers import BeamSampler, RandomSampler, get_sampler
-from keras_transformer.decoding.scoring import force_decode
+from keras_transformer.decoding.scoring import force_decode, scoring_limits
 from keras_transformer.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, padded_rows
 from keras_transformer.tokens import EOS_ID, PAD_ID, pack_source, unpack_output
 from keras_transformer.validation import check_bool, check_positive
@@ -176,6 +176,7 @@ class Translator:
         self.vocab_size = getattr(getattr(model, "transformer_config", None), "vocab_size", None)
         self.jit_compile = jit_compile
         self._word_starts = None  # which pieces start a word, for alignments
+        self._penalties = {}  # output length -> its length penalty
         self._decoders = {}  # repr(sampler) -> decode(source_ids) -> (tokens, scores)
         self._static_shapes = self._decoder(self.sampler)[0]
         # On TensorFlow with "auto": the decoding steps it may still take eagerly.
@@ -284,11 +285,14 @@ class Translator:
         """
         pieces, owners = self._pieces(sentences)
         results = self._decode_pieces(pieces, self._sampler(n_best, sampler))
+        members = [[] for _ in sentences]  # each sentence's pieces
+        for piece, owner in enumerate(owners):
+            members[owner].append(piece)
         hypotheses = [[] for _ in sentences]
         for rank in range(max([len(outputs) for outputs, _ in results], default=0)):
             outputs = [texts[rank] if rank < len(texts) else None for texts, _ in results]
             links = self._alignments(pieces, outputs) if alignments else None
-            for index, hypothesis in enumerate(self._join_rank(pieces, owners, results, rank, len(sentences), links)):
+            for index, hypothesis in enumerate(self._join_rank(members, results, rank, links)):
                 if hypothesis is not None:
                     hypotheses[index].append(hypothesis)
         blank = Hypothesis("", 0.0, 0.0, "" if alignments else None)
@@ -327,8 +331,8 @@ class Translator:
                 "Arguments `source_ids` and `target_ids` must have the same length. "
                 f"Received: {len(sources)} and {len(targets)} rows"
             )
-        limit = self.preprocessor.max_length
-        for name, rows, most in (("source_ids", sources, limit), ("target_ids", targets, limit - 1)):
+        for name, rows, most in zip(("source_ids", "target_ids"), (sources, targets),
+                                    scoring_limits(self.preprocessor.max_length)):
             for index, row in enumerate(rows):
                 if len(row) > most:
                     raise ValueError(
@@ -411,15 +415,15 @@ class Translator:
         return BeamSampler(self.beam_size, self.alpha, num_return=n_best)
 
     def _penalty(self, length):
-        """The length penalty of an output of `length` tokens."""
-        return float(ops.convert_to_numpy(length_penalty(length, self.alpha)))
+        """The length penalty of an output of `length` tokens (one backend
+        call per length, not per hypothesis)."""
+        if length not in self._penalties:
+            self._penalties[length] = float(ops.convert_to_numpy(length_penalty(length, self.alpha)))
+        return self._penalties[length]
 
-    def _join_rank(self, pieces, owners, results, rank, count, links):
-        """Each of `count` sentences' hypothesis of `rank` (None where a
-        piece has none), from its pieces' outputs and `links`."""
-        members = [[] for _ in range(count)]
-        for piece, owner in enumerate(owners):
-            members[owner].append(piece)
+    def _join_rank(self, members, results, rank, links):
+        """Each sentence's hypothesis of `rank` (None where a piece has
+        none), from the outputs and `links` of its pieces, `members`."""
         joined = []
         for group in members:
             if not group or any(rank >= len(results[p][0]) for p in group):

@@ -230,11 +230,13 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
     return translate, keras_model, sp
 
 
-def _saved_model_function(model, quantize, decoding, outputs, sampler):
-    """`translate(sentences) -> translations` with the SavedModel folder `model`."""
+def load_saved_model(model, quantize=None, decoding=None):
+    """The predictor of the SavedModel folder `model` for a one-shot
+    command; `quantize` and `decoding` options are refused, as a SavedModel
+    decodes as it was exported."""
     if not os.path.isdir(model):
         raise no_such_model(model)
-    given = {"quantize": quantize, **decoding}
+    given = {"quantize": quantize, **(decoding or {})}
     given = {name: value for name, value in given.items() if value is not None}
     if given:
         names = ", ".join(f"--{name.replace('_', '-')}" for name in given)
@@ -244,11 +246,18 @@ def _saved_model_function(model, quantize, decoding, outputs, sampler):
             f"{names} applies to a preset or a .keras model; a SavedModel translates as it was "
             f"exported. Received: model={model!r}, {values}"
         )
-    from keras_transformer.serving.predictor import Instance, Sampling, load_saved_model_predictor
+    from keras_transformer.serving.predictor import load_saved_model_predictor
 
     # A one-shot command over length-sorted batches: the graph optimizer's
     # seconds at the first call buy nothing back (load_saved_model_predictor).
-    predict, _ = load_saved_model_predictor(model, graph_optimizations=False)
+    return load_saved_model_predictor(model, graph_optimizations=False)[0]
+
+
+def _saved_model_function(model, quantize, decoding, outputs, sampler):
+    """`translate(sentences) -> translations` with the SavedModel folder `model`."""
+    from keras_transformer.serving.predictor import Instance, Sampling
+
+    predict = load_saved_model(model, quantize, decoding)
     if outputs is None and sampler is None:
         return lambda texts: [row["translations"] for row in predict(texts)]
     sampling = None if sampler is None else Sampling(sampler.seed, sampler.temperature, sampler.top_k, sampler.top_p)

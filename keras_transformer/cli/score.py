@@ -14,9 +14,8 @@ preset (a shipped name or a preset directory), a `.keras` file with
 """
 
 import json
-import os
 
-from keras_transformer.cli.common import load_translator, no_such_model, positive_int
+from keras_transformer.cli.common import load_saved_model, load_translator, positive_int
 
 NAME = "score"
 HELP = "Score given translations: each pair's log-probability and its tokens' (JSON lines)."
@@ -68,12 +67,7 @@ def score_function(model, tokenizer, batch_size, alpha):
     translator = load_translator(model, tokenizer, batch_size, **options)
     if translator is not None:
         return lambda sources, targets: [s.prediction() for s in translator.score(sources, targets)]
-    if not os.path.isdir(model):
-        raise no_such_model(model)
-    if alpha is not None:
-        raise ValueError(f"--alpha applies to a preset or a .keras model; a SavedModel scores as it was exported. "
-                         f"Received: model={model!r}, --alpha={alpha!r}")
-    from keras_transformer.serving.predictor import Instance, load_saved_model_predictor
+    from keras_transformer.serving.predictor import Instance
 
-    predict, _ = load_saved_model_predictor(model, graph_optimizations=False)
+    predict = load_saved_model(model, decoding=options)
     return lambda sources, targets: predict([Instance(s, targets=t) for s, t in zip(sources, targets)])

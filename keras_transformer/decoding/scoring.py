@@ -13,6 +13,13 @@ from keras_transformer.decoding.common import check_source_ids, ensure_built, lo
 from keras_transformer.tokens import BOS_ID, PAD_ID
 
 
+def scoring_limits(max_length):
+    """`(source, target)`: the most tokens a scored source and target hold,
+    EOS included, in a model of `max_length`: the decoder's input is BOS
+    and the target but its last token, so a target holds one less."""
+    return max_length, max_length - 1
+
+
 def force_decode(model, source_ids, target_ids, attention_layer=None, bos_id=BOS_ID):
     """Log-probabilities of `target_ids` given `source_ids`.
 

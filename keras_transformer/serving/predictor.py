@@ -28,6 +28,7 @@ from typing import Optional
 import numpy as np
 
 from keras_transformer.decoding.common import NEG_INF
+from keras_transformer.decoding.scoring import scoring_limits
 from keras_transformer.validation import check_non_negative_int
 
 
@@ -178,7 +179,8 @@ def load_saved_model_predictor(path, graph_optimizations=True, intra_op_threads=
         raise OSError(f"Cannot load the SavedModel at {version_dir!r}: {error}") from error
 
     signatures = loaded.signatures
-    n_best = _exported_n_best(version_dir)
+    metadata = _metadata(version_dir)
+    n_best = int(metadata.get("n_best", 1))
 
     def run(name, texts, **arguments):
         outputs = signatures[name](inputs=tf.constant(texts), **arguments)
@@ -213,32 +215,32 @@ def load_saved_model_predictor(path, graph_optimizations=True, intra_op_threads=
         return rows
 
     predict.n_best, predict.signatures, predict.saved_model = n_best, sorted(signatures), loaded
-    predict.score_lengths = _score_lengths(version_dir)
+    predict.score_lengths = _score_lengths(version_dir, metadata)
     return predict, int(version) if str(version).isdigit() else 1
 
 
-def _score_lengths(version_dir):
+def _score_lengths(version_dir, metadata):
     """`(count_tokens, max_length)` for the `score` signature's length
     check: the SavedModel's own tokenizer (assets/tokenizer.model) and its
     model's `max_length`; None if either is missing."""
     import sentencepiece as spm
 
     try:
-        with open(os.path.join(version_dir, "assets.extra", "metadata.json"), encoding="utf-8") as f:
-            max_length = int(json.load(f)["model_config"]["max_length"])
+        max_length = int(metadata["model_config"]["max_length"])
         processor = spm.SentencePieceProcessor(model_file=os.path.join(version_dir, "assets", "tokenizer.model"))
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return None
     return (lambda text: len(processor.encode(text)) + 1), max_length  # with its EOS
 
 
-def _exported_n_best(version_dir):
-    """The `n_best` a SavedModel was exported with (its metadata), else 1."""
+def _metadata(version_dir):
+    """The SavedModel's `assets.extra/metadata.json` (its export settings), or {}."""
     try:
         with open(os.path.join(version_dir, "assets.extra", "metadata.json"), encoding="utf-8") as f:
-            return int(json.load(f).get("n_best", 1))
-    except (OSError, ValueError, TypeError):
-        return 1
+            metadata = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return metadata if isinstance(metadata, dict) else {}
 
 
 def check_instances(instances, signatures, n_best, score_lengths=None):
@@ -249,8 +251,8 @@ def check_instances(instances, signatures, n_best, score_lengths=None):
     for instance in instances:
         if instance.targets is not None and score_lengths is not None:
             count, max_length = score_lengths
-            for name, text, most in (("inputs", instance.inputs, max_length), ("targets", instance.targets,
-                                                                                max_length - 1)):
+            for name, text, most in zip(("inputs", "targets"), (instance.inputs, instance.targets),
+                                        scoring_limits(max_length)):
                 if count(text) > most:
                     raise ValueError(f"`{name}` has {count(text)} tokens with its EOS; the model scores at most "
                                      f"{most}. Received: {text[:40]!r}...")

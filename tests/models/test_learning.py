@@ -41,10 +41,9 @@ def trained(tmp_path_factory):
     Under tests/run.sh only the TensorFlow pass trains it; the JAX and
     PyTorch passes load its `.keras` file (`SHARED`), so there these tests
     check the trained model's predictions, greedy decoding and quantization
-    on that backend, 45 s less each. Training on those backends is checked
-    by tests/training/test_train.py (bfloat16: the loss falls below any
-    source-blind model's) and tests/decoding/test_translator.py (a trained
-    copy model). Run alone, each backend trains its own.
+    on that backend. Training on those backends is checked by
+    tests/training/test_train.py (bfloat16: the loss falls below any
+    source-blind model's). Run alone, each backend trains its own.
     """
     keras.utils.set_random_seed(0)
     train_x, train_y = copy_task(6000, length=10, vocab_size=VOCAB, seed=0, reverse=True)

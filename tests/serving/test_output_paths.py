@@ -69,8 +69,16 @@ def test_a_sentence_translates_alike_alone_and_in_a_shuffled_batch(exported, run
         assert_rows_close(alone, [dict(zip(shuffled, body["predictions"]))[s] for s in held_out])
 
 
-def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(exported, tmp_path, capsys):
-    translator, _, folder, held_out = exported
+def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(exported, tmp_path, capsys,
+                                                                          monkeypatch):
+    # The fixture's predictor stands in for each command's loading of the
+    # folder, which the README's `translate` test runs (tests/test_readme_commands.py).
+    from keras_transformer.serving import predictor
+
+    translator, predict, folder, held_out = exported
+    loads = []
+    monkeypatch.setattr(predictor, "load_saved_model_predictor",
+                        lambda path, **options: loads.append(path) or (predict, 1))
     texts = held_out[:5]
     assert main(["translate", folder, *texts, "--n-best", "2", "--alignments"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -84,6 +92,20 @@ def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(expor
     assert_rows_close(rows, [s.prediction() for s in translator.score(texts, [permute(t) for t in texts])], atol=1e-4)
     with pytest.raises(ValueError, match=r"`n_best` must be at most 3, the n_best this SavedModel was exported with"):
         main(["translate", folder, "a cat", "--n-best", "4"])
+    assert loads == [folder] * 4
+
+
+def test_an_xla_compiled_export_returns_what_the_plain_one_does(exported, tmp_path):
+    # `jit_compile=True`: the details and sample searches compiled by XLA, as
+    # serving_default's (tests/export/test_export.py); 4 rows, one compiling.
+    translator, predict, _, held_out = exported
+    folder = str(tmp_path / "xla")
+    translator.export(folder, n_best=N_BEST, jit_compile=True, warmup_batch_sizes=(), signatures=("details", "sample"))
+    xla, _ = load_saved_model_predictor(folder)
+    texts = held_out[:3] + [""]
+    for instances in ([Instance(t, n_best=N_BEST, alignments=True) for t in texts],
+                      [Instance(t, confidences=True, sampling=Sampling(seed=4, temperature=2.0)) for t in texts]):
+        assert_rows_close(xla(instances), predict(instances), atol=1e-4)
 
 
 def post(server, body):

@@ -89,7 +89,14 @@ def run(args):
     import dataclasses
 
     from keras_transformer import Transformer
-    from keras_transformer.training import TrainingOptions, model_config, select_strategy, train
+    from keras_transformer.training import (
+        StalledTrainingWarning,
+        TrainingOptions,
+        frequency_loss,
+        model_config,
+        select_strategy,
+        train,
+    )
     from keras_transformer.training.manifest import check_output_dir
 
     check_data_arguments(args)
@@ -123,12 +130,13 @@ def run(args):
                           vocab_size, **overrides)
     Transformer(**dataclasses.asdict(config))  # unbuilt: checks only
     same_data = check_output_dir(args.output_dir, {"data": data, "seed": args.seed}, args.overwrite, partial=True)
-    train_data, valid_data, tokenizer = corpus_datasets(args, vocab_size, reuse_tokenizer=same_data == "resume",
-                                                        max_length=config.max_length)
+    train_data, valid_data, tokenizer, labels = corpus_datasets(
+        args, vocab_size, reuse_tokenizer=same_data == "resume", max_length=config.max_length)
     if tokenizer is not None and same_data == "resume" and not os.path.exists(tokenizer_path(args.output_dir)):
         tokenizer.save(args.output_dir)  # a resumed run whose tokenizer was removed: learned again alike
     if tokenizer is not None:  # a small corpus may give fewer pieces than asked
         config = dataclasses.replace(config, vocab_size=tokenizer.vocab_size)
+    plateau = frequency_loss(labels, config.target_vocab_size or config.vocab_size, options.label_smoothing)
     model = train(
         config,
         train_data,
@@ -136,6 +144,7 @@ def run(args):
         validation_data=valid_data,
         data=data,
         options=options,
+        callbacks=[StalledTrainingWarning(plateau, options.warmup_steps, options.checkpoint_every)],
         initial_weights=_preset_weights(args.from_preset),
         write_run_files=tokenizer.save if tokenizer else None,  # before run.json: see claim_output_dir
     )
@@ -296,7 +305,9 @@ def tokenizer_path(output_dir):
 
 
 def corpus_datasets(args, vocab_size, reuse_tokenizer=False, max_length=None):
-    """`(train, validation, tokenizer)` for the run's data.
+    """`(train, validation, tokenizer, labels)` for the run's data; `labels`:
+    target rows of up to `FREQUENCY_SAMPLE` training pairs, for
+    `keras_transformer.training.plateau.frequency_loss`.
 
     Synthetic corpora are NumPy arrays (batched by `--batch-size`), without
     a tokenizer. Text goes through `keras_transformer.data.training_data`,
@@ -312,9 +323,9 @@ def corpus_datasets(args, vocab_size, reuse_tokenizer=False, max_length=None):
         reverse = args.corpus == "synthetic-reverse"
         train = copy_task(256, vocab_size=vocab_size, seed=args.seed, reverse=reverse)
         valid = copy_task(64, vocab_size=vocab_size, seed=args.seed + 1, reverse=reverse)
-        return train, valid, None
+        return train, valid, None, train[1]
     from keras_transformer.data import SubwordTokenizer
-    from keras_transformer.data.training_data import MAX_LENGTH, read_corpus, read_files, training_data
+    from keras_transformer.data.training_data import MAX_LENGTH, corpus_pairs, read_files, training_data
 
     path = tokenizer_path(args.output_dir)
     if args.from_preset is not None:
@@ -325,9 +336,25 @@ def corpus_datasets(args, vocab_size, reuse_tokenizer=False, max_length=None):
         tokenizer = None
     max_length = min(MAX_LENGTH, max_length or MAX_LENGTH)
     if args.corpus is not None:
-        return read_corpus(args.corpus, args.tokens_per_batch, args.seed, vocab_size=vocab_size,
-                           max_length=max_length, tokenizer=tokenizer, corpus_file=args.corpus_file)
-    train_pairs = read_files(args.train_file, args.skip_bad_lines)
-    valid_pairs = read_files(args.valid_file, args.skip_bad_lines) if args.valid_file else None
-    return training_data(train_pairs, valid_pairs, args.tokens_per_batch, args.seed, vocab_size, max_length,
-                         tokenizer)
+        train_pairs, valid_pairs = corpus_pairs(args.corpus, args.corpus_file)
+    else:
+        train_pairs = read_files(args.train_file, args.skip_bad_lines)
+        valid_pairs = read_files(args.valid_file, args.skip_bad_lines) if args.valid_file else None
+    train, valid, tokenizer = training_data(train_pairs, valid_pairs, args.tokens_per_batch, args.seed, vocab_size,
+                                            max_length, tokenizer)
+    return train, valid, tokenizer, target_labels(train_pairs, tokenizer, args.seed)
+
+
+# Training pairs whose targets give the token frequencies: enough for a
+# vocabulary's common pieces, a fraction of a second to encode.
+FREQUENCY_SAMPLE = 10_000
+
+
+def target_labels(pairs, tokenizer, seed):
+    """The label rows (target ids, then EOS) of up to `FREQUENCY_SAMPLE` of `pairs`, drawn with `seed`."""
+    import numpy as np
+
+    from keras_transformer.tokens import EOS_ID
+
+    rows = np.random.default_rng(seed).permutation(len(pairs))[:FREQUENCY_SAMPLE]
+    return [ids + [EOS_ID] for ids in tokenizer.encode([pairs[i][1] for i in rows])]

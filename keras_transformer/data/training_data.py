@@ -47,14 +47,19 @@ def read_corpus(
             or has no full file to read.
         OSError: if `corpus_file` cannot be read.
     """
+    train_pairs, valid_pairs = corpus_pairs(name, corpus_file)
+    return training_data(train_pairs, valid_pairs, tokens_per_batch, seed, vocab_size, max_length, tokenizer)
+
+
+def corpus_pairs(name, corpus_file=None):
+    """`(training pairs, validation pairs)` of a shipped corpus, as `read_corpus` reads them."""
     from keras_transformer import datasets
 
     if corpus_file is None:
         train_pairs = datasets.load(name, "train")
     else:
         train_pairs = list(datasets.full_train_pairs(corpus_file, name))
-    return training_data(train_pairs, datasets.load(name, "validation"), tokens_per_batch, seed, vocab_size,
-                         max_length, tokenizer)
+    return train_pairs, datasets.load(name, "validation")
 
 
 def read_files(paths, skip_bad_lines=False, log=print):

@@ -12,6 +12,7 @@ from keras import ops
 from keras_transformer import LabelSmoothedCrossEntropy, Transformer, paper_optimizer
 from keras_transformer.decoding import greedy_decode
 from keras_transformer.tokens import unpack_output
+from keras_transformer.training import StalledTrainingWarning, frequency_loss
 from keras_transformer.training.synthetic import copy_task
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow]  # every backend; trains a model
@@ -61,7 +62,11 @@ def trained(tmp_path_factory):
             optimizer=paper_optimizer(d_model=128, warmup_steps=100),  # the tiny preset's rates, a short warm-up
             loss=LabelSmoothedCrossEntropy(label_smoothing=0.1),
         )
-        model.fit(train_x, train_y, batch_size=64, epochs=5, verbose=0)
+        warnings = []  # a model that learns is not flagged as stalled
+        stalled = StalledTrainingWarning(frequency_loss(train_y, VOCAB), warmup_steps=100,
+                                         checkpoint_every=len(train_y) // 64, log=warnings.append)
+        model.fit(train_x, train_y, batch_size=64, epochs=5, verbose=0, callbacks=[stalled])
+        assert warnings == [] and stalled.first_step < 5 * len(train_y) // 64  # checked at the last epochs
         if shared:
             model.save(shared + ".partial.keras")
             os.replace(shared + ".partial.keras", shared)

@@ -240,16 +240,21 @@ def test_cli_help(capsys):
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
-def test_cli_trains_a_tiny_model_and_resumes(tmp_path, capsys):
+def test_cli_trains_a_tiny_model_resumes_and_warns_while_it_learns_nothing(tmp_path, capsys):
+    # A learning rate of almost 0: from step 2 (twice the warm-up) the loss
+    # is still above that of predicting the tokens by their frequency.
     def argv(steps, *extra):
         return [
             "train", "--corpus", "synthetic-reverse", "--architecture", "tiny", "--output-dir", str(tmp_path),
             "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
             "--train-steps", str(steps), "--checkpoint-every", "1", "--batch-size", "16", "--fit-verbose", "0",
-            *extra,
+            "--warmup-steps", "1", "--learning-rate-scale", "1e-9", *extra,
         ]
 
     assert main(argv(2)) == 0
+    out = capsys.readouterr().out
+    [warning] = [line for line in out.splitlines() if line.startswith("Warning")]
+    assert re.match(r"Warning: at step 2 the training loss, [0-9.]+, is not 0.5 below 2\.[0-9]+, the loss of", warning)
     assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [1, 2]
     assert Transformer.from_preset(tmp_path).transformer_config.d_model == 16  # the run's last weights
     manifest = json.load(open(tmp_path / "run.json"))["identity"]
@@ -259,7 +264,7 @@ def test_cli_trains_a_tiny_model_and_resumes(tmp_path, capsys):
 
         assert os.listdir(tmp_path / "logs")
     except ImportError:
-        assert "Not writing TensorBoard logs" in capsys.readouterr().out
+        assert "Not writing TensorBoard logs" in out
     assert main(argv(3)) == 0  # a longer run of the same run resumes
     assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [1, 2, 3]
     assert "Resumed from" in capsys.readouterr().out

@@ -1,0 +1,44 @@
+"""The frequency loss is the label-smoothed loss of the best prediction
+blind to the source and the context, and a run that stays near it after
+its warm-up is flagged once."""
+
+import numpy as np
+import pytest
+
+from keras_transformer import LabelSmoothedCrossEntropy
+from keras_transformer.training import StalledTrainingWarning, frequency_loss
+
+
+def test_the_frequency_loss_is_the_smoothed_loss_of_the_best_constant_prediction():
+    vocab, eps = 12, 0.1
+    rng = np.random.default_rng(0)
+    labels = rng.choice(np.arange(1, vocab), size=(40, 9), p=np.arange(1, vocab) / np.arange(1, vocab).sum())
+    labels[:, 6:] = 0  # padding: not counted
+    counts = np.bincount(labels[:, :6].ravel(), minlength=vocab)
+    best = (1 - eps) * counts / counts.sum() + eps / vocab
+    loss = LabelSmoothedCrossEntropy(eps)
+
+    def loss_of(q):  # every position predicts q
+        return float(loss(labels, np.broadcast_to(np.log(q), labels.shape + (vocab,)).astype("float32")))
+
+    expected = frequency_loss(list(labels), vocab, eps)
+    assert loss_of(best) == pytest.approx(expected, rel=1e-5)
+    for _ in range(5):  # any other constant prediction does worse
+        other = best * np.exp(rng.normal(0, 0.3, vocab))
+        assert loss_of(other / other.sum()) > expected
+    with pytest.raises(ValueError, match="no token other than padding"):
+        frequency_loss([[0, 0]], vocab)
+
+
+@pytest.mark.parametrize("losses, warned_at", [
+    ([7.5, 7.2, 7.1, 6.9, 6.8, 6.4, 7.2], 200),  # still near at twice the warm-up: once
+    ([7.5, 7.2, 6.4, 6.0, 5.5, 5.0], None),  # below by more than the margin there
+    ([7.5, 7.2, 7.1], None),  # a run too short to tell
+])
+def test_a_loss_near_the_plateau_from_twice_the_warmup_is_flagged_once(losses, warned_at):
+    messages = []
+    callback = StalledTrainingWarning(7.0, warmup_steps=100, checkpoint_every=50, log=messages.append)
+    for epoch, loss in enumerate(losses):  # checkpoints at steps 50, 100, ...
+        callback.on_epoch_end(epoch, {"loss": loss})
+    assert [m.split(" the training loss")[0] for m in messages] == ([] if warned_at is None else
+                                                                    [f"Warning: at step {warned_at}"])

@@ -1,20 +1,22 @@
-"""Recipes on the LibreOffice help English->German corpus, side by side:
-`small` with the paper's post-norm layers, `tiny`, `small` with pre-norm
-layers (`--set norm_first=True`), and `small` with 2 post-norm layers.
+"""Training recipes side by side on a shipped corpus (by default the
+LibreOffice help English->German): `small` with the paper's post-norm
+layers, `tiny`, `small` with pre-norm layers (`--set norm_first=True`),
+and `small` with 2 post-norm layers.
 
-    python tools/en_de_recipes.py [RECIPE ...] [--steps 1200] [--warmup-steps 1000] [--output FILE]
+    python tools/compare_recipes.py [RECIPE ...] [--corpus NAME] [--steps 1200] [--output FILE]
 
-Each trains with `keras-transformer train` on the shipped training split
+Each trains with `keras-transformer train` on the corpus's training split
 (2,048-token batches and steps, 1,000 warm-up steps, the loss on the first
 600 validation pairs every 100 steps), one after another; then its last
 weights translate the first 300 test sources (beam 4). Writes each run's
 losses, BLEU, chrF and length ratio (hypothesis / reference length) to
-benchmarks/results/en_de_recipes_cpu.json. On 2 CPU cores the four take
-about an hour and a half (keras_transformer/zoo/libreoffice_en_de/README.md).
+benchmarks/results/<corpus>_recipes_cpu.json. On 2 CPU cores each takes
+10 to 20 minutes (keras_transformer/zoo/libreoffice_en_de/README.md).
 
-The stalls of en_de_stall_cpu.json: `--train-pairs 4000 --warmup-steps 200
---checkpoint-every 50 --steps 650 --no-score`, with `--precision
-mixed_bfloat16`, and `--backend jax --numpy-batches`.
+The runs of benchmarks/results/libreoffice_en_de_stall_cpu.json:
+`--train-pairs 4000 --warmup-steps 200 --checkpoint-every 50 --steps 650
+--no-score`, again with `--precision mixed_bfloat16`, and with
+`--backend jax --precision mixed_bfloat16 --numpy-batches`.
 """
 
 import argparse
@@ -32,7 +34,7 @@ RECIPES = {
     "small_pre_norm": ["--architecture", "small", "--set", "norm_first=True"],
     "small_two_layers": ["--architecture", "small", "--set", "num_layers=2"],
 }
-CORPUS, VALIDATION_PAIRS, TEST_SOURCES = "libreoffice_en_de", 600, 300
+VALIDATION_PAIRS, TEST_SOURCES = 600, 300
 EPOCH_LINE = re.compile(r"- loss: ([0-9.]+) .*- val_loss: ([0-9.]+)")
 
 
@@ -66,11 +68,11 @@ def train(name, folder, args, train_file, valid_file):
     return [(every * (i + 1), loss, val_loss) for i, (loss, val_loss) in enumerate(losses)]
 
 
-def score(folder):
+def score(folder, corpus):
     from keras_transformer import Translator, datasets
     from keras_transformer.evaluation import corpus_bleu
 
-    sources, references = datasets.load_references(CORPUS, "test")
+    sources, references = datasets.load_references(corpus, "test")
     sources, references = sources[:TEST_SOURCES], references[:TEST_SOURCES]
     hypotheses = Translator.from_preset(folder, beam_size=4).translate(sources)
     bleu, _, chrf, _ = corpus_bleu(hypotheses, references)
@@ -81,6 +83,7 @@ def score(folder):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("recipes", nargs="*", default=list(RECIPES), help=f"some of {', '.join(RECIPES)}")
+    parser.add_argument("--corpus", default="libreoffice_en_de", help="a shipped corpus")
     parser.add_argument("--steps", type=int, default=1200)
     parser.add_argument("--warmup-steps", type=int, default=1000)
     parser.add_argument("--checkpoint-every", type=int, default=100, help="steps between validations")
@@ -89,8 +92,8 @@ def main():
     parser.add_argument("--backend", default="tensorflow", choices=["tensorflow", "jax", "torch"])
     parser.add_argument("--numpy-batches", action="store_true", help="NumPy batches instead of tf.data")
     parser.add_argument("--no-score", action="store_true", help="the losses only")
-    parser.add_argument("--runs", default="runs/en_de_recipes")
-    parser.add_argument("--output", default="benchmarks/results/en_de_recipes_cpu.json")
+    parser.add_argument("--runs", default="runs/recipes")
+    parser.add_argument("--output", help="default: benchmarks/results/<corpus>_recipes_cpu.json")
     args = parser.parse_args()
     unknown = [name for name in args.recipes if name not in RECIPES]
     if unknown:
@@ -99,13 +102,13 @@ def main():
 
     os.makedirs(args.runs, exist_ok=True)
     train_file, valid_file = os.path.join(args.runs, "train.tsv"), os.path.join(args.runs, "valid.tsv")
-    pairs = datasets.load(CORPUS, "train")
+    pairs = datasets.load(args.corpus, "train")
     if args.train_pairs:
         random.Random(0).shuffle(pairs)
         pairs = pairs[: args.train_pairs]
     write_tsv(train_file, pairs)
-    write_tsv(valid_file, datasets.load(CORPUS, "validation")[:VALIDATION_PAIRS])
-    results = {"corpus": CORPUS, "training_pairs": len(pairs), "steps": args.steps, "tokens_per_step": 2048,
+    write_tsv(valid_file, datasets.load(args.corpus, "validation")[:VALIDATION_PAIRS])
+    results = {"corpus": args.corpus, "training_pairs": len(pairs), "steps": args.steps, "tokens_per_step": 2048,
                "warmup_steps": args.warmup_steps, "validation_pairs": VALIDATION_PAIRS, "backend": args.backend,
                "precision": args.precision, "batches": "numpy" if args.numpy_batches else "tf.data",
                "machine": machine(), "runs": {}}
@@ -116,9 +119,9 @@ def main():
         results["runs"][name] = {"arguments": RECIPES[name], "losses": train(name, folder, args, train_file,
                                                                              valid_file)}
         if not args.no_score:
-            results["runs"][name].update(score(folder))
+            results["runs"][name].update(score(folder, args.corpus))
         print(name, json.dumps(results["runs"][name]), flush=True)
-    with open(args.output, "w") as f:
+    with open(args.output or f"benchmarks/results/{args.corpus}_recipes_cpu.json", "w") as f:
         json.dump(results, f, indent=1)
 
 

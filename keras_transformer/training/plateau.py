@@ -49,7 +49,9 @@ def frequency_loss(labels, vocab_size, label_smoothing=0.1):
     counts = np.zeros(vocab_size)
     for row in labels:
         ids = np.asarray(row, np.int64).ravel()
-        counts += np.bincount(ids[ids != PAD_ID], minlength=vocab_size)[:vocab_size]
+        if ids.size and not 0 <= ids.min() <= ids.max() < vocab_size:
+            raise ValueError(f"Argument `labels` holds ids outside [0, {vocab_size}). Received: {row!r}")
+        counts += np.bincount(ids[ids != PAD_ID], minlength=vocab_size)
     if not counts.sum():
         raise ValueError("Argument `labels` holds no token other than padding.")
     p = counts / counts.sum()
@@ -88,6 +90,6 @@ class StalledTrainingWarning(keras.callbacks.Callback):
             f"Warning: at step {step} the training loss, {loss:.2f}, is not {MARGIN} below {self.frequency_loss:.2f}, "
             "the loss of predicting each target token by its frequency alone, blind to the source: the model is "
             "not learning to translate. Post-norm layers (the paper's, norm_first=False) can stall like this when "
-            "the learning rate is high for their depth. Start again with `--set norm_first=True`, a smaller "
-            "--learning-rate-scale, or more --warmup-steps."
+            "the learning rate is high for their depth. Start again with pre-norm layers (norm_first=True; "
+            "`--set norm_first=True` on the command line), a smaller learning-rate scale, or a longer warm-up."
         )

@@ -28,6 +28,8 @@ def test_the_frequency_loss_is_the_smoothed_loss_of_the_best_constant_prediction
         assert loss_of(other / other.sum()) > expected
     with pytest.raises(ValueError, match="no token other than padding"):
         frequency_loss([[0, 0]], vocab)
+    with pytest.raises(ValueError, match=r"ids outside \[0, 12\). Received: \[3, 12\]"):
+        frequency_loss([[3, 12]], vocab)
 
 
 @pytest.mark.parametrize("losses, warned_at", [

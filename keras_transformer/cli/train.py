@@ -351,10 +351,10 @@ FREQUENCY_SAMPLE = 10_000
 
 
 def target_labels(pairs, tokenizer, seed):
-    """The label rows (target ids, then EOS) of up to `FREQUENCY_SAMPLE` of `pairs`, drawn with `seed`."""
+    """The label rows of up to `FREQUENCY_SAMPLE` of `pairs`, drawn with `seed`."""
     import numpy as np
 
-    from keras_transformer.tokens import EOS_ID
+    from keras_transformer.tokens import pack_target, split_target
 
     rows = np.random.default_rng(seed).permutation(len(pairs))[:FREQUENCY_SAMPLE]
-    return [ids + [EOS_ID] for ids in tokenizer.encode([pairs[i][1] for i in rows])]
+    return [split_target(pack_target(ids))[1] for ids in tokenizer.encode([pairs[i][1] for i in rows])]

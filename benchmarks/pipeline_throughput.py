@@ -14,7 +14,7 @@ Reads the shipped Tatoeba training split, learns a tokenizer, then times
 asked for; pairs/s and tokens/s are over the epoch, build excluded and
 included. Tokens are the real (non-padding) source + target-label tokens.
 Compare with the training rate of `train_throughput.py` on the same machine:
-the pipeline must feed at least 10x what training consumes.
+the pipeline must feed at least ten times what training consumes.
 """
 
 import argparse

@@ -55,7 +55,7 @@ RETAIN = {
 
 
 def flops_per_step(hp, batch, source_length, target_length, vocab_size):
-    """Matrix-multiply FLOPs of one training step (forward + backward = 3x).
+    """Matrix-multiply FLOPs of one training step (forward + backward: three forwards).
 
     Dense: 2 FLOPs per weight per token, times 3. Attention: Q K^T and
     weights x V, 4 * length_q * length_k * d_model per layer and sentence,

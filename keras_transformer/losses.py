@@ -64,9 +64,10 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             # the gradient (softmax - target) into one pass: the target is
             # never stored (a call outside a compiled step stores it).
             # The gather of the other branch makes XLA store the logits'
-            # gradient in float32, scatter into it and convert it (5% of a
-            # base step on an H100, benchmarks/README.md). Eager PyTorch and
-            # TensorFlow without XLA would store the target: they gather.
+            # gradient in float32, scatter into it and convert it (a
+            # measurable part of a base step on a GPU, benchmarks/README.md).
+            # Eager PyTorch and TensorFlow without XLA would store the
+            # target: they gather.
             vocab_size = y_pred.shape[-1]
             is_label = labels[..., None] == ops.arange(vocab_size)  # (batch, length, vocab)
             target = ops.where(is_label, 1.0 - eps + eps / vocab_size, eps / vocab_size)

@@ -114,7 +114,7 @@ def test_a_quantized_model_round_trips_through_a_preset(tmp_path):
     assert [w.dtype for w in reloaded.weights] == [w.dtype for w in model.weights]
     assert "int8" in {w.dtype for w in reloaded.weights}
     # Through predict, one compiled function a model: on JAX, calling the int8
-    # model eagerly compiled each of its small ops, 17 s against 10.
+    # model eagerly compiled each of its small ops, which took longer.
     np.testing.assert_array_equal(
         reloaded.predict((source, target), verbose=0), model.predict((source, target), verbose=0)
     )

@@ -10,8 +10,8 @@ Each trains with `keras-transformer train` on the corpus's training split
 600 validation pairs every 100 steps), one after another; then its last
 weights translate the first 300 test sources (beam 4). Writes each run's
 losses, BLEU, chrF and length ratio (hypothesis / reference length) to
-benchmarks/results/<corpus>_recipes_cpu.json. On 2 CPU cores each takes
-10 to 20 minutes (keras_transformer/zoo/libreoffice_en_de/README.md).
+benchmarks/results/<corpus>_recipes_cpu.json. How long each takes on CPU:
+keras_transformer/zoo/libreoffice_en_de/README.md.
 
 The runs of benchmarks/results/libreoffice_en_de_stall_cpu.json:
 `--train-pairs 4000 --warmup-steps 200 --checkpoint-every 50 --steps 650

@@ -80,7 +80,7 @@ def check_length_arguments(max_length, length_policy, tokens_per_batch=None, num
 
 
 def bucket_boundaries(max_length, smallest=8, growth=1.25):
-    """Padded lengths: 8, 10, 12, 16, ... growing by about 25%, then `max_length`."""
+    """Padded lengths: 8, 10, 12, 16, ... each about `growth` times the last, then `max_length`."""
     boundaries, length = [], smallest
     while length < max_length:
         boundaries.append(length)

@@ -81,8 +81,8 @@ def make_dataset(
         shuffle_buffer: int. Buffer size for streamed inputs.
         log: callable that receives the length report (`None`: silent).
         boundaries: padded lengths, ending at `max_length`; default
-            `bucket_boundaries(max_length)` (about 25% apart). Fewer,
-            wider buckets: fewer compiled shapes, more padding.
+            `bucket_boundaries(max_length)` (each about 1.25 times the
+            last). Fewer, wider buckets: fewer compiled shapes, more padding.
 
     Returns:
         `(dataset, report)`: the dataset and a `LengthReport`.

@@ -1,7 +1,8 @@
 """The Tatoeba English-French corpus shipped with the package, and its split rule.
 
-Source: Tatoeba sentence pairs as packaged by manythings.org/anki (fra-eng,
-2020-08-23), CC-BY 2.0 France; every shipped line keeps its attribution.
+Source: Tatoeba sentence pairs as packaged by manythings.org/anki (fra-eng;
+data/tatoeba_en_fr/README.md names the release), CC-BY 2.0 France; every
+shipped line keeps its attribution.
 
 Split rule (deterministic; `build_tatoeba.py` rebuilds the shipped files):
 pairs are grouped by their English sentence, normalized by `group_key`

@@ -87,10 +87,9 @@ def _write(cache, update, index):
     `slice_update` is XLA's DynamicUpdateSlice op, which TensorFlow without
     XLA (the exported SavedModel) runs as a small XLA program of its own
     that copies the whole cache, at every layer and step. With the select,
-    the `tatoeba_en_fr` SavedModel translated the test split's length-sorted
-    batches 1.13-1.20× as fast on 2 CPU cores (1.3× its shorter first 256
-    sentences), batches in file order 1.04-1.07×; under XLA the two
-    measured even on TensorFlow, while on JAX the select was slower, so
+    the `tatoeba_en_fr` SavedModel translated the test split faster on CPU,
+    length-sorted batches more so than batches in file order; under XLA the
+    two measured even on TensorFlow, while on JAX the select was slower, so
     other backends keep `slice_update` (benchmarks/README.md). No upstream
     issue found.
     """

@@ -1,6 +1,6 @@
 """Checkpoint averaging (section 6.1): the mean of the last N checkpoints.
 
-The paper averages the last 5 checkpoints (written every 10 minutes) for
+The paper averages the last 5 checkpoints (written at 10-minute intervals) for
 the base model and the last 20 for the big one. `average_checkpoints`
 reads `.weights.h5` files with h5py, averages every model variable in
 float64, casts back to its dtype, and writes a weights file without the

@@ -124,7 +124,7 @@ class TimeLimit(keras.callbacks.Callback):
 
     Epochs are checkpoint intervals in `train()`, so the run stops right
     after a checkpoint, and a restart resumes from it (with a fresh clock).
-    For fixed-time comparisons ("what does 200 s of training give").
+    For fixed-time comparisons ("what does this much training time give").
 
     Args:
         seconds: float > 0. Training time, from the start of `fit`.

@@ -38,7 +38,7 @@ def padded(rows):
 def one_torch_thread():
     """On PyTorch, one intra-op thread: for matrices this small more threads
     only wait for each other, and on 2 busy CPU cores they made the training
-    below 10 times slower (213 s against 20 s)."""
+    below many times slower."""
     if keras.backend.backend() != "torch":
         yield
         return
@@ -56,11 +56,11 @@ def train_copy_model(train_sentences, vocab_size=64, epochs=50, seed=0, targets=
     """`(model, tokenizer)`: a one-layer Transformer trained to copy
     `train_sentences` (or to translate them into `targets`).
 
-    For 256 sentences: 400 steps, 15-30 s with compilation on 2 busy CPU
-    cores. It then copies 90-100% of its training sentences and most unseen
-    ones on TensorFlow, JAX and PyTorch (each initializes the weights its own
-    way); after 30 epochs TensorFlow's copied 60%. A vocabulary of 64 pieces
-    holds most words whole and splits "the" into "▁t" "he".
+    For 256 sentences: 400 steps. It then copies nearly all of its training
+    sentences and most unseen ones on TensorFlow, JAX and PyTorch (each
+    initializes the weights its own way); after 30 epochs TensorFlow's copied
+    far fewer. A vocabulary of 64 pieces holds most words whole and splits
+    "the" into "▁t" "he".
     """
     tokenizer = SubwordTokenizer.train(train_sentences, vocab_size=vocab_size, seed=seed, num_threads=1,
                                        byte_fallback=False)  # 64 pieces: no room for 256 byte pieces

@@ -28,8 +28,8 @@ def test_gradient_of_the_table_matches_numpy_without_a_tensor_per_row():
     """TensorFlow graph mode, as in training: d sum(w * logits) / d table =
     w^T hidden, and no tensor in the gradient's graph is larger than the
     logits or the table (an einsum over `...`, tried for the output
-    projection, had one of (vocab, d_model, batch, length): 12.6 GB in the
-    main job's first step)."""
+    projection, had one of (vocab, d_model, batch, length), far larger than
+    the logits, in the main job's first step)."""
     import tensorflow as tf
 
     layer, table = random_embedding()

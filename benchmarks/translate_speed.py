@@ -36,8 +36,8 @@ CPUs):
   taken (`gnmt_rescore`; `--ct2-no-rescore` keeps its own first).
   `--ct2-use-mkl 0` or `1` sets `CT2_USE_MKL` for its process: by default
   CTranslate2 multiplies matrices with Intel MKL on Intel CPUs and with
-  oneDNN elsewhere, and on a 2-core Intel Xeon its default (MKL) ran 1.8x
-  slower on batches and 5.5x slower per sentence than `--ct2-use-mkl 0`
+  oneDNN elsewhere, and on a 2-core Intel Xeon its default (MKL) ran slower
+  on batches, and more so per sentence, than `--ct2-use-mkl 0`
   (benchmarks/README.md): compare against its faster setting.
 
 Figures per engine, on the first `--limit` sources of the test split of
@@ -345,7 +345,6 @@ def engine_environment(engine, args, environ):
     started) with the backend, the thread counts and the device's settings."""
     env = dict(environ, PYTHONPATH=ROOT + os.pathsep + environ.get("PYTHONPATH", ""))
     env["KERAS_BACKEND"] = backend_of(engine)
-    env["KERAS_TRANSFORMER_QUIET"] = "1"
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[name] = str(args.threads)

@@ -3,7 +3,7 @@ to bottom: shared BPE subwords, the Transformer, Adam on the warm-up schedule
 with label smoothing, checkpoint averaging, beam search, sacreBLEU, and a
 SavedModel (TensorFlow backend) that is reloaded and used.
 
-The English->French corpus shipped with the package, offline (25 minutes on 2 CPU cores):
+The English->French corpus shipped with the package, offline, at CPU scale:
 
     python examples/wmt14.py --output-dir runs/tatoeba_en_fr
 
@@ -33,7 +33,6 @@ parser.add_argument("--train-steps", type=int, help="default: 1200 (shipped), 10
 parser.add_argument("--vocab-size", type=int, help="BPE pieces; default: 8000 (shipped), 37000 (tfds)")
 parser.add_argument("--tokens-per-batch", type=int, help="default: 3072 (shipped), 25000 (tfds)")
 parser.add_argument("--test-limit", type=int, help="translate and score only the first N test sources")
-parser.add_argument("--verbose", action="store_true", help="show TensorFlow's start-up messages")
 
 
 def recipe(args):
@@ -58,9 +57,6 @@ def main(argv=None):
     if args.data == "tfds" and args.source not in languages:
         parser.error(f"--source must be one of {languages} for --pair {args.pair}")
     r = recipe(args)
-    if not args.verbose:  # hides TensorFlow's start-up lines: read by `import keras_transformer`, so set first
-        os.environ["KERAS_TRANSFORMER_QUIET"] = "1"
-    import keras_transformer  # before Keras: it imports TensorFlow, quietly if asked (keras_transformer.quiet)
     import keras
     import tensorflow as tf
 

@@ -7,17 +7,10 @@ Example:
 ["Je t'aime."]
 >>> model = Transformer.from_architecture("base", vocab_size=37000)      # untrained, the paper's base
 
-Importing the package imports its layers and models, and so Keras and
-TensorFlow, so that `import keras_transformer` alone registers them for
-`keras.saving.load_model`. First, it hides TensorFlow's start-up lines (CUDA
-drivers, cuInit, oneDNN) if asked: in the `keras-transformer` command line
-unless `--verbose` is given, elsewhere with `KERAS_TRANSFORMER_QUIET=1`
-(`keras_transformer.quiet`).
+Importing the package imports its layers and models, and so Keras, so that
+`import keras_transformer` alone registers them for `keras.saving.load_model`.
+It does nothing else to the process.
 """
-
-from keras_transformer import quiet
-
-quiet.quiet_tensorflow_if_asked()  # before Keras, and so TensorFlow, is imported below
 
 from keras_transformer.layers import (
     DecoderLayer,

@@ -13,11 +13,11 @@
     keras-transformer evaluate saved_models/tatoeba_en_fr --corpus tatoeba_en_fr --split test
     keras-transformer serve saved_models/tatoeba_en_fr --port 8501   # pip install "keras-transformer[serve]"
 
-`python -m keras_transformer.cli` is the same. TensorFlow's start-up lines
-(CUDA drivers, cuInit, oneDNN, CPU features) are hidden unless `--verbose`
-is given, before or after the command: `import keras_transformer`, which
-imports TensorFlow before this module runs, hides them first when it sees
-that its process is this command line (`keras_transformer.quiet`).
+The `keras-transformer` command hides TensorFlow's start-up lines (CUDA
+drivers, cuInit, oneDNN, CPU features) unless `--verbose` is given, before
+or after the command (`keras_transformer_command`, the launcher pip
+installs). `python -m keras_transformer.cli` is the same command line
+without that.
 
 A command is a module with `NAME`, `HELP`, `add_arguments(parser)` and
 `run(args)`, listed in `COMMANDS`. Command modules import nothing from this
@@ -35,11 +35,10 @@ import argparse
 import sys
 
 from keras_transformer.cli import average_checkpoints, evaluate, export, preset, score, serve, train, translate
-from keras_transformer.quiet import quiet_tensorflow
 
 COMMANDS = (train, average_checkpoints, preset, export, translate, score, evaluate, serve)
 
-VERBOSE_HELP = "show TensorFlow's start-up lines (CUDA drivers, cuInit, oneDNN), hidden otherwise"
+VERBOSE_HELP = "show TensorFlow's start-up lines (CUDA drivers, cuInit, oneDNN), which the command hides otherwise"
 
 
 def build_parser():
@@ -89,8 +88,6 @@ def main(argv=None):
     `argv`, as from Python, the exception is raised as it is.
     """
     args = parse_arguments(argv)
-    if not args.verbose:
-        quiet_tensorflow()  # before any command imports TensorFlow
     try:
         return args.run(args) or 0
     except (ValueError, OSError) as error:

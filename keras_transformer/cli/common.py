@@ -248,9 +248,48 @@ def load_saved_model(model, quantize=None, decoding=None):
         )
     from keras_transformer.serving.predictor import load_saved_model_predictor
 
-    # A one-shot command over length-sorted batches: the graph optimizer's
-    # seconds at the first call buy nothing back (load_saved_model_predictor).
-    return load_saved_model_predictor(model, graph_optimizations=False)[0]
+    set_tensorflow_process_options(graph_optimizer=False)
+    return load_saved_model_predictor(model)[0]
+
+
+def set_tensorflow_process_options(graph_optimizer=True, intra_op_threads=0, inter_op_threads=0):
+    """TensorFlow's settings for this command's whole process, before it loads a SavedModel.
+
+    Only a command makes them, for its own process; the library's functions
+    never do.
+
+    Args:
+        graph_optimizer: bool. False turns TensorFlow's graph optimizer
+            (grappler) off. The one-shot `translate` and `evaluate` commands
+            do: on the exported beam search it spends seconds at the first
+            call, which length-sorted batches never win back. `serve` keeps
+            it: it speeds up single sentences and unsorted batches
+            (benchmarks/README.md).
+        intra_op_threads, inter_op_threads: TensorFlow's thread pools (0:
+            TensorFlow's choice, one thread per core each), as TF Serving's
+            `--tensorflow_intra_op_parallelism` and
+            `--tensorflow_inter_op_parallelism`.
+    """
+    from keras_transformer.validation import check_non_negative_int
+
+    check_non_negative_int("intra_op_threads", intra_op_threads)
+    check_non_negative_int("inter_op_threads", inter_op_threads)
+    import tensorflow as tf
+
+    threading = tf.config.threading
+    for name, value, setter, getter in (
+        ("intra_op_threads", intra_op_threads, threading.set_intra_op_parallelism_threads,
+         threading.get_intra_op_parallelism_threads),
+        ("inter_op_threads", inter_op_threads, threading.set_inter_op_parallelism_threads,
+         threading.get_inter_op_parallelism_threads),
+    ):
+        if value and value != getter():
+            try:
+                setter(value)
+            except RuntimeError as error:  # TensorFlow's runtime already started in this process
+                raise RuntimeError(f"Cannot set `{name}`={value}: {error}") from error
+    if not graph_optimizer:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 def _saved_model_function(model, quantize, decoding, outputs, sampler):

@@ -33,7 +33,7 @@ def add_arguments(p):
     p.add_argument("--intra-op-threads", type=int, default=0,
                    help="TensorFlow's threads within one op (0: one per core), as TF Serving's "
                         "--tensorflow_intra_op_parallelism; 1 with --inter-op-threads 2 answered single "
-                        "sentences 20-25%% faster on 2 cores, and batches 1.3-1.45x as fast with export's two loops")
+                        "sentences faster on 2 cores, and batches faster with export's two loops")
     p.add_argument("--inter-op-threads", type=int, default=0,
                    help="TensorFlow's threads running ops side by side (0: one per core)")
 
@@ -42,6 +42,7 @@ def run(args):
     """Serves until SIGINT or SIGTERM, then exits with status 0 once the
     requests in flight are answered."""
     require_server_packages()
+    from keras_transformer.cli.common import set_tensorflow_process_options
     from keras_transformer.serving.server import ServingLimits, serve
 
     limits = ServingLimits(
@@ -49,8 +50,8 @@ def run(args):
         max_body_bytes=args.max_body_bytes, request_timeout_s=args.request_timeout,
         max_batch_size=args.max_batch_size,
     )
-    serve(args.model_dir, host=args.host, port=args.port, name=args.name, limits=limits,
-          intra_op_threads=args.intra_op_threads, inter_op_threads=args.inter_op_threads)
+    set_tensorflow_process_options(intra_op_threads=args.intra_op_threads, inter_op_threads=args.inter_op_threads)
+    serve(args.model_dir, host=args.host, port=args.port, name=args.name, limits=limits)
     return 0
 
 

@@ -29,7 +29,6 @@ import numpy as np
 
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.scoring import scoring_limits
-from keras_transformer.validation import check_non_negative_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,49 +128,20 @@ def _to_python(array):
     return array.tolist()
 
 
-def load_saved_model_predictor(path, graph_optimizations=True, intra_op_threads=0, inter_op_threads=0):
+def load_saved_model_predictor(path):
     """Loads an exported SavedModel; returns `(predict, version)`.
 
     Args:
         path: a model folder (`saved_models/<name>`, its latest version is
             used) or one version folder.
-        graph_optimizations: bool. False turns TensorFlow's graph optimizer
-            (grappler) off, for the whole process
-            (`tf.config.optimizer.set_experimental_options`), before
-            loading. On the exported beam search it spends seconds at the
-            first call (the shipped model with two loops, 2 cores: first
-            translation 10.9 s with it, 4.1 s without) and then gains
-            nothing on length-sorted batches,
-            but single sentences and unsorted batches run 10-20% faster with
-            it (benchmarks/README.md). The one-shot `translate` and
-            `evaluate` commands turn it off; `serve` keeps it.
-        intra_op_threads, inter_op_threads: TensorFlow's thread pools for
-            the process (`tf.config.threading`; 0: TensorFlow's choice, one
-            thread per core for each), set before loading, as TF Serving's
-            `--tensorflow_intra_op_parallelism` and
-            `--tensorflow_inter_op_parallelism`. On 2 CPU cores, 1 and 2
-            translated single sentences 20-25% faster than the default and,
-            with the two decoding loops `export` writes by default, batches
-            of 64 1.3-1.45× as fast (benchmarks/README.md).
+
+    TensorFlow's process-wide settings (thread pools, graph optimizer) are
+    the caller's: the command line sets them for its own process
+    (`keras_transformer.cli.common.set_tensorflow_process_options`).
     """
-    check_non_negative_int("intra_op_threads", intra_op_threads)
-    check_non_negative_int("inter_op_threads", inter_op_threads)
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 - registers the tokenizer ops
 
-    for name, value, setter, getter in (
-        ("intra_op_threads", intra_op_threads, tf.config.threading.set_intra_op_parallelism_threads,
-         tf.config.threading.get_intra_op_parallelism_threads),
-        ("inter_op_threads", inter_op_threads, tf.config.threading.set_inter_op_parallelism_threads,
-         tf.config.threading.get_inter_op_parallelism_threads),
-    ):
-        if value and value != getter():
-            try:
-                setter(value)
-            except RuntimeError as error:  # TensorFlow's runtime already started in this process
-                raise RuntimeError(f"Cannot set `{name}`={value}: {error}") from error
-    if not graph_optimizations:
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     version, version_dir = latest_version(path)
     try:
         loaded = tf.saved_model.load(version_dir)

@@ -401,8 +401,7 @@ def run_until_signalled(server, sock):
             signal.signal(signum, handler)
 
 
-def serve(model_dir, host="127.0.0.1", port=8501, name=None, limits=ServingLimits(), intra_op_threads=0,
-          inter_op_threads=0):
+def serve(model_dir, host="127.0.0.1", port=8501, name=None, limits=ServingLimits()):
     """Loads `model_dir` and serves it until SIGINT or SIGTERM.
 
     `port` 0 takes a free port. Once the port is bound, prints
@@ -412,16 +411,14 @@ def serve(model_dir, host="127.0.0.1", port=8501, name=None, limits=ServingLimit
     returns (`keras-transformer serve` exits with status 0). Blank inputs get
     the model's own answer to `""`, computed once here. The SavedModel's
     warm-up requests (`assets.extra/tf_serving_warmup_requests`) run first,
-    as in TF Serving. `intra_op_threads` and `inter_op_threads` size
-    TensorFlow's thread pools (`load_saved_model_predictor`; 0: TensorFlow's
-    choice).
+    as in TF Serving. It prints the sizes of TensorFlow's thread pools,
+    which the caller sets for its process (`keras-transformer serve
+    --intra-op-threads`).
     """
     import uvicorn
 
     check_port(port)
-    predict, version = load_saved_model_predictor(
-        model_dir, intra_op_threads=intra_op_threads, inter_op_threads=inter_op_threads
-    )
+    predict, version = load_saved_model_predictor(model_dir)
     import tensorflow as tf
 
     print(f"TensorFlow threads: intra-op {tf.config.threading.get_intra_op_parallelism_threads()}, "

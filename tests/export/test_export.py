@@ -141,8 +141,10 @@ def test_reloaded_it_translates_like_the_in_memory_model_with_its_n_best(exporte
 PREDICT = r"""
 import json, sys
 import tensorflow as tf
+from keras_transformer.cli.common import set_tensorflow_process_options
 from keras_transformer.serving.predictor import load_saved_model_predictor
-predict, version = load_saved_model_predictor(sys.argv[1], graph_optimizations=sys.argv[3] == "on")
+set_tensorflow_process_options(graph_optimizer=sys.argv[3] == "on")
+predict, version = load_saved_model_predictor(sys.argv[1])
 rows = predict(json.loads(sys.argv[2]))
 off = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
 print(json.dumps({"version": version, "grappler_off": off, "rows": rows}))
@@ -150,8 +152,9 @@ print(json.dumps({"version": version, "grappler_off": off, "rows": rows}))
 
 
 def test_the_predictor_translates_alike_with_the_graph_optimizer_off(exported, tmp_path):
-    """`load_saved_model_predictor(graph_optimizations=False)` (the one-shot
-    commands' setting) turns grappler off and changes no translation."""
+    """`set_tensorflow_process_options(graph_optimizer=False)` (the one-shot
+    commands' setting) turns grappler off and changes no translation; the
+    predictor itself leaves the process's optimizer as it is."""
     import tensorflow as tf
 
     from keras_transformer.serving.predictor import load_saved_model_predictor

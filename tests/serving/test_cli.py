@@ -44,15 +44,18 @@ def test_serve_limits_and_port_are_checked_before_loading(flags, words):
 
 
 def test_serve_flags_reach_the_server(monkeypatch):
+    from keras_transformer.cli import common
     from keras_transformer.serving import server
 
-    served = {}
+    served, process = {}, {}
     monkeypatch.setattr(server, "serve", lambda model_dir, **kwargs: served.update(kwargs, model_dir=model_dir))
+    monkeypatch.setattr(common, "set_tensorflow_process_options", lambda **kwargs: process.update(kwargs))
     assert main(["serve", "some/model", "--host", "0.0.0.0", "--port", "0", "--name", "fr", "--max-batch-size", "4",
-                 "--max-body-bytes", "1000", "--max-characters", "50", "--request-timeout", "5"]) == 0
+                 "--max-body-bytes", "1000", "--max-characters", "50", "--request-timeout", "5",
+                 "--intra-op-threads", "1", "--inter-op-threads", "2"]) == 0
     limits = served.pop("limits")
-    assert served == dict(model_dir="some/model", host="0.0.0.0", port=0, name="fr", intra_op_threads=0,
-                          inter_op_threads=0)
+    assert served == dict(model_dir="some/model", host="0.0.0.0", port=0, name="fr")
+    assert process == dict(intra_op_threads=1, inter_op_threads=2)  # the command's process, not the library
     assert (limits.max_batch_size, limits.max_body_bytes, limits.max_characters, limits.request_timeout_s) == (
         4, 1000, 50, 5.0)
     assert limits.max_instances == 4  # the default: at most the batch size

@@ -1,9 +1,10 @@
 """`keras-transformer translate` and `serve` as real processes: translate needs
 no server package, serve without them stops with one line naming the extra,
-and TensorFlow's start-up lines stay off standard error unless `--verbose`,
-in the pip script, `python -m keras_transformer.cli` and examples/wmt14.py,
-while a plain `import keras_transformer` changes nothing."""
+and the command keeps TensorFlow's start-up lines off standard error unless
+`--verbose`, while `import keras_transformer` changes nothing in the process
+that importing Keras and TensorFlow does not."""
 
+import json
 import os
 import re
 import shutil
@@ -13,16 +14,12 @@ import sys
 import keras
 import pytest
 
-from keras_transformer import quiet
-from keras_transformer.quiet import ENVIRONMENT_VARIABLE, is_command_line, quiet_tensorflow_if_asked
-
 pytestmark = [
     pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the command line runs in the TensorFlow pass"),
     pytest.mark.slow,  # processes that import TensorFlow
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLE = os.path.join(ROOT, "examples", "wmt14.py")
 SCRIPT = shutil.which("keras-transformer", path=os.path.dirname(sys.executable))  # pip install -e . puts it there
 
 # The command line in a process where fastapi and uvicorn cannot be imported.
@@ -30,7 +27,7 @@ WITHOUT_SERVER_PACKAGES = """
 import sys
 sys.modules["fastapi"] = sys.modules["uvicorn"] = None  # as if not installed
 sys.argv[0] = "keras-transformer"
-from keras_transformer.cli import main
+from keras_transformer_command import main
 sys.exit(main())
 """
 
@@ -43,8 +40,8 @@ TENSORFLOW_START_UP = re.compile(
 
 
 def run_process(command, timeout=300, pythonpath=None):
-    # The real defaults: neither TensorFlow's log level nor KERAS_TRANSFORMER_QUIET set.
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", ENVIRONMENT_VARIABLE)}
+    # The real default: TensorFlow's log level not set.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     env["KERAS_BACKEND"] = "tensorflow"
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
@@ -67,31 +64,52 @@ def without_server_packages(tmp_path_factory):
     return str(folder)
 
 
+# What a process looks like to the import machinery and TensorFlow: printed
+# after importing either Keras and TensorFlow alone or keras_transformer.
+PROCESS_STATE = """
+import builtins, json, os, sys
+original_import = builtins.__import__
+environ = dict(os.environ)
+{imports}
+import tensorflow as tf
+threading = tf.config.threading
+print(json.dumps({{
+    "meta_path": [type(finder).__qualname__ for finder in sys.meta_path],
+    "path_hooks": [getattr(hook, "__qualname__", type(hook).__qualname__) for hook in sys.path_hooks],
+    "import": builtins.__import__ is original_import,
+    "environ": sorted(set(os.environ.items()) ^ set(environ.items())),
+    "optimizer": tf.config.optimizer.get_experimental_options(),
+    "threads": [threading.get_intra_op_parallelism_threads(), threading.get_inter_op_parallelism_threads()],
+    "registered": keras.saving.get_registered_object("keras_transformer>Transformer") is not None,
+}}))
+tf.ones([1])  # TensorFlow's first op: its last start-up lines
+"""
+
+
+def process_state(imports):
+    run = run_command(code=PROCESS_STATE.format(imports=imports), timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.splitlines()[-1]), run.stderr
+
+
 @pytest.fixture(scope="module")
 def plain_import():
-    """A process that imports the library (and runs a TensorFlow op) without asking for quiet."""
-    code = (
-        "import sys, keras_transformer, keras, tensorflow as tf\n"
-        "tf.ones([1])\n"
-        "print(keras.saving.get_registered_object('keras_transformer>Transformer') is keras_transformer.Transformer,"
-        " 'tensorflow' in sys.modules, os.environ.get('TF_CPP_MIN_LOG_LEVEL'),"
-        " any(type(f).__name__ == '_MutedImport' for f in sys.meta_path))\n"
-    )
-    return run_command(code="import os\n" + code, timeout=120)
+    """`(state, stderr)` of a process that imports the library, and of one that imports Keras and TensorFlow alone."""
+    return process_state("import keras_transformer, keras"), process_state("import keras")
 
 
 @pytest.fixture(scope="module")
 def start_up_lines(plain_import):
     """What TensorFlow writes to standard error as it starts on this machine (nobody hid it)."""
-    assert plain_import.returncode == 0, plain_import.stderr[-3000:]
-    return [line for line in plain_import.stderr.splitlines() if TENSORFLOW_START_UP.search(line)]
+    (_, stderr), _ = plain_import
+    return [line for line in stderr.splitlines() if TENSORFLOW_START_UP.search(line)]
 
 
 @pytest.fixture(scope="module")
 def translated(without_server_packages, tiny_saved_model):
     """The pip script (or, without one, `main()` under `python -c`) translating
     two sentences with a SavedModel, the server packages unimportable,
-    nothing made quiet."""
+    the start-up lines hidden by the command itself."""
     argv = ["translate", tiny_saved_model, "I love you.", "Where is the station?"]
     if SCRIPT is None:
         return run_command(*argv)
@@ -127,12 +145,9 @@ def test_the_server_packages_are_unimportable_where_translate_ran(without_server
     assert run.returncode == 1 and "ModuleNotFoundError: No module named 'fastapi'" in run.stderr
 
 
-# The pip script runs in `translated` (test_translate_writes_no_tensorflow_start_up_lines);
-# `python -m keras_transformer.cli` without --verbose decides as the script does
-# (test_who_asks_for_quiet); as a process it runs once, with --verbose.
-def test_python_m_shows_tensorflow_start_up_lines_with_verbose(start_up_lines):
-    command = [sys.executable, "-m", "keras_transformer.cli", "translate", "tatoeba_en_fr", "I love you.", "--verbose"]
-    run = run_process(command)
+def test_the_command_shows_tensorflow_start_up_lines_with_verbose(start_up_lines, without_server_packages):
+    argv = ["translate", "tatoeba_en_fr", "I love you.", "--verbose"]
+    run = run_command(*argv) if SCRIPT is None else run_process([SCRIPT, *argv], pythonpath=without_server_packages)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout in ("Je t'aime.\n", "Je vous aime.\n")
     if not start_up_lines:
@@ -140,49 +155,14 @@ def test_python_m_shows_tensorflow_start_up_lines_with_verbose(start_up_lines):
     assert TENSORFLOW_START_UP.search(run.stderr), run.stderr[-3000:]
 
 
-@pytest.mark.parametrize("verbose", [False, True])
-def test_example_hides_tensorflow_start_up_lines_unless_verbose(verbose, start_up_lines, tmp_path):
-    # --vocab-size 1 stops the run at the tokenizer's argument check, after
-    # the example has imported TensorFlow and loaded the shipped corpus.
-    command = [sys.executable, EXAMPLE, "--vocab-size", "1", "--output-dir", str(tmp_path)]
-    run = run_process(command + (["--verbose"] if verbose else []), timeout=120)
-    assert run.returncode == 1 and run.stdout.startswith("[data] tatoeba_en_fr:"), run.stderr[-3000:]
-    assert run.stderr.splitlines()[-1].startswith("ValueError: Argument `vocab_size`")
-    if not verbose:
-        assert not TENSORFLOW_START_UP.search(run.stderr), run.stderr[-3000:]
-    elif not start_up_lines:
-        pytest.skip("TensorFlow writes no start-up lines on this machine")
-    else:
-        assert TENSORFLOW_START_UP.search(run.stderr), run.stderr[-3000:]
-
-
-def test_importing_the_library_registers_its_classes_and_leaves_tensorflow_as_it_is(plain_import):
-    # Registered; and nothing hidden, since nobody asked: TensorFlow's log level
-    # not quiet's (TensorFlow itself may set its default) and standard error
-    # never muted while it was imported.
-    assert plain_import.returncode == 0, plain_import.stderr[-3000:]
-    registered, imported, log_level, muted = plain_import.stdout.split()
-    assert (registered, imported, muted) == ("True", "True", "False") and log_level != quiet.LOG_LEVEL
-
-
-def test_who_asks_for_quiet(monkeypatch):
-    assert is_command_line(["/venv/bin/keras-transformer", "translate"])
-    assert is_command_line(["/venv/Scripts/keras-transformer.exe"])
-    # python -m: sys.argv[0] is "-m" while Python imports the packages above the module.
-    assert is_command_line(["-m", "translate"], ["python", "-X", "utf8", "-m", "keras_transformer.cli", "translate"])
-    assert is_command_line(["-m"], ["python", "-mkeras_transformer.cli"])
-    assert not is_command_line(["-m", "x"], ["python", "-m", "pytest", "keras_transformer.cli"])
-    assert not is_command_line(["train.py"]) and not is_command_line([])
-    # TensorFlow is imported here already: quiet_tensorflow() would change nothing, and says so.
-    assert not quiet_tensorflow_if_asked(["keras-transformer", "translate"], environ={})
-    monkeypatch.setattr(quiet, "quiet_tensorflow", lambda: True)  # as before TensorFlow's import
-    cases = [
-        (["keras-transformer", "translate", "m"], {}),  # the command line: quiet
-        (["keras-transformer", "--verbose", "translate", "m"], {}),  # unless --verbose
-        (["keras-transformer", "translate", "m", "--verbose"], {ENVIRONMENT_VARIABLE: "1"}),  # --verbose wins
-        (["train.py"], {}),  # another program: only if asked
-        (["train.py"], {ENVIRONMENT_VARIABLE: "1"}),
-        (["train.py"], {ENVIRONMENT_VARIABLE: "0"}),
-    ]
-    assert [quiet_tensorflow_if_asked(argv, environ=env) for argv, env in cases] == [
-        True, False, False, False, True, False]
+def test_importing_the_library_registers_its_classes_and_changes_nothing_else(plain_import):
+    # The same import machinery, environment and TensorFlow settings as a
+    # process that imports only Keras and TensorFlow (which change some
+    # themselves), and standard error never muted: TensorFlow's start-up
+    # lines reach it as they do there.
+    (library, library_stderr), (keras_alone, keras_stderr) = plain_import
+    assert library.pop("registered") and not keras_alone.pop("registered")
+    assert library == keras_alone
+    assert library["import"] and library["optimizer"].get("disable_meta_optimizer") is False
+    started = [bool(TENSORFLOW_START_UP.search(stderr)) for stderr in (library_stderr, keras_stderr)]
+    assert started[0] == started[1], library_stderr[-3000:]

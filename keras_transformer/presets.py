@@ -30,6 +30,7 @@ import tempfile
 import keras
 
 from keras_transformer.architectures import ARCHITECTURES
+from keras_transformer.compat import sublayers
 
 ZOO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo")
 CONFIG_FILE = "config.json"
@@ -153,7 +154,7 @@ def save_model(model, directory, weights_dtype="float32", model_card=None, metad
     """
     if weights_dtype not in WEIGHTS_DTYPES:
         raise ValueError(f"Argument `weights_dtype` must be one of {WEIGHTS_DTYPES}. Received: weights_dtype={weights_dtype!r}")
-    quantized = any(layer.quantization_mode for layer in model._flatten_layers(include_self=False))
+    quantized = any(layer.quantization_mode for layer in sublayers(model))
     if quantized and weights_dtype != "float32":
         raise ValueError(
             "A quantized model is saved with its own dtypes. Pass weights_dtype='float32'. "

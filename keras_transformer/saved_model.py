@@ -40,6 +40,7 @@ import tempfile
 import keras
 
 from keras_transformer.alignment import word_links, word_starts
+from keras_transformer.compat import keep_cond_functional
 from keras_transformer.decoding.beam_search import length_penalty
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
@@ -65,27 +66,6 @@ def next_version(export_dir):
         return 1
     versions = [int(d) for d in os.listdir(export_dir) if d.isdigit()]
     return max(versions, default=0) + 1
-
-
-def _keep_branches_lazy(output):
-    """Marks the `tf.cond` that computes `output` to stay a functional `If`.
-
-    TensorFlow lowers every `tf.cond` of a function into the function's own
-    graph (Switch/Merge), so the first call of the SavedModel optimizes
-    every bucket's beam search, each with its loop segments, whether the
-    call needs it or not. Unlowered, a bucket's branch is a function of its
-    own, optimized the first time a sentence of that bucket comes
-    (benchmarks/README.md). `_lower_using_switch_merge` is the attribute
-    TensorFlow's cond_v2 sets itself (`Operation._set_attr` is private
-    API); stock TensorFlow runs either form (tests/export loads the
-    SavedModel with only tensorflow and tensorflow-text).
-    """
-    from tensorflow.core.framework import attr_value_pb2
-
-    op = output.op
-    while op.type not in ("If", "StatelessIf"):
-        op = op.inputs[0].op
-    op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))
 
 
 def _parallel_search(search, source, parallel_loops, num_return):
@@ -212,7 +192,7 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
                 lambda width=width, part=part: decode_bucket(tf.gather(ids, part), width),
                 lambda: empty(translator.preprocessor.max_length),
             )
-            _keep_branches_lazy(outputs[0])
+            keep_cond_functional(outputs[0])  # a bucket's loop is optimized when a sentence first needs it
             parts.append(outputs)
         columns = list(zip(*parts))
         if details:  # links of every bucket padded to one length

@@ -1,18 +1,17 @@
 """The Transformer: an encoder-decoder model for sequence transduction."""
 
 import dataclasses
-import gc
 import numbers
 
 import keras
 from keras import ops
 
+from keras_transformer.compat import MultiWorkerFit, collections_deferred, sublayers
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.reversible_embedding import ReversibleEmbedding
 from keras_transformer.models.config import TransformerConfig, architecture_config
-from keras_transformer.models.multi_worker import MultiWorkerFit
 from keras_transformer.tokens import PAD_ID
 from keras_transformer.validation import (
     check_bool,
@@ -418,37 +417,19 @@ class Transformer(MultiWorkerFit, keras.Model):
         return self.decode(target_ids, memory, padding_mask(source_ids), training=training)
 
     def quantize(self, mode=None, **kwargs):
-        """`keras.Model.quantize`, without a garbage collection per weight.
-
-        Keras' `Layer.__delattr__` runs a full `gc.collect()` for every
-        variable it drops, so that device buffers go sooner (it came with
-        keras-team/keras#19954), and quantizing drops every kernel. Each
-        collection walks every object of the process, about 0.3 s with
-        TensorFlow or JAX loaded: 6-7 s for the zoo model on 2 CPU cores,
-        against 0.3-0.6 s here (benchmarks/README.md). Here the objects that
-        existed before are frozen out of those collections (`gc.freeze`),
-        and one collection runs at the end; a weight that no reference cycle
-        holds is freed as it is dropped either way. A process that froze
-        objects itself (a pre-forking server) keeps them frozen. What is
-        quantized, and how, is Keras'.
-        """
-        if gc.get_freeze_count():  # frozen by the caller: leave that as it is
-            return super().quantize(mode, **kwargs)
-        gc.freeze()
-        try:
+        """`keras.Model.quantize`, with Keras' garbage collection per dropped
+        weight deferred to one at the end (`compat.collections_deferred`).
+        What is quantized, and how, is Keras'."""
+        with collections_deferred():
             super().quantize(mode, **kwargs)
-        finally:
-            gc.unfreeze()
-            gc.collect()
 
     def get_config(self):
         # A quantized model records its layers' policies in a DTypePolicyMap
         # under their paths; built from it, each layer looks its own up and
         # is created quantized. Keras leaves this to subclassed models
-        # (keras-team/keras#19381), with `_flatten_layers` as in the
-        # DTypePolicyMap docstring.
+        # (keras-team/keras#19381).
         policy = keras.dtype_policies.DTypePolicyMap(default_policy=self.dtype_policy)
-        for layer in self._flatten_layers(include_self=False):
+        for layer in sublayers(self):
             if layer.quantization_mode is not None:
                 policy[layer.path] = layer.dtype_policy
         if not len(policy):

@@ -1,0 +1,130 @@
+"""Where the package reaches past the public APIs of Keras and TensorFlow, and why.
+
+Each workaround names the upstream issue, or says that none is filed. The
+rest of the package calls these functions and never a private API itself:
+
+- `sublayers(layer)`: Keras has no public way to walk a layer's nested
+  layers (`Layer._flatten_layers`); a subclassed model records its
+  quantized layers' policies itself (keras-team/keras#19381).
+- `collections_deferred()`: Keras' `Layer.__delattr__` runs a full
+  `gc.collect()` for every variable it drops (keras-team/keras#19954), and
+  quantizing drops every kernel: each collection walks every object of a
+  process that has TensorFlow or JAX loaded (benchmarks/README.md).
+- `keep_cond_functional(output)`: TensorFlow has no public switch to keep a
+  `tf.cond` a functional `If` in a `tf.function` (no upstream issue filed).
+- `MultiWorkerFit`: Keras' `fit`, `evaluate` and `predict` fail under a
+  multi-worker `tf.distribute` strategy (keras-team/keras#20585,
+  tensorflow/tensorflow#72388); it overrides Keras' private
+  `_maybe_symbolic_build`.
+"""
+
+import contextlib
+import gc
+
+import keras
+from keras import ops
+
+
+def sublayers(layer):
+    """Every layer nested in `layer`, at any depth, without `layer` itself."""
+    return layer._flatten_layers(include_self=False)
+
+
+@contextlib.contextmanager
+def collections_deferred():
+    """Runs the block with the objects that exist now frozen out of garbage
+    collections (`gc.freeze`), then runs one collection.
+
+    A weight that no reference cycle holds is freed as it is dropped either
+    way. A process that froze objects itself (a pre-forking server) keeps
+    them frozen, and its block runs as it is.
+    """
+    if gc.get_freeze_count():  # frozen by the caller: leave that as it is
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.collect()
+
+
+def keep_cond_functional(output):
+    """Marks the `tf.cond` that computes `output` to stay a functional `If`.
+
+    TensorFlow lowers every `tf.cond` of a function into the function's own
+    graph (Switch/Merge), so the first call of a SavedModel optimizes every
+    branch, whether the call needs it or not. Unlowered, a branch is a
+    function of its own, optimized the first time it runs.
+    `_lower_using_switch_merge` is the attribute TensorFlow's cond_v2 sets
+    itself, through the private `Operation._set_attr`; stock TensorFlow
+    runs either form.
+    """
+    from tensorflow.core.framework import attr_value_pb2
+
+    op = output.op
+    while op.type not in ("If", "StatelessIf"):
+        op = op.inputs[0].op
+    op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))
+
+
+# ------------------------------------------------ fit under a multi-worker strategy
+#
+# 1. Before training, Keras reads a batch and averages it across replicas
+#    with `strategy.reduce("MEAN", batch)` to build the compiled loss and
+#    metrics; the collective strategy cannot reduce a nested batch of
+#    per-replica values ("Attempt to convert a value (PerReplica...)").
+#    `_maybe_symbolic_build` here builds them (with Keras' `_symbolic_build`)
+#    from the first local replica's part of the batch instead, which has the
+#    same shapes and dtypes.
+# 2. After every step, Keras averages the logs with `strategy.reduce("MEAN",
+#    value, axis=0)`, which fails on scalars ("Invalid reduction dimension 0
+#    for input with 0 dimensions", tensorflow/tensorflow#72388).
+#    `get_metrics_result` gives the logs as 1-element vectors inside a
+#    multi-worker step, so that the reduce averages them into scalars.
+# Other strategies and backends take Keras' own code.
+
+
+def _multi_worker_strategy():
+    """The current `MultiWorkerMirroredStrategy` if it spans several tasks, else None."""
+    if keras.backend.backend() != "tensorflow":
+        return None
+    import tensorflow as tf
+
+    strategy = tf.distribute.get_strategy()
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return None
+    cluster = strategy.cluster_resolver.cluster_spec()
+    return strategy if sum(cluster.num_tasks(job) for job in cluster.jobs) > 1 else None
+
+
+class MultiWorkerFit:
+    """Mixin of a `keras.Model` that makes its `fit`, `evaluate` and
+    `predict` work under a multi-worker strategy (see the module)."""
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Keras' TensorFlow trainer; keras-team/keras#20585.
+        import tensorflow as tf
+
+        strategy = self.distribute_strategy
+
+        if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or iterator is None:
+            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        for _, _, batches in iterator:
+            batch = next(batches)
+            data_batch = tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], batch)
+            break
+        with strategy.scope():
+            self._symbolic_build(data_batch=data_batch)
+
+    def get_metrics_result(self):
+        results = super().get_metrics_result()
+        if _multi_worker_strategy() is None:
+            return results
+        import tensorflow as tf
+
+        if tf.distribute.in_cross_replica_context():  # epoch-end logs: already reduced
+            return results
+        # tensorflow/tensorflow#72388: Keras reduces the logs along axis 0.
+        return {name: ops.reshape(value, (1,)) for name, value in results.items()}

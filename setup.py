@@ -11,47 +11,49 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
+    py_modules=["keras_transformer_command"],  # the command's launcher, outside the package
     include_package_data=True,
-    entry_points={"console_scripts": ["keras-transformer=keras_transformer.cli:main"]},
+    entry_points={"console_scripts": ["keras-transformer=keras_transformer_command:main"]},
     package_data={"keras_transformer": ["datasets/data/*/*", "zoo/*/*"]},
     install_requires=[
-        "keras==3.15.1",
+        "keras>=3.13,<4",
         "numpy",
     ],
     extras_require={
         "tensorflow": [
-            "tensorflow==2.21.*",
-            "tensorflow-text==2.21.*",
+            "tensorflow>=2.20,<2.22",
+            "tensorflow-text>=2.20,<2.22",  # built against one TensorFlow minor each: the same range
             # TF Serving's protos: the SavedModel's warm-up requests.
-            "tensorflow-serving-api==2.21.*",
-            "sentencepiece>=0.2",
-            "sacrebleu>=2.4",
-            "tensorboard>=2.21,<2.22",
+            "tensorflow-serving-api>=2.20,<2.22",
+            "sentencepiece>=0.2,<1",
+            "sacrebleu>=2.4,<3",
+            "tensorboard>=2.20,<2.22",
         ],
-        "wmt14": ["tensorflow-datasets>=4.9", "importlib_resources"],
-        "jax": ["jax>=0.4.30", "jaxlib>=0.4.30"],
-        "torch": ["torch>=2.4"],
-        "serve": ["fastapi>=0.110", "uvicorn>=0.29"],
-        "plot": ["matplotlib>=3.7"],
+        "wmt14": ["tensorflow-datasets>=4.9,<5", "importlib_resources"],
+        "jax": ["jax>=0.6,<1", "jaxlib>=0.6,<1"],
+        "torch": ["torch>=2.4,<3"],
+        "serve": ["fastapi>=0.110,<1", "uvicorn>=0.29,<1"],
+        "plot": ["matplotlib>=3.7,<4"],
         # benchmarks/translate_speed.py: CTranslate2 beside our engines.
         "bench": ["ctranslate2>=4.8,<5"],
         "test": [
-            "tensorflow==2.21.*",
-            "tensorflow-text==2.21.*",
-            "tensorflow-serving-api==2.21.*",
-            "tensorflow-datasets>=4.9",
+            "tensorflow>=2.20,<2.22",
+            "tensorflow-text>=2.20,<2.22",
+            "tensorflow-serving-api>=2.20,<2.22",
+            "tensorflow-datasets>=4.9,<5",
             "importlib_resources",  # TFDS's download path imports it
-            "tensorboard>=2.21,<2.22",
-            "sentencepiece>=0.2",
-            "sacrebleu>=2.4",
-            "jax>=0.4.30",
-            "jaxlib>=0.4.30",
-            # The CPU build that this project's machines carry on disk.
-            "torch==2.13.0",
-            "fastapi>=0.110",
-            "uvicorn>=0.29",
-            "httpx>=0.27",
-            "matplotlib>=3.7",
+            "tensorboard>=2.20,<2.22",
+            "sentencepiece>=0.2,<1",
+            "sacrebleu>=2.4,<3",
+            "jax>=0.6,<1",
+            "jaxlib>=0.6,<1",
+            # The tests' machines carry the CPU build of torch 2.13 on disk;
+            # from the package index, a newer release comes as its CUDA build.
+            "torch>=2.12,<2.14",
+            "fastapi>=0.110,<1",
+            "uvicorn>=0.29,<1",
+            "httpx>=0.27,<1",
+            "matplotlib>=3.7,<4",
             "pytest>=8",
             "pytest-xdist>=3.8",  # tests/run.sh: two workers, --no-loadscope-reorder
             "pytest-timeout>=2.3",  # tests/run.sh: a hung test fails instead of stalling the run

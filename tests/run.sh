@@ -3,7 +3,8 @@
 # tests marked `backend` (their outcome depends on the Keras backend: layers,
 # model, losses and schedule, decoding, training through Keras; see
 # tests/conftest.py) again on JAX and on PyTorch, these two passes side by
-# side (the PyTorch pass's output is printed after the JAX pass's). Data,
+# side (the PyTorch pass's output is printed after the JAX pass's), and the
+# model's own tests once more with the lowest Keras that setup.py allows. Data,
 # export, serving, the CLI and the benchmark scripts run once, on TensorFlow.
 # Each pass runs on two pytest-xdist workers, a test file at a time (--dist
 # loadfile: a module's fixtures, such as a trained model, are made once), the
@@ -13,15 +14,15 @@
 # skips pip's compiling of every installed file), once, for every later
 # process, even where the environment says not to. XLA compiles without
 # LLVM's optimisation passes: the tests' models are tiny,
-# so compiling, not running, is what XLA costs them (a quarter less time for
-# the JAX pass's decoding tests). Extra arguments go to pytest, e.g.
+# so compiling, not running, is what XLA costs them (the JAX pass's decoding
+# tests run faster). Extra arguments go to pytest, e.g.
 # `bash tests/run.sh -x` or `bash tests/run.sh -n 0` (one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::DeprecationWarning
 unset PYTHONDONTWRITEBYTECODE
 export XLA_FLAGS="--xla_backend_optimization_level=0 ${XLA_FLAGS:-}"
-# --timeout: a test that hangs fails after 15 minutes (the slowest take a few).
+# --timeout (seconds): a test that hangs fails, with room left for the slowest.
 OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loadscope-reorder --strict-markers
          --timeout=900)
 # A folder for all three passes: the JAX and PyTorch passes load the model
@@ -36,8 +37,20 @@ torch_pass=$!
 echo "== KERAS_BACKEND=jax"
 jax_status=0
 KERAS_BACKEND=jax python -m pytest tests -m backend "${OPTIONS[@]}" "$@" || jax_status=$?
+# The lowest Keras that setup.py allows (the newest is the one installed),
+# on TensorFlow: the layers, the model, its losses and schedule, the presets.
+keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
+echo "== keras==$keras_lowest, KERAS_BACKEND=tensorflow"
+lowest_status=0
+pip install -q --no-deps --no-compile --target "$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" "keras==$keras_lowest" &&
+  PYTHONPATH="$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" KERAS_TRANSFORMER_EXPECTED_KERAS=$keras_lowest \
+  KERAS_BACKEND=tensorflow python -m pytest "${OPTIONS[@]}" \
+    tests/test_keras_version.py tests/layers tests/models/test_transformer.py tests/test_losses_metrics.py \
+    tests/test_schedules.py tests/test_presets.py "$@" || lowest_status=$?
 torch_status=0
 wait "$torch_pass" || torch_status=$?
 echo "== KERAS_BACKEND=torch"
 cat "$torch_log"
-exit $((jax_status != 0 ? jax_status : torch_status))
+for status in $jax_status $lowest_status $torch_status; do
+  [ "$status" -eq 0 ] || exit "$status"
+done

@@ -14,6 +14,12 @@ class ReversibleEmbedding(keras.layers.Embedding):
     it between the embeddings and the output layer. Same arguments as
     `keras.layers.Embedding` (the name as in keras-hub).
 
+    Keras' own `keras.layers.ReversibleEmbedding` computes the same logits.
+    This one projects 2-D rows, so that the table's gradient never comes
+    through a `(batch, d_model, vocab)` tensor in any Keras release the
+    package allows, and gives its int8 product the dequantized table's
+    gradient (tests/layers/test_reversible_embedding.py).
+
     `quantize("int8")` uses Keras' own int8 embedding: one scale per row
     (per token), `embeddings ~= int8_table / scale`. The lookup is Keras'
     int8 path; the reverse projection quantizes the hidden states per row
@@ -34,7 +40,12 @@ class ReversibleEmbedding(keras.layers.Embedding):
         if not reverse:
             return super().call(inputs)
         table = ops.cast(self.embeddings, self.compute_dtype)  # (vocab, d_model)
-        return ops.matmul(inputs, ops.transpose(table))  # (..., vocab)
+        # A 2-D product: Keras' TensorFlow `matmul` broadcasts a 2-D operand
+        # of a batched one in some Keras releases, and then the table's
+        # gradient comes through a tensor of (batch, d_model, vocab).
+        rows = ops.reshape(inputs, (-1, ops.shape(inputs)[-1]))  # (batch * length, d_model)
+        logits = ops.matmul(rows, ops.transpose(table))  # (batch * length, vocab)
+        return ops.reshape(logits, (*ops.shape(inputs)[:-1], ops.shape(table)[0]))  # (..., vocab)
 
     def quantize(self, mode=None, type_check=True, config=None):
         if mode != "int8":
@@ -53,10 +64,8 @@ class ReversibleEmbedding(keras.layers.Embedding):
         # Logits from int8 x int8 products, as Keras' int8 `Dense` computes
         # its outputs: the hidden states quantized per row (abs-max, one
         # scale per position), multiplied by the int8 table with int32 sums,
-        # divided by both scales. With the table cast to float instead, this
-        # product, the largest of a decoding step, ran in float32 (8x the
-        # time of int8's on 2 CPU cores), and int8 decoding ran 1.14-1.18x as
-        # fast as float32 instead of 1.26-1.39x (benchmarks/README.md). The
+        # divided by both scales: with the table cast to float instead, the
+        # largest product of a decoding step would run in float. The
         # gradient, as in Keras' `Dense`, is that of the dequantized table,
         # so layers before it still train (LoRA).
         compute_dtype = self.compute_dtype

@@ -54,6 +54,8 @@ setup(
             "uvicorn>=0.29,<1",
             "httpx>=0.27,<1",
             "matplotlib>=3.7,<4",
+            "build>=1",  # tests/test_wheel.py: python -m build --no-isolation
+            "setuptools>=70.1",  # builds wheels itself (no `wheel` package)
             "pytest>=8",
             "pytest-xdist>=3.8",  # tests/run.sh: two workers, --no-loadscope-reorder
             "pytest-timeout>=2.3",  # tests/run.sh: a hung test fails instead of stalling the run

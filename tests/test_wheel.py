@@ -1,0 +1,53 @@
+"""The wheel that `python -m build` makes holds the whole package: installed
+alone in a fresh virtual environment, its `keras-transformer` command
+translates with a shipped preset, and writes only the translation."""
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import keras
+import pytest
+
+pytestmark = [
+    pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="packaging is tested in the TensorFlow pass"),
+    pytest.mark.slow,  # a build, a virtual environment and a process that imports TensorFlow
+]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(command, **kwargs):
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, **kwargs)
+    assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-3000:])
+    return done
+
+
+def test_the_wheel_installs_in_a_fresh_environment_and_translates_with_a_preset(tmp_path):
+    source, dist, venv = tmp_path / "source", tmp_path / "dist", tmp_path / "venv"
+    # A copy without this checkout's build outputs, which setuptools would reuse.
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "runs", "saved_models"))
+    run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(source)], cwd=source)
+    (wheel,) = dist.glob("keras_transformer-*.whl")
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)])
+    # The dependencies (TensorFlow, Keras, ...) from this environment: its
+    # folders on the new one's path, but not its .pth files, so not the
+    # editable install of this checkout.
+    site = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    folders = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    with open(os.path.join(site, "dependencies.pth"), "w", encoding="utf-8") as f:
+        f.write("\n".join(folders) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND")}
+
+    where = run([str(python), "-c", "import keras_transformer, keras_transformer_command as c; "
+                 "print(keras_transformer.__file__); print(c.__file__)"], cwd=tmp_path, env=env).stdout.split()
+    assert all(path.startswith(site) for path in where), (where, site)
+    translated = run([str(venv / "bin" / "keras-transformer"), "translate", "tatoeba_en_fr", "Where is the station?"],
+                     cwd=tmp_path, env=env)
+    assert translated.stdout == "Où se trouve la gare ?\n"
+    assert translated.stderr == "", translated.stderr[-3000:]  # TensorFlow's start-up lines hidden

@@ -5,14 +5,14 @@
 # 2. The zoo model tatoeba_en_fr on its test split, batch 128, beam 4: translate_speed.py --device gpu,
 #    then the JAX Translator again with --narrow-batches.
 # 3. Base, beam 4, 64 -> 64 tokens, if time is left.
-# Parts 1 and 2 take about 7 minutes of command time on an H200 (mostly XLA compiling: 40-80 s of
-# warm-up per JAX engine); give the call 600 s.
-# Python 3.12 with JAX and CUDA 13, no TensorFlow; Keras and ctranslate2 wheels carried in .whl/,
+# Parts 1 and 2 take most of the call, mostly XLA compiling for each JAX engine in its warm-up;
+# part 3 runs only if they leave time. Give the call the longest limit a device command may have.
+# A Python with JAX and CUDA 13, no TensorFlow; Keras and ctranslate2 wheels carried in .whl/,
 # and keras_transformer/zoo/tatoeba_en_fr.
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD KERAS_BACKEND=jax PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_MEM_FRACTION=0.5
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-# ctranslate2 4.8.5's wheel is built for CUDA 12 and opens libcublas.so.12 by name; the image
+# The carried ctranslate2 wheel is built for CUDA 12 and opens libcublas.so.12 by name; the image
 # holds CUDA 13's cuBLAS. The handful of cuBLAS calls it makes (cublasGemmEx, cublasSgemm_v2,
 # the strided-batched ones) exist in 13 with the same signatures, so 12's name points to 13's file.
 lib=$(find / -xdev -name 'libcublas.so.13*' 2>/dev/null | head -1)

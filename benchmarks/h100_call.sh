@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: our training throughput beside the peers of ../shared/bench on the lent GPU
-# (Python 3.12 with JAX and PyTorch, no TensorFlow; Keras wheels carried in .whl/, the peers
+# (a Python with JAX and PyTorch, no TensorFlow; Keras wheels carried in .whl/, the peers
 # copied into .peers/), then big, a 51k-token batch and a kernel profile of our base step.
 # Everything lands in one archive, $OUT/h100.tgz (the device returns few files).
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1

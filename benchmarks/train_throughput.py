@@ -14,7 +14,8 @@ With `--interleave` all models run in one process per preset, their timed
 windows alternating, and the window-by-window speed-up is reported too: on a
 shared CPU whose speed drifts between minutes, the ratio of separate
 processes is mostly the drift. `--host-memory retain` sets glibc's allocator
-to keep freed memory, for every worker alike (benchmarks/README.md).
+to keep freed memory, for every worker alike; the training scripts no longer
+restart with such settings themselves (CHANGELOG.md: tried and dropped).
 
 Peers: `ours` (keras_transformer.Transformer), `plain-keras`
 (benchmarks/peers/plain_keras.py, stock keras.layers.MultiHeadAttention) and
@@ -215,7 +216,7 @@ def measure(args):
     # per step, as the peer scripts of ../shared/bench time themselves.
     # "steps" timing: the median of the steady-state steps of all windows,
     # without each call's start and end, which on a small CPU sometimes
-    # take seconds (benchmarks/README.md).
+    # take seconds.
     for _ in range(args.windows):
         for run in runs:
             usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -361,7 +362,7 @@ def main(argv=None):
                         help="peak for MFU (790 = bf16 H100/H200); default: measured CPU float32 matmul rate")
     parser.add_argument("--host-memory", default="release", choices=["retain", "release"],
                         help="release: glibc's defaults; retain: every worker runs with glibc keeping freed memory "
-                             "(no page faults on each step's buffers; benchmarks/README.md)")
+                             "(no page faults on each step's buffers)")
     parser.add_argument("--interleave", action="store_true",
                         help="all --models in one process per preset, their timed windows alternating: on a machine "
                              "whose speed drifts (a shared CPU) they are measured under the same conditions; "

@@ -38,7 +38,8 @@ CPUs):
   CTranslate2 multiplies matrices with Intel MKL on Intel CPUs and with
   oneDNN elsewhere, and on a 2-core Intel Xeon its default (MKL) ran slower
   on batches, and more so per sentence, than `--ct2-use-mkl 0`
-  (benchmarks/README.md): compare against its faster setting.
+  (benchmarks/README.md, "CTranslate2 and Intel MKL"): compare against its
+  faster setting.
 
 Figures per engine, on the first `--limit` sources of the test split of
 `--preset`'s corpus (all 1,918 by default):

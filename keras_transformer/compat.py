@@ -9,7 +9,8 @@ rest of the package calls these functions and never a private API itself:
 - `collections_deferred()`: Keras' `Layer.__delattr__` runs a full
   `gc.collect()` for every variable it drops (keras-team/keras#19954), and
   quantizing drops every kernel: each collection walks every object of a
-  process that has TensorFlow or JAX loaded (benchmarks/README.md).
+  process that has TensorFlow or JAX loaded, and such a process holds
+  many objects.
 - `keep_cond_functional(output)`: TensorFlow has no public switch to keep a
   `tf.cond` a functional `If` in a `tf.function` (no upstream issue filed).
 - `MultiWorkerFit`: Keras' `fit`, `evaluate` and `predict` fail under a

@@ -65,7 +65,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             # never stored (a call outside a compiled step stores it).
             # The gather of the other branch makes XLA store the logits'
             # gradient in float32, scatter into it and convert it (a
-            # measurable part of a base step on a GPU, benchmarks/README.md).
+            # measurable part of a base step on a GPU).
             # Eager PyTorch and TensorFlow without XLA would store the
             # target: they gather.
             vocab_size = y_pred.shape[-1]

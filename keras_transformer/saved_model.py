@@ -56,7 +56,7 @@ from keras_transformer.validation import check_bool, check_positive
 SIGNATURES = ("details", "sample", "score")
 
 # Loops a bucket's sentences are split between in the graph without XLA:
-# about one per core on the 2-core machines measured (benchmarks/README.md).
+# about one per core on the 2-core machines it was tuned on.
 PARALLEL_LOOPS = 2
 
 
@@ -73,10 +73,10 @@ def _parallel_search(search, source, parallel_loops, num_return):
 
     The parts do not depend on one another, so TensorFlow's inter-op
     threads run their loops side by side, where one loop's small ops, each
-    waiting on the last, leave a second core mostly idle
-    (benchmarks/README.md). Each loop is a copy of the beam search in the
-    graph: a nested `tf.function` would keep one, but it ran single
-    sentences slower. A part may be empty (fewer rows than parts): its
+    waiting on the last, leave a second core mostly idle. Each loop is a
+    copy of the beam search in the graph: a nested `tf.function` would keep
+    one, but it ran single sentences slower (CHANGELOG.md: tried and
+    dropped). A part may be empty (fewer rows than parts): its
     loop is skipped, so one sentence runs one loop's ops, not two.
     """
     import tensorflow as tf

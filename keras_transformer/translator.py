@@ -29,7 +29,8 @@ DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", 
 # as its padded source length, about its output's, once per `BATCH_SIZE`
 # rows or part of it); that call traces the graph, and every later one runs
 # it. Tracing and optimizing the beam search takes about as long as this
-# many eager steps of `BATCH_SIZE` rows (benchmarks/README.md): a few
+# many eager steps of `BATCH_SIZE` rows (benchmarks/README.md, "The
+# `Translator`'s first sentence on TensorFlow"): a few
 # sentences never pay for it, a file pays it once. Counting a wide batch
 # once per `BATCH_SIZE` rows overstates its eager cost (a wide step costs
 # more than a narrow one, far less than in proportion to its rows), which
@@ -125,9 +126,9 @@ class Translator:
             batch half as wide, then a quarter (`drop_finished="halves"`,
             `keras_transformer.decoding.loop`). Faster once compiled, but
             each batch shape compiles about twice as long: for servers and
-            long jobs (benchmarks/README.md). Uncompiled decoding (eager
-            TensorFlow, PyTorch, the plain SavedModel graph) drops each
-            finished sentence anyway.
+            long jobs (CHANGELOG.md: tried and dropped). Uncompiled
+            decoding (eager TensorFlow, PyTorch, the plain SavedModel graph)
+            drops each finished sentence anyway.
         long_inputs: `"split"` (an input over the model's source budget is
             split at sentence ends, or into windows) or `"truncate"`.
         buckets: the source lengths batches are padded to.
@@ -220,7 +221,7 @@ class Translator:
         still stops at its own limit, so the outputs are those of a graph per
         width). Tracing is most of what translating a file once costs, and a
         graph per width, or a second loop, traced more than it gained
-        (benchmarks/README.md).
+        (CHANGELOG.md: tried and dropped).
         """
         import tensorflow as tf
 

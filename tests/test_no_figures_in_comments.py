@@ -12,6 +12,7 @@ importing neither TensorFlow nor Keras."""
 
 import ast
 import io
+import os
 import pathlib
 import re
 import tokenize
@@ -20,7 +21,10 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PYTHON_FOLDERS = ("keras_transformer", "examples", "tools", "benchmarks", "tests")
-SHELL_FILES = ("tests/run.sh", ".ci/run")
+# Shell scripts: `.ci/run` and every `*.sh` of the repository, outside hidden
+# folders (.venv, .git, carried wheels and peers) and build outputs.
+SHELL_SCRIPTS = (".ci/run",)
+SKIPPED_FOLDERS = {"__pycache__", "build", "dist", "runs", "saved_models"}
 HELP_KEYWORDS = {"help", "description", "epilog"}
 # The text of string literals; newer Pythons give an f-string's text as FSTRING_MIDDLE tokens.
 STRING_TOKENS = {tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
@@ -63,6 +67,18 @@ def _python_files():
         for path in sorted((ROOT / folder).rglob("*.py")):
             if "__pycache__" not in path.parts:
                 yield path
+
+
+def _shell_files():
+    for name in SHELL_SCRIPTS:
+        if (ROOT / name).exists():
+            yield ROOT / name
+    for folder, folders, files in os.walk(ROOT):
+        folders[:] = sorted(name for name in folders if not name.startswith(".") and name not in SKIPPED_FOLDERS
+                            and not name.endswith(".egg-info"))
+        for name in sorted(files):
+            if name.endswith(".sh"):
+                yield pathlib.Path(folder) / name
 
 
 def _numbered_lines(first_line, text):
@@ -115,7 +131,7 @@ def find_hits():
     """`path:line: text` for every figure, date or tool version in prose."""
     hits = []
     sources = [(path, _python_prose) for path in _python_files()]
-    sources += [(ROOT / name, _shell_prose) for name in SHELL_FILES if (ROOT / name).exists()]
+    sources += [(path, _shell_prose) for path in _shell_files()]
     for path, extract in sources:
         source = path.read_text(encoding="utf-8")
         for number, text in sorted(extract(source)):
@@ -147,6 +163,13 @@ def test_the_patterns_catch_figures_dates_and_versions():
         assert any(pattern.search(text) for _, pattern in PATTERNS), text
     for text in passed:
         assert not any(pattern.search(text) for _, pattern in PATTERNS), text
+
+
+def test_the_scan_reads_every_shell_script():
+    scanned = {path.relative_to(ROOT).as_posix() for path in _shell_files()}
+    expected = {".ci/run", "tests/run.sh", "benchmarks/gpu_call.sh", "benchmarks/h100_call.sh", "tools/zoo_gpu_call.sh"}
+    assert expected <= scanned, sorted(expected - scanned)
+    assert not any(name.startswith(".venv/") for name in scanned), sorted(scanned)
 
 
 def test_no_measured_figures_dates_or_tool_versions_in_prose():

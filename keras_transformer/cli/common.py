@@ -263,8 +263,7 @@ def set_tensorflow_process_options(graph_optimizer=True, intra_op_threads=0, int
             (grappler) off. The one-shot `translate` and `evaluate` commands
             do: on the exported beam search it spends seconds at the first
             call, which length-sorted batches never win back. `serve` keeps
-            it: it speeds up single sentences and unsorted batches
-            (benchmarks/README.md).
+            it: it speeds up single sentences and unsorted batches.
         intra_op_threads, inter_op_threads: TensorFlow's thread pools (0:
             TensorFlow's choice, one thread per core each), as TF Serving's
             `--tensorflow_intra_op_parallelism` and

@@ -18,9 +18,11 @@ needs `--tokenizer`. TF Serving's warm-up requests (`--warmup-batch-sizes`,
 `--signatures details sample score` adds those signatures beside
 `serving_default` (docs/decoding.md).
 
-The fastest SavedModel on CPUs (benchmarks/README.md) is int8 under XLA,
-its batches narrowing as sentences finish; TF Serving runs it with
-`--xla_cpu_compilation_enabled=true`, and its load compiles each bucket
+Export int8 with XLA: without `--jit-compile` an int8 SavedModel runs
+slower than float32 (CHANGELOG.md: tried and dropped). A SavedModel under
+XLA, int8, its batches narrowing as sentences finish, is an option, not the
+default export (CHANGELOG.md: tried and dropped): TF Serving runs it only
+with `--xla_cpu_compilation_enabled=true`, and its load compiles each bucket
 for each batch size listed (minutes):
 
     keras-transformer export tatoeba_en_fr --output-dir exported/tatoeba_en_fr_xla --buckets 16 32 64 \
@@ -66,9 +68,9 @@ def add_arguments(p):
                         "sample (sampling), score (scoring given translations); each is another graph to trace "
                         "at export")
     p.add_argument("--jit-compile", action="store_true",
-                   help="compile each bucket's beam search with XLA (faster after a few seconds per new batch "
-                        "shape; TF Serving needs --xla_cpu_compilation_enabled=true); with --narrow-batches "
-                        "and --quantize int8 the fastest SavedModel on CPUs")
+                   help="compile each bucket's beam search with XLA, once per new batch shape (TF Serving "
+                        "needs --xla_cpu_compilation_enabled=true); export --quantize int8 with it, since "
+                        "without XLA int8 runs slower than float32")
     p.add_argument("--parallel-loops", type=int, default=None, metavar="N",
                    help="without --jit-compile: decode a bucket's sentences as N loops that TensorFlow runs side "
                         "by side (default: 2; 1 with --jit-compile)")

@@ -10,7 +10,8 @@ BEAM_SIZE = 4
 ALPHA = 0.6  # the GNMT length penalty's exponent
 MAX_EXTRA_LENGTH = 50  # output tokens beyond the source's own length
 # Sentences decoded together, and a command's batch of a file: the batch size
-# at which benchmarks/README.md compares our engines with CTranslate2.
+# at which benchmarks/README.md ("On 2 CPU cores") compares our engines with
+# CTranslate2.
 BATCH_SIZE = 64
 # Word alignments read the cross-attention of this decoder layer, the mean
 # of its heads (`keras_transformer.alignment`): the last, whose attention

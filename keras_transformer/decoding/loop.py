@@ -18,7 +18,7 @@ What becomes of the sentences that are done is a strategy the loop takes
   decoding fit in half of the batch they go on in a batch half as wide,
   then a quarter (`batch_widths`). Each width is another copy of the
   decoding step in a compiled function, which then compiles about twice as
-  long (benchmarks/README.md).
+  long (CHANGELOG.md: tried and dropped).
 
 A sampler is an object with `width` (hypotheses, and so model rows, per
 sentence), `result_fields` (the fields `result` reads) and five methods

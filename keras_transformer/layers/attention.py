@@ -89,9 +89,9 @@ def _write(cache, update, index):
     that copies the whole cache, at every layer and step. With the select,
     the `tatoeba_en_fr` SavedModel translated the test split faster on CPU,
     length-sorted batches more so than batches in file order; under XLA the
-    two measured even on TensorFlow, while on JAX the select was slower, so
-    other backends keep `slice_update` (benchmarks/README.md). No upstream
-    issue found.
+    two measured even on TensorFlow, while on JAX the select was slower
+    (CHANGELOG.md: tried and dropped), so other backends keep
+    `slice_update`. No upstream issue found.
     """
     if keras.backend.backend() == "tensorflow" and update.shape[2] == 1:
         at = ops.arange(ops.shape(cache)[2])[None, None, :, None] == index  # (1, 1, L, 1)
@@ -174,7 +174,7 @@ class MultiHeadAttention(keras.layers.Layer):
             out with einsums over that layout, where
             `ops.dot_product_attention` would take a `(batch, length,
             heads, d_k)` copy of it per step wherever XLA does not cancel
-            the transpose (benchmarks/README.md). In self-attention, with
+            the transpose. In self-attention, with
             `cache_update_index`: the keys and values of `query` are
             written at that position, the queries attend to every cached
             position up to their own, and the updated cache is returned.
@@ -337,8 +337,7 @@ class MultiHeadAttention(keras.layers.Layer):
             # `ops.dot_product_attention` takes keys and values as (batch,
             # S, heads, d_k): XLA cancels that swap, but TensorFlow without
             # XLA (the exported SavedModel) copies the whole cache into that
-            # layout at every step (benchmarks/README.md, "Attention over
-            # the cache as stored").
+            # layout at every step.
             output, scores = self._attention(q, k, v, mask, use_causal_mask=False, training=training, head_major=True)
         elif return_attention_scores or (training and self.dropout_rate > 0):
             output, scores = self._attention(q, k, v, mask, use_causal_mask, training)

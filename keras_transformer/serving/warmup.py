@@ -7,7 +7,7 @@ the model takes traffic (https://www.tensorflow.org/tfx/serving/saved_model_warm
 reaches each bucket pays one-off costs: TensorFlow optimizes a bucket's
 branch of the graph the first time one of its sentences comes, and a
 `jit_compile` SavedModel compiles each bucket's beam search once per number
-of rows (benchmarks/README.md has the seconds).
+of rows.
 
 `export` writes one request per bucket and warm-up batch size. Its input is
 one word of the model's own vocabulary, repeated to fill the bucket, so the

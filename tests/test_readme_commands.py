@@ -1,28 +1,38 @@
-"""Every command README.md shows in a ```bash block runs as written after the README's install.
+"""Every command that README.md and the guides in docs/ show in a ```bash block
+works as written after the README's install.
 
 Each command (a line of a bash block, continuation lines joined, `&&` chains
-split, the comment after `#` dropped) is one test:
+split, the comment after `#` dropped, `NAME=value` words before it taken as
+its environment) is one test:
 
 - install steps (`python3 -m venv`, `. .venv/bin/activate`, `pip install
   -e ".[extra]"`) name extras that setup.py declares;
 - `keras-transformer ...` (and `python -m keras_transformer.cli ...`) parses
   with the real `argparse` parser, `python examples/wmt14.py ...` with the
   example's; every file, folder, preset and corpus such a command reads
-  exists, unless an earlier README command writes it;
+  exists, unless an earlier command of the same document writes it
+  (`printf ... > FILE` writes FILE);
 - the cheap ones run as processes, as written except their output directory
-  (moved to a temporary one), with a timeout, all at once: `translate` with a
-  preset or the SavedModel an earlier README `export` writes, once that one
-  is done (a translate command's comment is its output), `evaluate` with
-  `--limit`, `export` of a preset;
-- the rest (training, serving, WMT14, the test suite) are checked as above
-  and not run: too slow or long-running here, and run by their own tests.
+  (moved to a temporary one), with a timeout, all at once: `translate` of
+  sentences given as arguments, with a preset or the SavedModel an earlier
+  `export` of the same document writes, once that one is done (a translate
+  command's comment is its output; a ```json block right after its bash
+  block shows its JSON lines), `evaluate` with `--limit`, `export` of a
+  preset. A command that several documents show runs once;
+- the rest (training, serving, WMT14, the test suite, files and standard
+  input), and every command of a ```bash no-run block, are checked as above
+  and not run: too slow or long-running here, or of a cheap kind whose run
+  the suite's time leaves to its own tests (MAX_RUNS).
 
-A command the README shows before the code can run it goes into PENDING,
+A command a document shows before the code can run it goes into PENDING,
 an xfail(strict=True) naming why. A command of a kind this file does not
-know fails: add how to check it.
+know fails: add how to check it. Errors name the document and line, as
+`docs/serving.md:42:`.
 """
 
+import argparse
 import ast
+import glob
 import json
 import os
 import re
@@ -30,16 +40,42 @@ import shlex
 import subprocess
 import sys
 import time
+from typing import NamedTuple, Optional
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
-RUN_TIMEOUT_S = 420  # all cheap commands together; about 60-90 s on 2 busy CPU cores
+# README.md first, then the guides and the model cards: the documents whose commands are tested.
+DOCUMENTS = ["README.md"] + sorted(
+    os.path.relpath(p, ROOT)
+    for pattern in (("docs", "*.md"), ("keras_transformer", "zoo", "*", "README.md"))
+    for p in glob.glob(os.path.join(ROOT, *pattern))
+)
+RUN_TIMEOUT_S = 420  # all cheap commands together, with room for a busy machine
+# The cheap commands that run, all documents together. Each is a process of
+# several CPU-seconds in a suite that CI runs within a time budget: show more
+# cheap commands in a ```bash no-run block, or move one, rather than raise this.
+MAX_RUNS = 5
 
-# Exact README command lines that cannot run yet -> why; each is an
+# Exact command lines that cannot run yet -> why; each is an
 # xfail(strict=True): once it works, the entry must go.
 PENDING = {}
+
+
+class Command(NamedTuple):
+    doc: str  # the document, relative to the repository
+    line: int  # where the command starts
+    argv: list
+    comment: str  # what follows `#`: for translate, its output
+    run: bool = True  # False in a ```bash no-run block
+    env: tuple = ()  # (NAME, value) pairs before the command
+    writes: Optional[str] = None  # the file of `printf ... > FILE`
+    shown: Optional[str] = None  # the ```json block right after its bash block
+
+    @property
+    def where(self):
+        return f"{self.doc}:{self.line}"
 
 
 def split_comment(line):
@@ -55,16 +91,43 @@ def split_comment(line):
     return line.rstrip(), ""
 
 
-def readme_commands(path=README):
-    """`[(line_number, argv, comment)]` of every command in the bash blocks of `path`."""
-    with open(path, encoding="utf-8") as f:
+def fence_info(line):
+    """`(language, options)` of a ```fence line."""
+    words = line.strip()[3:].split()
+    return (words[0] if words else ""), words[1:]
+
+
+def document_commands(path):
+    """`[Command]` of every command in the bash blocks of `path` (absolute or
+    relative to the repository)."""
+    doc = os.path.relpath(os.path.join(ROOT, path), ROOT)
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         lines = f.read().split("\n")
-    commands, in_bash, pending = [], False, None
+    commands, in_block, in_bash, run, pending = [], False, False, True, None
+    last_bash_end, json_start = None, None
     for number, line in enumerate(lines, 1):
         if line.startswith("```"):
-            in_bash = line.strip() == "```bash"
+            if in_block:  # the fence that closes a block
+                if json_start is not None and commands and commands[-1].doc == doc:
+                    shown = "\n".join(lines[json_start:number - 1])
+                    commands[-1] = commands[-1]._replace(shown=shown)
+                if in_bash:
+                    last_bash_end = number
+                in_block, in_bash, json_start = False, False, None
+                continue
+            language, options = fence_info(line)
+            in_block, in_bash = True, language == "bash"
+            if in_bash:
+                assert set(options) <= {"no-run"}, f"{doc}:{number}: unknown bash block option in {line!r}"
+                run = "no-run" not in options
+            elif language == "json" and last_bash_end is not None and not any(
+                    text.strip() for text in lines[last_bash_end:number - 1]):
+                json_start = number  # output of the bash block just above
+            last_bash_end = None if not in_bash else last_bash_end
             continue
         if not in_bash:
+            if line.strip():
+                last_bash_end = None
             continue
         if pending is not None:  # a continuation
             start, text = pending
@@ -79,8 +142,11 @@ def readme_commands(path=README):
         if not code.strip():
             continue  # a comment line: output shown, not a command
         words = shlex.split(code)
-        for bad in ("|", ";", ">", "<", "||", "&"):
-            assert bad not in words, f"README.md:{start}: unsupported shell syntax {bad!r} in {code!r}"
+        writes = None
+        if words[:1] == ["printf"] and words.count(">") == 1 and words[-2] == ">":
+            words, writes = words[:-2], words[-1]  # printf ... > FILE writes FILE
+        for bad in ("|", ";", ">", ">>", "<", "||", "&"):
+            assert bad not in words, f"{doc}:{start}: unsupported shell syntax {bad!r} in {code!r}"
         chain = [[]]
         for word in words:
             if word == "&&":
@@ -88,18 +154,27 @@ def readme_commands(path=README):
             else:
                 chain[-1].append(word)
         for i, argv in enumerate(chain):
+            env = []
+            while argv and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", argv[0]):
+                env.append(tuple(argv.pop(0).split("=", 1)))
+            last = i == len(chain) - 1
             # Only the chain's last command has the comment.
-            commands.append((start, argv, comment if i == len(chain) - 1 else ""))
+            commands.append(Command(doc, start, argv, comment if last else "", run, tuple(env),
+                                    writes if last else None))
     return commands
 
 
-COMMANDS = readme_commands()
+def readme_commands(path=README):
+    """`[(line_number, argv, comment)]` of every command in the bash blocks of `path`."""
+    return [(c.line, c.argv, c.comment) for c in document_commands(path)]
+
+
+COMMANDS = [command for doc in DOCUMENTS for command in document_commands(doc)]
 
 
 def _id(command):
-    number, argv, _ = command
-    words = [w for w in argv[:3] if not w.startswith("-")]
-    return f"L{number}-" + "-".join(re.sub(r"[^A-Za-z0-9_.]", "_", w)[:24] for w in words)
+    words = [w for w in command.argv[:3] if not w.startswith("-")]
+    return f"{command.doc}:L{command.line}-" + "-".join(re.sub(r"[^A-Za-z0-9_.]", "_", w)[:24] for w in words)
 
 
 def setup_extras():
@@ -145,102 +220,118 @@ def parse_example(argv):
 
 
 def outputs_of(args):
-    """The paths a parsed command writes (the README's later commands may read them)."""
+    """The paths a parsed command writes (a document's later commands may read them)."""
     return [getattr(args, name) for name in ("output_dir", "output") if getattr(args, name, None)]
 
 
-def written_by_earlier(path, number):
-    """Whether a README command before line `number` writes `path` or a folder above it."""
+def command_outputs(command):
+    """The paths `command` writes."""
+    if command.writes:
+        return [command.writes]
+    rest = cli_argv(command.argv)
+    try:
+        if rest is not None:
+            return outputs_of(parse_cli(rest))
+        if command.argv[:2] in (["python", "examples/wmt14.py"], ["python3", "examples/wmt14.py"]):
+            return outputs_of(parse_example(command.argv[1:]))
+    except AssertionError:
+        pass  # test_document_command reports it
+    return []
+
+
+def written_by_earlier(path, command):
+    """Whether a command of `command`'s document before it writes `path` or a folder above it."""
     path = os.path.normpath(path)
-    for line, argv, _ in COMMANDS:
-        if line >= number:
-            break
-        rest = cli_argv(argv)
-        try:
-            if rest is not None:
-                args = parse_cli(rest)
-            elif argv[:2] == ["python", "examples/wmt14.py"]:
-                args = parse_example(argv[1:])
-            else:
-                continue
-        except AssertionError:
+    for earlier in COMMANDS:
+        if earlier.doc != command.doc or earlier.line >= command.line:
             continue
-        for out in outputs_of(args):
+        for out in command_outputs(earlier):
             out = os.path.normpath(out)
             if path == out or path.startswith(out + os.sep):
                 return True
     return False
 
 
-def check_path(what, path, number):
-    assert os.path.exists(os.path.join(ROOT, path)) or written_by_earlier(path, number), (
-        f"README.md:{number}: {what} {path!r} neither exists nor is written by an earlier README command"
+def check_path(what, path, command):
+    assert os.path.exists(os.path.join(ROOT, path)) or written_by_earlier(path, command), (
+        f"{command.where}: {what} {path!r} neither exists nor is written by an earlier command of {command.doc}"
     )
 
 
-def check_model(model, number):
+def check_model(model, command):
     from keras_transformer.presets import list_presets
 
     if model not in list_presets():
-        check_path("MODEL", model, number)
+        check_path("MODEL", model, command)
 
 
 def model_of(args):
     return args.model_dir if args.command == "serve" else args.model
 
 
-def check_cli_inputs(args, number):
+def check_cli_inputs(args, command):
     """Every file, folder, preset and corpus the parsed command reads exists."""
     from keras_transformer import datasets
 
-    if args.command in ("translate", "evaluate", "export", "serve"):
-        check_model(model_of(args), number)
+    if args.command in ("translate", "evaluate", "export", "serve", "score"):
+        check_model(model_of(args), command)
     corpus_file = getattr(args, "corpus_file", None)
     if corpus_file and not os.path.exists(os.path.join(ROOT, corpus_file)):
         # The user's download of the corpus's full file: the one that corpus is a split of.
-        assert os.path.basename(corpus_file) == datasets.FULL_FILES.get(args.corpus), (number, corpus_file)
+        assert os.path.basename(corpus_file) == datasets.FULL_FILES.get(args.corpus), (command.where, corpus_file)
     for name in ("input", "tokenizer", "tsv", "weights", "model_card", "run_dir"):
         if getattr(args, name, None):
-            check_path(f"--{name.replace('_', '-')}", getattr(args, name), number)
+            check_path(f"--{name.replace('_', '-')}", getattr(args, name), command)
+    for path in getattr(args, "pairs", None) or []:
+        check_path("--pairs", path, command)
     if args.command == "average-checkpoints":
         for path in args.checkpoints:
-            check_path("checkpoints", path, number)
+            check_path("checkpoints", path, command)
     if args.command == "evaluate" and not args.tsv:
         sources, _ = datasets.load_references(args.corpus, args.split)
-        assert sources, f"README.md:{number}: corpus {args.corpus!r} split {args.split!r} is empty"
+        assert sources, f"{command.where}: corpus {args.corpus!r} split {args.split!r} is empty"
     if args.command == "train":
         from keras_transformer.cli.train import SYNTHETIC_CORPORA, check_data_arguments
 
+        if corpus_file and not os.path.exists(os.path.join(ROOT, corpus_file)):  # the user's download, checked above
+            args = argparse.Namespace(**{**vars(args), "corpus_file": None})
         check_data_arguments(args)  # one of --corpus and --train-file, the files there, no conflict
         if args.corpus is not None and args.corpus not in SYNTHETIC_CORPORA:
-            assert datasets.load(args.corpus, "train"), f"README.md:{number}: corpus {args.corpus!r} is empty"
+            assert datasets.load(args.corpus, "train"), f"{command.where}: corpus {args.corpus!r} is empty"
         for path in (args.train_file or []) + (args.valid_file or []):
-            check_path("--train-file/--valid-file", path, number)
+            check_path("--train-file/--valid-file", path, command)
         if args.from_preset:
-            check_model(args.from_preset, number)
+            check_model(args.from_preset, command)
+
+
+def run_key(command):
+    """What makes two shown commands one run: the same words, the same environment."""
+    return (command.env, tuple(command.argv))
 
 
 def producer(path, runs):
-    """`(line, output)` of the command of `runs` that writes `path` (its
+    """`(key, output)` of the cheap command of `runs` that writes `path` (its
     `output` or a folder inside), or None."""
     path = os.path.normpath(path)
-    for line, argv, _ in runs:
-        for out in outputs_of(parse_cli(cli_argv(argv))):
+    for command in runs:
+        for out in outputs_of(parse_cli(cli_argv(command.argv))):
             if path == os.path.normpath(out) or path.startswith(os.path.normpath(out) + os.sep):
-                return line, os.path.normpath(out)
+                return run_key(command), os.path.normpath(out)
     return None
 
 
-def runnable(args, runs=()):
-    """Why the command is not run here, or None for a cheap one that is
-    (its model may come from one of the cheap commands `runs` before it)."""
+def runnable(args, command, runs=()):
+    """Why `command` is not run here, or None for a cheap one that is (its
+    model may come from one of the cheap commands `runs` before it in its document)."""
     from keras_transformer.presets import list_presets
 
+    if not command.run:
+        return "shown in a ```bash no-run block"
     if args.command not in ("translate", "evaluate", "export"):
         return f"`{args.command}` is not run here (slow or long-running; its own tests run it)"
     model = args.model
     if not (model in list_presets() or os.path.exists(os.path.join(ROOT, model)) or producer(model, runs)):
-        return f"its model {model!r} comes from an earlier README command that is not run here"
+        return f"its model {model!r} comes from an earlier command that is not run here"
     if args.command == "evaluate" and args.limit is None:
         return "evaluate without --limit translates the whole split (minutes on a CPU)"
     if args.command == "translate" and not args.text:
@@ -262,62 +353,71 @@ def run_argv(argv, out_dir):
 
 
 def cheap_commands():
-    """The README commands that run here (`runnable`), PENDING ones left out."""
-    cheap = []
-    for command in COMMANDS:
-        rest = cli_argv(command[1])
-        if rest is None or " ".join(command[1]) in PENDING:
-            continue
-        try:
-            args = parse_cli(rest)
-        except AssertionError:
-            continue  # test_readme_command reports it
-        if runnable(args, cheap) is None:
-            cheap.append(command)
+    """`{run key: [each document's Command of it]}` of the commands that run
+    here (`runnable`), PENDING ones left out, in the order first shown."""
+    cheap = {}
+    for doc in DOCUMENTS:
+        earlier = []  # this document's cheap commands so far
+        for command in (c for c in COMMANDS if c.doc == doc):
+            rest = cli_argv(command.argv)
+            if rest is None or " ".join(command.argv) in PENDING:
+                continue
+            try:
+                args = parse_cli(rest)
+            except AssertionError:
+                continue  # test_document_command reports it
+            if runnable(args, command, earlier) is None:
+                earlier.append(command)
+                cheap.setdefault(run_key(command), []).append(command)
     return cheap
 
 
 RUNS = cheap_commands()
 
 
-def start(command):
-    env = dict(os.environ)
-    env.pop("KERAS_BACKEND", None)  # a fresh shell after the README's install: the default backend
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")  # the venv, activated
+def start(command, env):
+    environment = dict(os.environ)
+    environment.pop("KERAS_BACKEND", None)  # a fresh shell after the README's install: the default backend
+    environment["PATH"] = os.path.dirname(sys.executable) + os.pathsep + environment.get("PATH", "")  # the venv
+    environment.update(env)
     return subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+        command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL,
     )
 
 
 @pytest.fixture(scope="module")
 def processes(tmp_path_factory):
     """The cheap commands, started together, each whose model an earlier
-    one writes once that one is done: `{line: [argv as run, Popen or None,
-    out_dir, (producer's line, its output) or None]}`."""
+    one writes once that one is done: `{run key: [argv as run, Popen or
+    None, out_dir, (producer's key, its output) or None, env]}`."""
     started = {}
-    for index, (number, argv, _) in enumerate(RUNS):
-        out_dir = str(tmp_path_factory.mktemp(f"readme_L{number}"))
-        command, args = run_argv(argv, out_dir), parse_cli(cli_argv(argv))
-        made_by = None if args.command == "export" else producer(args.model, RUNS[:index])
-        started[number] = [command, None if made_by else start(command), out_dir, made_by]
+    for key, shown in RUNS.items():
+        first = shown[0]
+        out_dir = str(tmp_path_factory.mktemp(re.sub(r"[^A-Za-z0-9_]", "_", f"{first.doc}_L{first.line}")))
+        command, args = run_argv(first.argv, out_dir), parse_cli(cli_argv(first.argv))
+        earlier = [c for c in COMMANDS if c.doc == first.doc and c.line < first.line and run_key(c) in RUNS]
+        made_by = None if args.command == "export" else producer(args.model, earlier)
+        env = dict(first.env)
+        started[key] = [command, None if made_by else start(command, env), out_dir, made_by, env]
     deadline = time.monotonic() + RUN_TIMEOUT_S
     yield started, deadline
-    for _, popen, _, _ in started.values():
+    for _, popen, _, _, _ in started.values():
         if popen is not None and popen.poll() is None:
             popen.kill()
             popen.communicate(timeout=30)
 
 
-def finished(processes, number):
-    """`(argv, stdout, stderr, out_dir)` of the command of README line `number`; it must exit 0."""
+def finished(processes, key):
+    """`(argv, stdout, stderr, out_dir)` of the run `key`; it must exit 0."""
     started, deadline = processes
-    command, popen, out_dir, made_by = started[number]
+    command, popen, out_dir, made_by, env = started[key]
     if popen is None:  # its model is the output of an earlier command: where that one wrote it
-        line, output = made_by
-        moved = os.path.join(finished(processes, line)[3], os.path.basename(output))
+        producer_key, output = made_by
+        moved = os.path.join(finished(processes, producer_key)[3], os.path.basename(output))
         model = os.path.normpath(parse_cli(cli_argv(command)).model)
         command = [moved + model[len(output):] if os.path.normpath(w) == model else w for w in command]
-        popen = started[number][1] = start(command)
+        popen = started[key][1] = start(command, env)
     try:
         stdout, stderr = popen.communicate(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -328,34 +428,52 @@ def finished(processes, number):
     return command, stdout, stderr, out_dir
 
 
-def check_translate(args, comment, stdout):
+def check_translate(args, command, stdout):
     lines = stdout.rstrip("\n").split("\n")
-    assert len(lines) == len(args.text) and all(line.strip() for line in lines), stdout
-    if comment:  # the README's comment is the output it promises
-        assert " | ".join(lines) == comment, (lines, comment)
+    assert len(lines) == len(args.text) and all(line.strip() for line in lines), (command.where, stdout)
+    structured = args.scores or args.n_best > 1 or args.alignments  # JSON lines (keras_transformer.cli.common)
+    rows = [json.loads(line) for line in lines] if structured else None
+    translations = [row["translations"] for row in rows] if structured else lines
+    if command.comment:  # the document's comment is the output it promises
+        assert " | ".join(translations) == command.comment, (command.where, translations, command.comment)
+    if structured:
+        for row in rows:
+            assert isinstance(row["scores"], float) and row["translations"], (command.where, row)
+            if args.n_best > 1:
+                assert len(row["nbest_translations"]) == args.n_best, (command.where, row)
+            if args.alignments:
+                assert re.fullmatch(r"(\d+-\d+( \d+-\d+)*)?", row["alignments"]), (command.where, row)
+    if command.shown:  # the JSON lines the document shows: their strings as output (numbers are shortened)
+        shown = [json.loads(text) for text in re.split(r"\n(?=\{)", command.shown.strip())]
+        assert len(shown) == len(rows), (command.where, shown, rows)
+        for expected, row in zip(shown, rows):
+            assert set(expected) == set(row), f"{command.where}: shown fields {sorted(expected)}, output {sorted(row)}"
+            for name, value in expected.items():
+                if isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                    assert row[name] == value, f"{command.where}: shown {name} {value!r}, output {row[name]!r}"
 
 
-def check_evaluate(args, stdout):
+def check_evaluate(args, command, stdout):
     from keras_transformer import Translator, datasets
     from keras_transformer.evaluation import corpus_bleu
 
     sources, references = datasets.load_references(args.corpus, args.split)
     sources, references = sources[: args.limit], references[: args.limit]
-    assert f"{len(sources)} sources" in stdout.split("\n"), stdout
+    assert f"{len(sources)} sources" in stdout.split("\n"), (command.where, stdout)
     bleu = re.search(r"^BLEU = ([0-9.]+) ", stdout, re.M)
     chrf = re.search(r"^chrF2 = ([0-9.]+) ", stdout, re.M)
-    assert bleu and chrf, stdout
+    assert bleu and chrf, (command.where, stdout)
     # The scores of the preset's translations made here, in this process, against every reference.
     expected_bleu, _, expected_chrf, _ = corpus_bleu(Translator.from_preset(args.model).translate(sources), references)
     assert (bleu.group(1), chrf.group(1)) == (f"{expected_bleu.score:.2f}", f"{expected_chrf.score:.2f}"), stdout
 
 
-def check_export(args, stdout, out_dir):
+def check_export(args, command, stdout, out_dir):
     from keras_transformer import presets
 
     target = os.path.join(out_dir, os.path.basename(os.path.normpath(args.output_dir)))
     version = os.path.join(target, "1")
-    assert stdout.strip().endswith(f"Exported {version}"), stdout
+    assert stdout.strip().endswith(f"Exported {version}"), (command.where, stdout)
     assert os.path.isfile(os.path.join(version, "saved_model.pb"))
     with open(os.path.join(version, "assets.extra", "metadata.json"), encoding="utf-8") as f:
         metadata = json.load(f)
@@ -368,88 +486,133 @@ def check_export(args, stdout, out_dir):
 
 @pytest.mark.parametrize(
     "command",
-    [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=PENDING[" ".join(c[1])]))
-     if " ".join(c[1]) in PENDING else c for c in COMMANDS],
+    [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=PENDING[" ".join(c.argv)]))
+     if " ".join(c.argv) in PENDING else c for c in COMMANDS],
     ids=_id,
 )
-def test_readme_command(command):
+def test_document_command(command):
     """Parsed by the real parser; what it reads exists (the cheap ones also run, below)."""
-    number, argv, comment = command
-    assert argv, f"README.md:{number}: an empty command"
+    argv, where = command.argv, command.where
+    assert argv, f"{where}: an empty command"
+    for name, value in command.env:
+        if name == "KERAS_BACKEND":
+            assert value in ("tensorflow", "jax", "torch"), f"{where}: KERAS_BACKEND={value}"
     rest = cli_argv(argv)
     if rest is not None:
-        check_cli_inputs(parse_cli(rest), number)
+        try:
+            args = parse_cli(rest)
+        except AssertionError as error:
+            raise AssertionError(f"{where}: {error}") from None
+        check_cli_inputs(args, command)
     elif argv[:2] in (["python", "examples/wmt14.py"], ["python3", "examples/wmt14.py"]):
-        parse_example(argv[1:])  # not run: 25 minutes on 2 CPU cores (tests/test_examples.py runs it shorter)
+        try:
+            parse_example(argv[1:])  # not run: too long here (tests/test_examples.py runs it shorter)
+        except AssertionError as error:
+            raise AssertionError(f"{where}: {error}") from None
     elif argv[:3] in (["python3", "-m", "venv"], ["python", "-m", "venv"]):
-        assert argv[3:] == [".venv"], argv
+        assert argv[3:] == [".venv"], (where, argv)
     elif argv[0] == ".":
-        assert argv[1:] == [".venv/bin/activate"], argv
+        assert argv[1:] == [".venv/bin/activate"], (where, argv)
     elif argv[:2] == ["pip", "install"]:
-        assert "-e" in argv, argv
+        assert "-e" in argv, (where, argv)
         target = argv[argv.index("-e") + 1]
         match = re.fullmatch(r"\.(?:\[([a-z0-9_,-]+)\])?", target)
-        assert match, f"README.md:{number}: installs {target!r}, not this checkout"
+        assert match, f"{where}: installs {target!r}, not this checkout"
         extras = set(match.group(1).split(",")) if match.group(1) else set()
-        assert extras <= setup_extras(), f"README.md:{number}: extras {extras - setup_extras()} not in setup.py"
+        assert extras <= setup_extras(), f"{where}: extras {extras - setup_extras()} not in setup.py"
     elif argv[:1] == ["bash"]:
-        assert os.path.isfile(os.path.join(ROOT, argv[1])), argv  # the suite itself: not run from the suite
+        assert os.path.isfile(os.path.join(ROOT, argv[1])), (where, argv)  # the suite itself: not run from the suite
+    elif argv[:1] == ["printf"]:
+        assert command.writes and len(argv) >= 2, f"{where}: printf writes nothing a later command reads"
     elif argv[:1] == ["curl"]:
-        # Talks to the server of the README's `serve` command (not run here:
+        # Talks to the server of the document's `serve` command (not run here:
         # tests/serving/test_serve_command.py serves as a process).
         url = next(w for w in argv if "localhost:" in w)
         port, name = re.fullmatch(r"(?:http://)?localhost:(\d+)/v1/models/([^/:]+)(?::predict)?", url).groups()
-        served = [parse_cli(cli_argv(a)) for n, a, _ in COMMANDS if n < number and cli_argv(a) and cli_argv(a)[:1] == ["serve"]]
-        assert served, f"README.md:{number}: curl before any serve command"
+        served = [parse_cli(cli_argv(c.argv)) for c in COMMANDS
+                  if c.doc == command.doc and c.line < command.line and (cli_argv(c.argv) or [])[:1] == ["serve"]]
+        assert served, f"{where}: curl before any serve command"
         served = served[-1]
         assert (served.port, served.name or os.path.basename(os.path.normpath(served.model_dir))) == (int(port), name)
     elif argv[:2] == ["docker", "run"]:
-        # No Docker engine here (the README says so): an earlier command writes the folder it mounts,
+        # No Docker engine here (the documents say so): an earlier command writes the folder it mounts,
         # under the model's name.
         mount = argv[argv.index("-v") + 1].replace("$PWD", ROOT)
         host, container = mount.split(":")
-        check_path("the mounted folder", os.path.relpath(host, ROOT), number)
-        assert f"MODEL_NAME={os.path.basename(container)}" in argv, argv
+        check_path("the mounted folder", os.path.relpath(host, ROOT), command)
+        assert f"MODEL_NAME={os.path.basename(container)}" in argv, (where, argv)
     else:
-        pytest.fail(f"README.md:{number}: no check for {' '.join(argv)!r}; add one to this file")
+        pytest.fail(f"{where}: no check for {' '.join(argv)!r}; add one to this file")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", RUNS, ids=_id)
-def test_readme_command_runs(command, processes):
-    number, argv, comment = command
-    args = parse_cli(cli_argv(argv))
-    _, stdout, _, out_dir = finished(processes, number)
-    {"translate": lambda: check_translate(args, comment, stdout),
-     "evaluate": lambda: check_evaluate(args, stdout),
-     "export": lambda: check_export(args, stdout, out_dir)}[args.command]()
+@pytest.mark.parametrize("key", list(RUNS), ids=[_id(shown[0]) for shown in RUNS.values()])
+def test_document_command_runs(key, processes):
+    _, stdout, _, out_dir = finished(processes, key)
+    for command in RUNS[key]:  # each document that shows it
+        args = parse_cli(cli_argv(command.argv))
+        {"translate": lambda: check_translate(args, command, stdout),
+         "evaluate": lambda: check_evaluate(args, command, stdout),
+         "export": lambda: check_export(args, command, stdout, out_dir)}[args.command]()
 
 
-def test_the_readme_shows_each_cheap_command_kind():
-    # So that test_readme_command_runs is never an empty, silently skipped set.
+def test_the_documents_show_each_cheap_command_kind():
+    # So that test_document_command_runs is never an empty, silently skipped set.
     from keras_transformer.presets import list_presets
 
-    parsed = [parse_cli(cli_argv(argv)) for _, argv, _ in RUNS]
+    parsed = [parse_cli(cli_argv(shown[0].argv)) for shown in RUNS.values()]
     kinds = {(args.command, args.model in list_presets()) for args in parsed}
     assert {("translate", True), ("translate", False), ("evaluate", True), ("export", True)} <= kinds, kinds
 
 
-def test_pending_commands_are_still_in_the_readme():
-    shown = {" ".join(argv) for _, argv, _ in COMMANDS}
+def test_the_documents_run_few_commands():
+    # The suite's time: each run is a process of several CPU-seconds.
+    assert len(RUNS) <= MAX_RUNS, [shown[0].where for shown in RUNS.values()]
+
+
+def test_the_readme_starts_with_the_main_job_and_the_tests():
+    # The project's rule: the README's first two command lines install and run the main job on the
+    # shipped corpus, then install and run the tests; .ci/run runs the second as it is.
+    with open(README, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    first, second = (lines[n - 1] for n in sorted({c.line for c in COMMANDS if c.doc == "README.md"})[:2])
+    assert first.startswith("python3 -m venv .venv && ") and "python examples/wmt14.py" in first, first
+    assert second.startswith("python3 -m venv .venv && ") and second.endswith("bash tests/run.sh"), second
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+        assert second in f.read().split("\n"), second
+
+
+def test_pending_commands_are_still_shown():
+    shown = {" ".join(c.argv) for c in COMMANDS}
     assert set(PENDING) <= shown, set(PENDING) - shown
 
 
-def test_readme_commands_are_read_as_a_shell_reads_them(tmp_path):
+def test_commands_are_read_as_a_shell_reads_them(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(
         "```bash\npip install -e \".[x]\" && keras-transformer translate m \"a # b\" \\\n"
-        "    --batch-size 2   # c d\n# output\n```\n```python\nkeras-transformer no\n```\n",
+        "    --batch-size 2   # c d\n# output\n```\n```python\nkeras-transformer no\n```\n"
+        "```bash no-run\nprintf 'a\\tb\\n' > pairs.tsv\nKERAS_BACKEND=jax keras-transformer x\n```\n\n"
+        "```json\n{\"a\": 1}\n```\n",
         encoding="utf-8",
     )
     assert readme_commands(str(readme)) == [
         (2, ["pip", "install", "-e", ".[x]"], ""),
         (2, ["keras-transformer", "translate", "m", "a # b", "--batch-size", "2"], "c d"),
+        (10, ["printf", "a\\tb\\n"], ""),
+        (11, ["keras-transformer", "x"], ""),
     ]
+    commands = document_commands(str(readme))
+    assert [c.run for c in commands] == [True, True, False, False]
+    assert commands[2].writes == "pairs.tsv" and commands[3].env == (("KERAS_BACKEND", "jax"),)
+    assert commands[3].shown == '{"a": 1}' and commands[1].shown is None
+
+
+def test_unsupported_shell_syntax_names_the_document_and_line(tmp_path):
+    doc = tmp_path / "guide.md"
+    doc.write_text("text\n\n```bash\nkeras-transformer translate m a | head\n```\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match=r"guide\.md:4: unsupported shell syntax '\|'"):
+        document_commands(str(doc))
 
 
 ZOO_CARDS = sorted(

@@ -48,9 +48,13 @@ def expected_output(translator, argv):
         sources, targets = map(list, zip(*read_files(args.pairs)))
         return [s.prediction() for s in translator.score(sources, targets)]
     outputs, sampler = output_options(args)
+    texts = args.text
+    if args.input:  # a file, a sentence a line
+        with open(args.input, encoding="utf-8") as f:
+            texts = f.read().splitlines()
     if outputs is None:
-        return translator.translate(args.text, sampler=sampler)
-    return [prediction(h, **outputs) for h in translator.hypotheses(args.text, sampler=sampler, **outputs)]
+        return translator.translate(texts, sampler=sampler)
+    return [prediction(h, **outputs) for h in translator.hypotheses(texts, sampler=sampler, **outputs)]
 
 
 def test_the_decoding_guides_examples_run_as_written_and_return_what_python_does(translator, tmp_path, monkeypatch,

@@ -88,5 +88,5 @@ def test_the_decoding_guides_examples_run_as_written_and_return_what_python_does
             else:
                 assert out == expected
             commands += 1
-    assert commands == 4
+    assert commands == 3  # translate with n-best and alignments, score, sampling over a file
     assert [round(s.score, 3) for s in namespace["scored"]] == [-0.692, -1.426]  # as the guide says

@@ -1,4 +1,5 @@
-"""Where the package reaches past the public APIs of Keras and TensorFlow, and why.
+"""Where the package reaches past the public APIs of Keras and TensorFlow, or
+writes its own gradient, and why.
 
 Each workaround names the upstream issue, or says that none is filed. The
 rest of the package calls these functions and never a private API itself:
@@ -11,6 +12,12 @@ rest of the package calls these functions and never a private API itself:
   quantizing drops every kernel: each collection walks every object of a
   process that has TensorFlow or JAX loaded, and such a process holds
   many objects.
+- `int8_reverse_projection(...)`: a custom gradient. The quantized output
+  layer's product, the largest of a decoding step, runs int8 by int8 (its
+  float form: CHANGELOG.md, tried and dropped), and the layers before it
+  still train (LoRA) through the dequantized table's gradient, as Keras'
+  int8 `Dense` gives its own (Keras' `ReversibleEmbedding` does not; no
+  upstream issue filed).
 - `keep_cond_functional(output)`: TensorFlow has no public switch to keep a
   `tf.cond` a functional `If` in a `tf.function` (no upstream issue filed).
 - `MultiWorkerFit`: Keras' `fit`, `evaluate` and `predict` fail under a
@@ -49,6 +56,32 @@ def collections_deferred():
     finally:
         gc.unfreeze()
         gc.collect()
+
+
+def int8_reverse_projection(inputs, table, table_scale, compute_dtype):
+    """Logits `(..., vocab)` of hidden states `(..., d_model)` against an int8
+    table `(vocab, d_model)` with one scale per row `(vocab,)`.
+
+    The hidden states are quantized per row (abs-max, one scale per
+    position), multiplied by the table with int32 sums, and divided by both
+    scales. The gradient of the hidden states is that of the dequantized
+    table; the table and its scale get none.
+    """
+
+    @ops.custom_gradient
+    def project(inputs, table, table_scale):
+        def grad_fn(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            float_table = ops.cast(table, compute_dtype) / ops.expand_dims(table_scale, -1)  # (vocab, d_model)
+            return ops.matmul(upstream, float_table), None, None
+
+        quantized, scale = keras.quantizers.abs_max_quantize(inputs, axis=-1)  # (..., d_model) int8, (..., 1)
+        logits = ops.matmul(quantized, ops.transpose(table))  # int32 (..., vocab)
+        logits = ops.cast(logits, compute_dtype)
+        return logits / ops.cast(scale * table_scale, compute_dtype), grad_fn
+
+    return project(inputs, table, table_scale)
 
 
 def keep_cond_functional(output):

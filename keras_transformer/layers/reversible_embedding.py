@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.compat import int8_reverse_projection
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class ReversibleEmbedding(keras.layers.Embedding):
@@ -62,25 +64,8 @@ class ReversibleEmbedding(keras.layers.Embedding):
         if not reverse:
             return super().quantized_call(inputs)
         # Logits from int8 x int8 products, as Keras' int8 `Dense` computes
-        # its outputs: the hidden states quantized per row (abs-max, one
-        # scale per position), multiplied by the int8 table with int32 sums,
-        # divided by both scales: with the table cast to float instead, the
-        # largest product of a decoding step would run in float. The
-        # gradient, as in Keras' `Dense`, is that of the dequantized table,
-        # so layers before it still train (LoRA).
-        compute_dtype = self.compute_dtype
-
-        @ops.custom_gradient
-        def project(inputs, table, table_scale):
-            def grad_fn(*args, upstream=None):
-                if upstream is None:
-                    (upstream,) = args
-                float_table = ops.cast(table, compute_dtype) / ops.expand_dims(table_scale, -1)  # (vocab, d_model)
-                return ops.matmul(upstream, float_table), None, None
-
-            quantized, scale = keras.quantizers.abs_max_quantize(inputs, axis=-1)  # (..., d_model) int8, (..., 1)
-            logits = ops.matmul(quantized, ops.transpose(table))  # int32 (..., vocab)
-            logits = ops.cast(logits, compute_dtype)
-            return logits / ops.cast(scale * table_scale, compute_dtype), grad_fn
-
-        return project(inputs, ops.convert_to_tensor(self.embeddings), ops.convert_to_tensor(self.embeddings_scale))
+        # its outputs (compat.int8_reverse_projection).
+        return int8_reverse_projection(
+            inputs, ops.convert_to_tensor(self.embeddings), ops.convert_to_tensor(self.embeddings_scale),
+            self.compute_dtype,
+        )

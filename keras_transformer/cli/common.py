@@ -199,7 +199,7 @@ def load_translator(model, tokenizer=None, batch_size=None, quantize=None, **dec
 
 
 def translate_function(model, tokenizer=None, batch_size=None, quantize=None, outputs=None, sampler=None,
-                       **decoding):
+                       one_shot=False, **decoding):
     """`translate(sentences) -> translations` with a preset (name or
     directory), a SavedModel folder, or a `.keras` file and its `tokenizer`
     file. A preset or `.keras` model is translated by a `Translator` with
@@ -209,13 +209,14 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
     With `outputs` (`{"n_best": ..., "alignments": ...}`), each translation
     is a dict of outputs (`keras_transformer.translator.prediction`), not a
     string. With `sampler`, a `RandomSampler`, translations are sampled.
+    `one_shot`: the caller is a one-shot command (`load_saved_model`).
 
     Returns `(translate, keras_model, tokenizer)`, the last two None with a
     SavedModel (which carries its own tokenizer and decoding settings).
     """
     translator = load_translator(model, tokenizer, batch_size, quantize, **decoding)
     if translator is None:
-        return _saved_model_function(model, quantize, decoding, outputs, sampler), None, None
+        return _saved_model_function(model, quantize, decoding, outputs, sampler, one_shot), None, None
     keras_model, sp = translator.model, translator.tokenizer
     from keras_transformer.translator import prediction
 
@@ -230,10 +231,12 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
     return translate, keras_model, sp
 
 
-def load_saved_model(model, quantize=None, decoding=None):
-    """The predictor of the SavedModel folder `model` for a one-shot
-    command; `quantize` and `decoding` options are refused, as a SavedModel
-    decodes as it was exported."""
+def load_saved_model(model, quantize=None, decoding=None, one_shot=False):
+    """The predictor of the SavedModel folder `model`; `quantize` and
+    `decoding` options are refused, as a SavedModel decodes as it was
+    exported. `one_shot`: the caller is a one-shot command (`translate`,
+    `evaluate`, `score`), which turns TensorFlow's graph optimizer off for
+    its process first (`set_tensorflow_process_options`)."""
     if not os.path.isdir(model):
         raise no_such_model(model)
     given = {"quantize": quantize, **(decoding or {})}
@@ -248,7 +251,8 @@ def load_saved_model(model, quantize=None, decoding=None):
         )
     from keras_transformer.serving.predictor import load_saved_model_predictor
 
-    set_tensorflow_process_options(graph_optimizer=False)
+    if one_shot:
+        set_tensorflow_process_options(graph_optimizer=False)
     return load_saved_model_predictor(model)[0]
 
 
@@ -291,11 +295,11 @@ def set_tensorflow_process_options(graph_optimizer=True, intra_op_threads=0, int
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
-def _saved_model_function(model, quantize, decoding, outputs, sampler):
+def _saved_model_function(model, quantize, decoding, outputs, sampler, one_shot):
     """`translate(sentences) -> translations` with the SavedModel folder `model`."""
     from keras_transformer.serving.predictor import Instance, Sampling
 
-    predict = load_saved_model(model, quantize, decoding)
+    predict = load_saved_model(model, quantize, decoding, one_shot)
     if outputs is None and sampler is None:
         return lambda texts: [row["translations"] for row in predict(texts)]
     sampling = None if sampler is None else Sampling(sampler.seed, sampler.temperature, sampler.top_k, sampler.top_p)

@@ -69,5 +69,5 @@ def score_function(model, tokenizer, batch_size, alpha):
         return lambda sources, targets: [s.prediction() for s in translator.score(sources, targets)]
     from keras_transformer.serving.predictor import Instance
 
-    predict = load_saved_model(model, decoding=options)
+    predict = load_saved_model(model, decoding=options, one_shot=True)
     return lambda sources, targets: predict([Instance(s, targets=t) for s, t in zip(sources, targets)])

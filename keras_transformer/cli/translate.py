@@ -66,7 +66,7 @@ def run(args):
     outputs, sampler = output_options(args)
     translate, model, tokenizer = translate_function(
         args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, outputs=outputs,
-        sampler=sampler, **decoding_options(args)
+        sampler=sampler, one_shot=True, **decoding_options(args)
     )
     progress = None
     if args.input and args.output:  # standard output carries the translations

@@ -12,7 +12,6 @@ makes the default one).
 """
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -22,6 +21,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks.report import cpu_name, write_json  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--preset", default="tatoeba_en_fr")
@@ -50,17 +52,6 @@ def time_process(argv):
     return seconds, done.stdout.strip()
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def main(argv=None):
     args = parser.parse_args(argv)
     if args.repeats < 1:
@@ -76,11 +67,10 @@ def main(argv=None):
         print(f"{model:40s} median {statistics.median(seconds):6.2f} s  "
               f"runs {' '.join(f'{s:.2f}' for s in seconds)}  -> {runs[-1][1]}")
     report = {"benchmark": "cli_latency", "sentence": args.sentence, "repeats": args.repeats,
-              "cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
+              "cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
               "results": results}
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=1)
+        write_json(args.output, report)
     return report
 
 

@@ -84,7 +84,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.report import write_json  # noqa: E402
+from benchmarks.report import cpu_name, write_json  # noqa: E402
 
 ENGINES = (
     "savedmodel",
@@ -577,7 +577,7 @@ def main(argv=None):
         "benchmark": "translate_speed",
         "command": " ".join([os.path.basename(sys.executable), "benchmarks/translate_speed.py"] + list(argv if argv is not None else sys.argv[1:])),
         "device": args.device,
-        "machine": {"platform": platform.platform(), "processor": _cpu_name(), "cpu_count": os.cpu_count(),
+        "machine": {"platform": platform.platform(), "processor": cpu_name(), "cpu_count": os.cpu_count(),
                     "gpu": _gpu_name() if args.device == "gpu" else None,
                     "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
         "preset": args.preset, "saved_model": args.saved_model, "corpus": args.corpus or args.preset,
@@ -598,17 +598,6 @@ def main(argv=None):
     if args.output:
         write_json(args.output, report)
     return report
-
-
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def _gpu_name():

@@ -15,8 +15,8 @@ CPUs):
   `tf.saved_model.load`, its `serving_default` signature (strings in,
   strings out); TensorFlow intra/inter-op threads = `--threads`
   (`--intra-op-threads` sets the intra-op pool of every TensorFlow engine);
-  `--no-graph-optimizations` turns grappler off first, as the `translate`
-  and `evaluate` commands load it; `--savedmodel-warmup` replays its
+  `--no-graph-optimizations` turns grappler off first;
+  `--savedmodel-warmup` replays its
   warm-up requests at load (counted in the load time), as TF Serving and
   `serve` do.
 - `translator-tf-float32`, `translator-tf-xla-float32`,
@@ -474,8 +474,7 @@ def parse_args(argv=None):
                         help="keep compiled programs in DIR across processes (JAX's persistent cache, "
                              "TensorFlow's XLA cache): a second run's first translation reads them")
     parser.add_argument("--no-graph-optimizations", dest="graph_optimizations", action="store_false",
-                        help="the SavedModel with TensorFlow's graph optimizer (grappler) off, as "
-                             "keras_transformer.serving.predictor loads it")
+                        help="the SavedModel with TensorFlow's graph optimizer (grappler) off")
     parser.add_argument("--intra-op-threads", type=int, default=0,
                         help="TensorFlow engines: threads within one op (default: --threads; inter-op: --threads)")
     parser.add_argument("--savedmodel-warmup", action="store_true",

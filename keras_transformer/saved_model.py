@@ -68,6 +68,58 @@ def next_version(export_dir):
     return max(versions, default=0) + 1
 
 
+def read_translator(path, **options):
+    """The `Translator` a SavedModel was traced from: its model (from the
+    config and weights the SavedModel holds), its tokenizer
+    (`assets/tokenizer.model`) and its decoding settings (`metadata.json`).
+
+    It translates as the SavedModel's `serving_default` does, without
+    loading the graph: what a one-shot command needs, where loading the
+    graph's beam searches (one per bucket) costs most of the time.
+
+    Args:
+        path: a model folder (its latest version) or one version folder.
+        **options: the `Translator`'s options that are not decoding
+            settings (`batch_size`, `jit_compile`).
+    """
+    import tensorflow as tf
+
+    from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer.decoding.common import ensure_built
+    from keras_transformer.models.transformer import Transformer
+    from keras_transformer.serving.predictor import latest_version, read_metadata
+    from keras_transformer.translator import DECODING_OPTIONS, Translator
+
+    given = sorted(set(options) & set(DECODING_OPTIONS))
+    if given:
+        raise ValueError(f"A SavedModel decodes as it was exported: {', '.join(given)} cannot change. "
+                         f"Received: {', '.join(f'{name}={options[name]!r}' for name in given)}")
+    _, version_dir = latest_version(path)
+    metadata = read_metadata(version_dir)
+    if not {"model_config", "weights"} <= set(metadata):
+        raise ValueError(
+            f"{version_dir!r} has no model config and weight names in assets.extra/metadata.json: it was not "
+            "exported by keras_transformer. Serve it with `keras-transformer serve` or TF Serving. "
+            f"Received: metadata keys {sorted(metadata)}"
+        )
+    model = Transformer.from_config(metadata["model_config"])
+    ensure_built(model)
+    paths = [v.path for v in model.weights]
+    if paths != metadata["weights"]:
+        raise ValueError(f"The SavedModel's weights at {version_dir!r} are not those of its model config. "
+                         f"Received: {len(metadata['weights'])} weights, the config's model has {len(paths)}")
+    # The checkpoint's root holds the list `weights`, the model's first (`_write_graph`).
+    checkpoint = tf.train.Checkpoint(weights=[v.value for v in model.weights])
+    try:
+        status = checkpoint.read(os.path.join(version_dir, "variables", "variables"))
+        status.expect_partial().assert_existing_objects_matched()
+        tokenizer = SubwordTokenizer.load(os.path.join(version_dir, "assets", "tokenizer.model"))
+    except Exception as error:  # IndexError, tf.errors.OpError, ... on a damaged file
+        raise OSError(f"Cannot load the SavedModel at {version_dir!r}: {error}") from error
+    decoding = {name: metadata[name] for name in DECODING_OPTIONS if name in metadata}
+    return Translator(model, tokenizer, **decoding, **options)
+
+
 def _parallel_search(search, source, parallel_loops, num_return):
     """`search` over `parallel_loops` parts of the rows, each its own loop.
 
@@ -393,7 +445,8 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
             buckets=translator.preprocessor.buckets, bos_id=BOS_ID, eos_id=EOS_ID, jit_compile=jit_compile,
             parallel_loops=parallel_loops, narrow_batches=translator.narrow_batches,
             signatures=["serving_default", *[name for name in SIGNATURES if name in signatures]],
-            model_config=translator.model.get_config(), **(metadata or {}),
+            model_config=translator.model.get_config(), weights=[v.path for v in translator.model.weights],
+            **(metadata or {}),
         )
         with open(os.path.join(saved, "assets.extra", "metadata.json"), "w") as f:
             json.dump(settings, f, indent=2, default=str)
@@ -441,7 +494,12 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
                 for name, (fn, specs) in functions.items()}
     resources = tf.Module()
     resources.tokenizer = op  # the SentencePiece op's model resource
-    resources.weights = list({id(v): v for c in concrete.values() for v in c.variables}.values())  # each once
+    # The model's weights in its order, which `read_translator` restores by
+    # position (metadata.json names them), then anything else the functions
+    # capture; each once.
+    captured = {id(w.value): w.value for w in translator.model.weights}
+    captured.update({id(v): v for c in concrete.values() for v in c.variables})
+    resources.weights = list(captured.values())
     tf.saved_model.save(resources, path, signatures=concrete)
     os.makedirs(os.path.join(path, "assets"), exist_ok=True)
     with open(os.path.join(path, "assets", "tokenizer.model"), "wb") as f:

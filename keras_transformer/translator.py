@@ -250,6 +250,14 @@ class Translator:
         """
         return cls(presets.load_model(preset), SubwordTokenizer.from_preset(preset), **kwargs)
 
+    @classmethod
+    def from_saved_model(cls, path, **kwargs):
+        """The `Translator` an exported SavedModel was traced from: its
+        weights, tokenizer and decoding settings, read from the SavedModel
+        folder `path` (`saved_model.read_translator`) without loading its
+        graph. `kwargs`: `batch_size`, `jit_compile`."""
+        return saved_model.read_translator(path, **kwargs)
+
     def translate(self, sentences, sampler=None):
         """Translates a list of strings; returns a list of strings.
 

@@ -173,12 +173,17 @@ def output_options(args):
 
 
 def load_translator(model, tokenizer=None, batch_size=None, quantize=None, **decoding):
-    """A `Translator` of a preset (name or directory) or of a `.keras` file
-    and its `tokenizer` file, with `decoding` options and `batch_size`,
-    after `model.quantize(quantize)` if given (`"int8"`); None for anything
-    else (a SavedModel folder)."""
+    """A `Translator` of a preset (name or directory), a SavedModel folder,
+    or a `.keras` file and its `tokenizer` file, with `decoding` options
+    and `batch_size`, after `model.quantize(quantize)` if given (`"int8"`).
+
+    A SavedModel's translator is the one it was traced from
+    (`Translator.from_saved_model`): it decodes as exported, so `quantize`
+    and `decoding` options are refused.
+    """
     if quantize not in (None, "int8"):
         raise ValueError(f"--quantize takes 'int8'. Received: --quantize={quantize!r}")
+    options = {} if batch_size is None else {"batch_size": batch_size}
     preset = preset_path(model)
     if preset is not None:
         from keras_transformer import SubwordTokenizer, presets
@@ -187,36 +192,46 @@ def load_translator(model, tokenizer=None, batch_size=None, quantize=None, **dec
         keras_model, sp = presets.load_model(preset), SubwordTokenizer.from_preset(preset)
     elif model.endswith(".keras"):
         keras_model, sp = load_keras_model(model), load_tokenizer(tokenizer)
+    elif os.path.isdir(model):
+        from keras_transformer import Translator
+
+        no_options_with_saved_model(model, tokenizer=tokenizer, quantize=quantize, **decoding)
+        return Translator.from_saved_model(model, **options)
     else:
-        return None
+        raise no_such_model(model)
     from keras_transformer import Translator
 
     if quantize:
         keras_model.quantize(quantize)
-    if batch_size is not None:
-        decoding["batch_size"] = batch_size
-    return Translator(keras_model, sp, **decoding)
+    return Translator(keras_model, sp, **decoding, **options)
+
+
+def no_options_with_saved_model(model, **given):
+    """A SavedModel carries its tokenizer and decodes as it was exported:
+    `--tokenizer`, `--quantize` or a decoding option beside one is an error."""
+    given = {name: value for name, value in given.items() if value is not None}
+    if given:
+        names = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        values = ", ".join(f"--{name.replace('_', '-')}" + ("" if value is True else f"={value!r}")
+                           for name, value in given.items())
+        raise ValueError(
+            f"{names} applies to a preset or a .keras model; a SavedModel translates as it was "
+            f"exported. Received: model={model!r}, {values}"
+        )
 
 
 def translate_function(model, tokenizer=None, batch_size=None, quantize=None, outputs=None, sampler=None,
-                       one_shot=False, **decoding):
-    """`translate(sentences) -> translations` with a preset (name or
-    directory), a SavedModel folder, or a `.keras` file and its `tokenizer`
-    file. A preset or `.keras` model is translated by a `Translator` with
-    `decoding` options and `batch_size`, after `model.quantize(quantize)`
-    if given (`"int8"`); a SavedModel as it was exported.
+                       **decoding):
+    """`translate(sentences) -> translations` with the `Translator` of
+    `load_translator`.
 
     With `outputs` (`{"n_best": ..., "alignments": ...}`), each translation
     is a dict of outputs (`keras_transformer.translator.prediction`), not a
     string. With `sampler`, a `RandomSampler`, translations are sampled.
-    `one_shot`: the caller is a one-shot command (`load_saved_model`).
 
-    Returns `(translate, keras_model, tokenizer)`, the last two None with a
-    SavedModel (which carries its own tokenizer and decoding settings).
+    Returns `(translate, keras_model, tokenizer)`.
     """
     translator = load_translator(model, tokenizer, batch_size, quantize, **decoding)
-    if translator is None:
-        return _saved_model_function(model, quantize, decoding, outputs, sampler, one_shot), None, None
     keras_model, sp = translator.model, translator.tokenizer
     from keras_transformer.translator import prediction
 
@@ -231,47 +246,15 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
     return translate, keras_model, sp
 
 
-def load_saved_model(model, quantize=None, decoding=None, one_shot=False):
-    """The predictor of the SavedModel folder `model`; `quantize` and
-    `decoding` options are refused, as a SavedModel decodes as it was
-    exported. `one_shot`: the caller is a one-shot command (`translate`,
-    `evaluate`, `score`), which turns TensorFlow's graph optimizer off for
-    its process first (`set_tensorflow_process_options`)."""
-    if not os.path.isdir(model):
-        raise no_such_model(model)
-    given = {"quantize": quantize, **(decoding or {})}
-    given = {name: value for name, value in given.items() if value is not None}
-    if given:
-        names = ", ".join(f"--{name.replace('_', '-')}" for name in given)
-        values = ", ".join(f"--{name.replace('_', '-')}" + ("" if value is True else f"={value!r}")
-                           for name, value in given.items())
-        raise ValueError(
-            f"{names} applies to a preset or a .keras model; a SavedModel translates as it was "
-            f"exported. Received: model={model!r}, {values}"
-        )
-    from keras_transformer.serving.predictor import load_saved_model_predictor
-
-    if one_shot:
-        set_tensorflow_process_options(graph_optimizer=False)
-    return load_saved_model_predictor(model)[0]
-
-
-def set_tensorflow_process_options(graph_optimizer=True, intra_op_threads=0, inter_op_threads=0):
-    """TensorFlow's settings for this command's whole process, before it loads a SavedModel.
+def set_tensorflow_process_options(intra_op_threads=0, inter_op_threads=0):
+    """TensorFlow's thread pools for this command's whole process, before it
+    loads a SavedModel (`serve`), as TF Serving's
+    `--tensorflow_intra_op_parallelism` and
+    `--tensorflow_inter_op_parallelism` (0: TensorFlow's choice, one thread
+    per core each).
 
     Only a command makes them, for its own process; the library's functions
     never do.
-
-    Args:
-        graph_optimizer: bool. False turns TensorFlow's graph optimizer
-            (grappler) off. The one-shot `translate` and `evaluate` commands
-            do: on the exported beam search it spends seconds at the first
-            call, which length-sorted batches never win back. `serve` keeps
-            it: it speeds up single sentences and unsorted batches.
-        intra_op_threads, inter_op_threads: TensorFlow's thread pools (0:
-            TensorFlow's choice, one thread per core each), as TF Serving's
-            `--tensorflow_intra_op_parallelism` and
-            `--tensorflow_inter_op_parallelism`.
     """
     from keras_transformer.validation import check_non_negative_int
 
@@ -291,23 +274,6 @@ def set_tensorflow_process_options(graph_optimizer=True, intra_op_threads=0, int
                 setter(value)
             except RuntimeError as error:  # TensorFlow's runtime already started in this process
                 raise RuntimeError(f"Cannot set `{name}`={value}: {error}") from error
-    if not graph_optimizer:
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-
-
-def _saved_model_function(model, quantize, decoding, outputs, sampler, one_shot):
-    """`translate(sentences) -> translations` with the SavedModel folder `model`."""
-    from keras_transformer.serving.predictor import Instance, Sampling
-
-    predict = load_saved_model(model, quantize, decoding, one_shot)
-    if outputs is None and sampler is None:
-        return lambda texts: [row["translations"] for row in predict(texts)]
-    sampling = None if sampler is None else Sampling(sampler.seed, sampler.temperature, sampler.top_k, sampler.top_p)
-    options = dict(outputs or {}, confidences=True, sampling=sampling)
-    rows = lambda texts: predict([Instance(text, **options) for text in texts])  # noqa: E731
-    if outputs is None:
-        return lambda texts: [row["translations"] for row in rows(texts)]
-    return rows
 
 
 # A file is read, sorted and translated a chunk at a time: the first chunk

@@ -50,8 +50,7 @@ def run(args):
     sources, references = datasets.references(pairs)
     sources, references = sources[: args.limit], references[: args.limit]
     translate, _, _ = translate_function(
-        args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, one_shot=True,
-        **decoding_options(args)
+        args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, **decoding_options(args)
     )
     progress = keras.utils.Progbar(len(sources), unit_name="sentence")
     hypotheses = translate_sorted(translate, sources, args.batch_size, progress)

@@ -10,12 +10,12 @@ its outputs), `totals` (the log-probability), `tokens` (its pieces, EOS
 last) and `token_log_probs`, as `Translator.score` returns them. For
 filtering parallel data, or ranking translations from elsewhere. MODEL is a
 preset (a shipped name or a preset directory), a `.keras` file with
-`--tokenizer`, or a SavedModel folder (its `score` signature).
+`--tokenizer`, or a SavedModel folder (`Translator.from_saved_model`).
 """
 
 import json
 
-from keras_transformer.cli.common import load_saved_model, load_translator, positive_int
+from keras_transformer.cli.common import load_translator, positive_int
 
 NAME = "score"
 HELP = "Score given translations: each pair's log-probability and its tokens' (JSON lines)."
@@ -61,13 +61,7 @@ def run(args):
 
 
 def score_function(model, tokenizer, batch_size, alpha):
-    """`score(sources, targets) -> rows` of outputs, by a `Translator` or
-    a SavedModel's `score` signature."""
+    """`score(sources, targets) -> rows` of outputs, by the model's `Translator`."""
     options = {} if alpha is None else {"alpha": alpha}
     translator = load_translator(model, tokenizer, batch_size, **options)
-    if translator is not None:
-        return lambda sources, targets: [s.prediction() for s in translator.score(sources, targets)]
-    from keras_transformer.serving.predictor import Instance
-
-    predict = load_saved_model(model, decoding=options, one_shot=True)
-    return lambda sources, targets: predict([Instance(s, targets=t) for s, t in zip(sources, targets)])
+    return lambda sources, targets: [s.prediction() for s in translator.score(sources, targets)]

@@ -9,12 +9,13 @@
     keras-transformer translate tatoeba_en_fr "How are you?" --sampling-topp 0.9 --seed 1
 
 MODEL is a preset (a shipped name or a preset directory; its own
-tokenizer), a SavedModel folder, or a `.keras` file with `--tokenizer`.
+tokenizer), a SavedModel folder (the translator it was exported from, its
+own tokenizer and decoding settings: `Translator.from_saved_model`), or a
+`.keras` file with `--tokenizer`.
 Each line of output is a translation; with `--scores`, `--n-best` or
 `--alignments`, a JSON object of outputs named as the REST API's
 (`keras_transformer.translator.prediction`).
-Needs no server package (fastapi, uvicorn): only TensorFlow, and
-tensorflow-text for a SavedModel.
+Needs no server package (fastapi, uvicorn).
 """
 
 import contextlib
@@ -27,7 +28,6 @@ from keras_transformer.cli.common import (
     add_output_arguments,
     decoding_options,
     output_options,
-    preset_path,
     translate_chunks,
     translate_function,
 )
@@ -45,17 +45,11 @@ def add_arguments(p):
     p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
     add_decoding_arguments(p)
     add_output_arguments(p)
-    p.add_argument("--plot-attention", metavar="FILE.png",
-                   help="draw the cross-attention of the first sentence (with a preset or a .keras model)")
+    p.add_argument("--plot-attention", metavar="FILE.png", help="draw the cross-attention of the first sentence")
     p.add_argument("--head", type=int, default=None, help="plot one head instead of the mean and all heads")
 
 
 def run(args):
-    if args.plot_attention and not args.model.endswith(".keras") and preset_path(args.model) is None:
-        raise SystemExit(
-            "--plot-attention needs a preset, or a .keras model and --tokenizer (a SavedModel returns no "
-            f"attention). Received: model={args.model!r}"
-        )
     if args.input and not os.path.isfile(args.input):
         raise SystemExit(f"No input file at {args.input!r}")
     if args.input and args.output and os.path.exists(args.output) and os.path.samefile(args.input, args.output):
@@ -66,7 +60,7 @@ def run(args):
     outputs, sampler = output_options(args)
     translate, model, tokenizer = translate_function(
         args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, outputs=outputs,
-        sampler=sampler, one_shot=True, **decoding_options(args)
+        sampler=sampler, **decoding_options(args)
     )
     progress = None
     if args.input and args.output:  # standard output carries the translations

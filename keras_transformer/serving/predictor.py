@@ -1,7 +1,7 @@
 """Loading an exported SavedModel as a Python function, without any server package.
 
-`keras-transformer translate` and `evaluate` use it as is; `serve` puts it
-behind HTTP (keras_transformer.serving.server, which needs fastapi).
+`keras-transformer serve` puts it behind HTTP
+(keras_transformer.serving.server, which needs fastapi).
 
 Example:
 
@@ -135,8 +135,7 @@ def load_saved_model_predictor(path):
         path: a model folder (`saved_models/<name>`, its latest version is
             used) or one version folder.
 
-    TensorFlow's process-wide settings (thread pools, graph optimizer) are
-    the caller's: the command line sets them for its own process
+    TensorFlow's process-wide settings (thread pools) are the caller's: the command line sets them for its own process
     (`keras_transformer.cli.common.set_tensorflow_process_options`).
     """
     import tensorflow as tf
@@ -149,7 +148,7 @@ def load_saved_model_predictor(path):
         raise OSError(f"Cannot load the SavedModel at {version_dir!r}: {error}") from error
 
     signatures = loaded.signatures
-    metadata = _metadata(version_dir)
+    metadata = read_metadata(version_dir)
     n_best = int(metadata.get("n_best", 1))
 
     def run(name, texts, **arguments):
@@ -203,7 +202,7 @@ def _score_lengths(version_dir, metadata):
     return (lambda text: len(processor.encode(text)) + 1), max_length  # with its EOS
 
 
-def _metadata(version_dir):
+def read_metadata(version_dir):
     """The SavedModel's `assets.extra/metadata.json` (its export settings), or {}."""
     try:
         with open(os.path.join(version_dir, "assets.extra", "metadata.json"), encoding="utf-8") as f:

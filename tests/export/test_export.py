@@ -22,16 +22,6 @@ SENTENCES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _graph_optimizer_restored():
-    """`translate` and `evaluate` on a SavedModel turn TensorFlow's graph
-    optimizer off for their whole process: here it is on again after each test."""
-    import tensorflow as tf
-
-    yield
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     import sentencepiece as spm
@@ -138,47 +128,34 @@ def test_reloaded_it_translates_like_the_in_memory_model_with_its_n_best(exporte
     assert json.loads(run.stdout.strip().splitlines()[-1])["translations"] == expected
 
 
-PREDICT = r"""
-import json, sys
-import tensorflow as tf
-from keras_transformer.cli.common import set_tensorflow_process_options
-from keras_transformer.serving.predictor import load_saved_model_predictor
-set_tensorflow_process_options(graph_optimizer=sys.argv[3] == "on")
-predict, version = load_saved_model_predictor(sys.argv[1])
-rows = predict(json.loads(sys.argv[2]))
-off = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
-print(json.dumps({"version": version, "grappler_off": off, "rows": rows}))
-"""
-
-
-def test_the_predictor_translates_alike_with_the_graph_optimizer_off(exported, tmp_path):
-    """`set_tensorflow_process_options(graph_optimizer=False)` (the one-shot
-    commands' setting) turns grappler off and changes no translation; the
-    predictor itself leaves the process's optimizer as it is."""
+def test_from_saved_model_is_the_translator_it_was_traced_from(exported, tmp_path):
+    """`Translator.from_saved_model` (what `translate`, `evaluate` and
+    `score` run on a SavedModel folder): the exported weights, tokenizer and
+    decoding settings, the graph's translations without loading it."""
     import tensorflow as tf
 
-    from keras_transformer.serving.predictor import load_saved_model_predictor
+    from keras_transformer import SubwordTokenizer, Translator
 
-    model, sp, path = exported
-    sentences = ["Hello there.", "The cat sleeps.", "It costs 12 euros.", "Good morning to all!"]
-    expected, scores = in_memory_translations(model, sp, sentences)
-    # On (the server's setting) here: the process keeps its optimizer.
-    predict, version = load_saved_model_predictor(os.path.dirname(path))
-    assert not tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
-    outputs = {"on": {"version": version, "rows": predict(sentences)}}
-    # Off in a process of its own: the setting is the process's.
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    run = subprocess.run(
-        [sys.executable, "-c", PREDICT, path, json.dumps(sentences), "off"], capture_output=True,
-        text=True, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=root), timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    outputs["off"] = json.loads(run.stdout.strip().splitlines()[-1])
-    assert outputs["off"]["grappler_off"] is True
-    for out in outputs.values():
-        assert out["version"] == 1
-        assert [row["translations"] for row in out["rows"]] == expected
-        np.testing.assert_allclose([row["scores"] for row in out["rows"]], scores, rtol=1e-4, atol=1e-6)
+    model, sp, _ = exported
+    translator = Translator(model, SubwordTokenizer(sp.serialized_model_proto()), beam_size=2, alpha=1.0,
+                            long_inputs="truncate", buckets=(8,))
+    path = translator.export(str(tmp_path / "copy"), parallel_loops=1, warmup_batch_sizes=())
+    loaded = Translator.from_saved_model(str(tmp_path / "copy"), batch_size=3)
+    assert (loaded.beam_size, loaded.alpha, loaded.preprocessor.long_inputs, loaded.preprocessor.buckets,
+            loaded.batch_size) == (2, 1.0, "truncate", translator.preprocessor.buckets, 3)
+    graph = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(SENTENCES))
+    expected = translator.translate(SENTENCES)
+    assert expected[:2] == SENTENCES[:2]  # the copying model
+    assert loaded.translate(SENTENCES) == [t.decode() for t in graph["translations"].numpy()] == expected
+    with pytest.raises(ValueError, match=r"decodes as it was exported: beam_size cannot change\. Received: beam_size=4"):
+        Translator.from_saved_model(path, beam_size=4)
+    metadata = os.path.join(path, "assets.extra", "metadata.json")
+    with open(metadata) as f:
+        settings = json.load(f)
+    with open(metadata, "w") as f:
+        json.dump({k: v for k, v in settings.items() if k != "weights"}, f)
+    with pytest.raises(ValueError, match=r"no model config and weight names.*not exported by keras_transformer"):
+        Translator.from_saved_model(path)
 
 
 def test_empty_and_over_long_inputs_never_fail_the_batch(exported):
@@ -314,7 +291,7 @@ def test_an_int8_quantized_model_exports_and_translates_as_in_memory(exported, t
     # the translations and scores of the model quantized in memory.
     import tensorflow as tf
 
-    from keras_transformer import Transformer
+    from keras_transformer import Transformer, Translator
     from keras_transformer.cli import main
 
     model, sp, _ = exported
@@ -335,6 +312,7 @@ def test_an_int8_quantized_model_exports_and_translates_as_in_memory(exported, t
     out = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(SENTENCES))
     assert [t.decode() for t in out["translations"].numpy()] == expected
     np.testing.assert_allclose(out["scores"].numpy(), scores, rtol=1e-4)
+    assert Translator.from_saved_model(path).translate(SENTENCES) == expected  # its int8 layers rebuilt
     reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
     dtypes = reader.get_variable_to_dtype_map()
     # One int8 tensor (kernel, or embedding table) per quantized layer.

@@ -4,7 +4,6 @@ the same SavedModel loaded here, and SIGTERM while a request is in flight."""
 
 import concurrent.futures
 import http.client
-import io
 import json
 import os
 import queue

@@ -68,19 +68,15 @@ def next_version(export_dir):
     return max(versions, default=0) + 1
 
 
-def read_translator(path, **options):
-    """The `Translator` a SavedModel was traced from: its model (from the
-    config and weights the SavedModel holds), its tokenizer
-    (`assets/tokenizer.model`) and its decoding settings (`metadata.json`).
-
-    It translates as the SavedModel's `serving_default` does, without
-    loading the graph: what a one-shot command needs, where loading the
-    graph's beam searches (one per bucket) costs most of the time.
+def read_translator_parts(path):
+    """`(model, tokenizer, settings)` of the `Translator` a SavedModel was
+    traced from (`Translator.from_saved_model`): its model, from the config
+    and weights the SavedModel holds, its tokenizer
+    (`assets/tokenizer.model`) and its export settings (`metadata.json`,
+    the decoding settings among them). The graph is not loaded.
 
     Args:
         path: a model folder (its latest version) or one version folder.
-        **options: the `Translator`'s options that are not decoding
-            settings (`batch_size`, `jit_compile`).
     """
     import tensorflow as tf
 
@@ -88,18 +84,14 @@ def read_translator(path, **options):
     from keras_transformer.decoding.common import ensure_built
     from keras_transformer.models.transformer import Transformer
     from keras_transformer.serving.predictor import latest_version, read_metadata
-    from keras_transformer.translator import DECODING_OPTIONS, Translator
 
-    given = sorted(set(options) & set(DECODING_OPTIONS))
-    if given:
-        raise ValueError(f"A SavedModel decodes as it was exported: {', '.join(given)} cannot change. "
-                         f"Received: {', '.join(f'{name}={options[name]!r}' for name in given)}")
     _, version_dir = latest_version(path)
     metadata = read_metadata(version_dir)
     if not {"model_config", "weights"} <= set(metadata):
         raise ValueError(
-            f"{version_dir!r} has no model config and weight names in assets.extra/metadata.json: it was not "
-            "exported by keras_transformer. Serve it with `keras-transformer serve` or TF Serving. "
+            f"{version_dir!r} has no model config and weight names in assets.extra/metadata.json: another tool "
+            "or an older keras_transformer exported it. Re-export it, or serve it with `keras-transformer serve` "
+            "or TF Serving. "
             f"Received: metadata keys {sorted(metadata)}"
         )
     model = Transformer.from_config(metadata["model_config"])
@@ -116,8 +108,7 @@ def read_translator(path, **options):
         tokenizer = SubwordTokenizer.load(os.path.join(version_dir, "assets", "tokenizer.model"))
     except Exception as error:  # IndexError, tf.errors.OpError, ... on a damaged file
         raise OSError(f"Cannot load the SavedModel at {version_dir!r}: {error}") from error
-    decoding = {name: metadata[name] for name in DECODING_OPTIONS if name in metadata}
-    return Translator(model, tokenizer, **decoding, **options)
+    return model, tokenizer, metadata
 
 
 def _parallel_search(search, source, parallel_loops, num_return):
@@ -494,7 +485,7 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
                 for name, (fn, specs) in functions.items()}
     resources = tf.Module()
     resources.tokenizer = op  # the SentencePiece op's model resource
-    # The model's weights in its order, which `read_translator` restores by
+    # The model's weights in its order, which `read_translator_parts` restores by
     # position (metadata.json names them), then anything else the functions
     # capture; each once.
     captured = {id(w.value): w.value for w in translator.model.weights}

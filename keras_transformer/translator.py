@@ -252,11 +252,27 @@ class Translator:
 
     @classmethod
     def from_saved_model(cls, path, **kwargs):
-        """The `Translator` an exported SavedModel was traced from: its
-        weights, tokenizer and decoding settings, read from the SavedModel
-        folder `path` (`saved_model.read_translator`) without loading its
-        graph. `kwargs`: `batch_size`, `jit_compile`."""
-        return saved_model.read_translator(path, **kwargs)
+        """The `Translator` an exported SavedModel was traced from.
+
+        Its weights, tokenizer and decoding settings are read from the
+        SavedModel folder `path` (`saved_model.read_translator_parts`)
+        without loading its graph, which is what a one-shot command needs:
+        loading every bucket's beam search is most of what the graph
+        would cost one sentence. It translates as the SavedModel's
+        `serving_default` does.
+
+        Args:
+            path: a model folder (its latest version) or one version folder.
+            **kwargs: the `Translator`'s options that are not decoding
+                settings (`batch_size`, `jit_compile`).
+        """
+        given = sorted(set(kwargs) & set(DECODING_OPTIONS))
+        if given:
+            raise ValueError(f"A SavedModel decodes as it was exported: {', '.join(given)} cannot change. "
+                             f"Received: {', '.join(f'{name}={kwargs[name]!r}' for name in given)}")
+        model, tokenizer, settings = saved_model.read_translator_parts(path)
+        decoding = {name: settings[name] for name in DECODING_OPTIONS if name in settings}
+        return cls(model, tokenizer, **decoding, **kwargs)
 
     def translate(self, sentences, sampler=None):
         """Translates a list of strings; returns a list of strings.

@@ -154,7 +154,7 @@ def test_from_saved_model_is_the_translator_it_was_traced_from(exported, tmp_pat
         settings = json.load(f)
     with open(metadata, "w") as f:
         json.dump({k: v for k, v in settings.items() if k != "weights"}, f)
-    with pytest.raises(ValueError, match=r"no model config and weight names.*not exported by keras_transformer"):
+    with pytest.raises(ValueError, match=r"no model config and weight names.*Re-export it"):
         Translator.from_saved_model(path)
 
 

@@ -34,6 +34,8 @@ setup(
         "torch": ["torch>=2.4,<3"],
         "serve": ["fastapi>=0.110,<1", "uvicorn>=0.29,<1"],
         "plot": ["matplotlib>=3.7,<4"],
+        # `keras-transformer export --format ctranslate2`'s model runs in CTranslate2.
+        "ctranslate2": ["ctranslate2>=4.8,<5"],
         # benchmarks/translate_speed.py: CTranslate2 beside our engines.
         "bench": ["ctranslate2>=4.8,<5"],
         "test": [
@@ -59,7 +61,7 @@ setup(
             "pytest>=8",
             "pytest-xdist>=3.8",  # tests/run.sh: two workers, --no-loadscope-reorder
             "pytest-timeout>=2.3",  # tests/run.sh: a hung test fails instead of stalling the run
-            "ctranslate2>=4.8,<5",  # tests/test_translate_speed.py: the converter
+            "ctranslate2>=4.8,<5",  # tests/test_translate_speed.py: the converter and its export
         ],
     },
 )

@@ -1,10 +1,12 @@
-"""The CTranslate2 converter and benchmarks/translate_speed.py.
+"""The CTranslate2 converter, `export --format ctranslate2` and benchmarks/translate_speed.py.
 
 The converter is right when CTranslate2 computes what our model computes on
 the same weights: the same greedy translations and scores with the shipped
-model, and the same per-token log-probabilities of a fixed target with small
-random models (post-norm, pre-norm, learned positions). The benchmark's
-JSON has every engine's figures (timings are never asserted).
+model exported by the command, and the same per-token log-probabilities of
+a fixed target with small random models (post-norm, pre-norm, learned
+positions). The exported folder's note runs as written and gives our beam
+translation. The benchmark's JSON has every engine's figures (timings are
+never asserted).
 """
 
 import json
@@ -19,7 +21,12 @@ import pytest
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 from keras_transformer import SubwordTokenizer, Transformer, presets  # noqa: E402
-from keras_transformer.converters.ctranslate2 import convert, ctranslate2_source_tokens, transformer_spec  # noqa: E402
+from keras_transformer.converters.ctranslate2 import (  # noqa: E402
+    closest_length_penalty,
+    convert,
+    ctranslate2_source_tokens,
+    transformer_spec,
+)
 from keras_transformer.decoding import greedy_decode  # noqa: E402
 from keras_transformer.tokens import pack_source, pack_target, split_target, unpack_output  # noqa: E402
 from tests.decoding.trained_copy import padded  # noqa: E402
@@ -37,9 +44,24 @@ def tokenizer():
     return SubwordTokenizer.from_preset(PRESET)
 
 
-def test_shipped_model_greedy_translations_and_scores_match_ctranslate2(tmp_path, tokenizer):
+def test_the_exported_shipped_model_translates_and_scores_as_ours(tmp_path, tokenizer, monkeypatch, capsys):
+    from keras_transformer import Translator
+    from keras_transformer.cli import main
+
+    folder = tmp_path / "ct2"
+    assert main(["export", PRESET, "--format", "ctranslate2", "--output-dir", str(folder)]) == 0
+    settings = json.loads((folder / "keras_transformer.json").read_text())
+    assert (settings["beam_size"], settings["alpha"], settings["preset"]) == (4, 0.6, PRESET)
+    assert settings["length_penalty"] == round(closest_length_penalty(0.6), 2)
+    assert (folder / "tokenizer.model").read_bytes() == tokenizer.model_proto
+    # The note's code, run as written from the folder: our beam translation.
+    code = re.search(r"```python\n(.*?)```", (folder / "README.md").read_text(), re.DOTALL).group(1)
+    monkeypatch.chdir(folder)
+    capsys.readouterr()
+    exec(code, {})
     model = presets.load_model(PRESET)
-    translator = ctranslate2.Translator(convert(model, tokenizer, str(tmp_path / "ct2")), intra_threads=2)
+    assert capsys.readouterr().out.strip() == Translator(model, tokenizer).translate(["Where is the station?"])[0]
+    translator = ctranslate2.Translator(str(folder), intra_threads=2)
     results = translator.translate_batch(
         ctranslate2_source_tokens(tokenizer, SENTENCES), beam_size=1, length_penalty=0, return_scores=True
     )
@@ -52,6 +74,40 @@ def test_shipped_model_greedy_translations_and_scores_match_ctranslate2(tmp_path
         assert abs(result.scores[0] - scores[i]) < 1e-3 * max(1.0, abs(scores[i]))
     # The outputs are translations, not a degenerate decode.
     assert tokenizer.decode([[tokenizer.processor.piece_to_id(p) for p in results[0].hypotheses[0]]]) == ["Je t'aime."]
+    with pytest.raises(FileExistsError, match="exists and is not an empty folder"):
+        main(["export", PRESET, "--format", "ctranslate2", "--output-dir", str(folder)])
+    with pytest.raises(ValueError, match=r"--buckets, --jit-compile apply to a SavedModel.*Received: --format "
+                                         r"ctranslate2, --buckets, --jit-compile$"):
+        main(["export", PRESET, "--format", "ctranslate2", "--output-dir", str(tmp_path / "other"), "--buckets",
+              "16", "--jit-compile"])
+    assert not (tmp_path / "other").exists()
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if not installed: one error naming the extra
+    with pytest.raises(ImportError, match=r'pip install "keras-transformer\[ctranslate2\]"'):
+        main(["export", PRESET, "--format", "ctranslate2", "--output-dir", str(tmp_path / "other")])
+
+
+def test_int8_export_stores_int8_weights_that_still_translate(tmp_path, tokenizer):
+    from keras_transformer.cli import main
+
+    float32, int8 = tmp_path / "float32", tmp_path / "int8"
+    model = presets.load_model(PRESET)
+    convert(model, tokenizer, str(float32))
+    assert main(["export", PRESET, "--format", "ctranslate2", "--quantize", "int8", "--output-dir", str(int8)]) == 0
+    assert json.loads((int8 / "keras_transformer.json").read_text())["quantization"] == "int8"
+    assert (int8 / "model.bin").stat().st_size < 0.4 * (float32 / "model.bin").stat().st_size
+    result = ctranslate2.Translator(str(int8)).translate_batch(ctranslate2_source_tokens(tokenizer, ["I love you."]))
+    assert tokenizer.processor.decode_pieces(result[0].hypotheses[0]) == "Je t'aime."
+
+
+def test_closest_length_penalty_grows_as_ours_at_the_typical_length():
+    # d log(penalty) / d log(length): CTranslate2's `length ** lp` grows by
+    # `lp`; GNMT's ((5 + length) / 6) ** alpha, by finite differences here.
+    import math
+
+    for alpha, length in ((0.6, 12), (1.0, 30), (0.2, 5)):
+        gnmt = lambda n: alpha * math.log((5 + n) / 6)  # noqa: E731
+        slope = (gnmt(length * 1.0001) - gnmt(length / 1.0001)) / (2 * math.log(1.0001))
+        assert closest_length_penalty(alpha, length) == pytest.approx(slope, rel=1e-6)
 
 
 def teacher_forced_log_probs(model, source_ids, target_ids):

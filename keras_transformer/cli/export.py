@@ -1,4 +1,4 @@
-"""`keras-transformer export`: a trained model as a SavedModel that translates strings.
+"""`keras-transformer export`: a trained model as a SavedModel that translates strings, or for CTranslate2.
 
     keras-transformer export tatoeba_en_fr --output-dir saved_models/tatoeba_en_fr --buckets 16 32 64
     keras-transformer export my_preset --output-dir saved_models/mine      # a preset directory
@@ -17,6 +17,14 @@ needs `--tokenizer`. TF Serving's warm-up requests (`--warmup-batch-sizes`,
 `--no-warmup`) go into `assets.extra/tf_serving_warmup_requests`.
 `--signatures details sample score` adds those signatures beside
 `serving_default` (docs/decoding.md).
+
+`--format ctranslate2` writes a CTranslate2 model folder instead (the
+`ctranslate2` extra): the model, its tokenizer, and a note on translating
+as this package does, with CTranslate2's length penalty closest to
+`--alpha` (`keras_transformer.converters.ctranslate2.export_ctranslate2`).
+`--output-dir` is that folder; `--quantize int8` stores int8 weights:
+
+    keras-transformer export tatoeba_en_fr --format ctranslate2 --output-dir ct2/tatoeba_en_fr
 
 Export int8 with XLA: without `--jit-compile` an int8 SavedModel runs
 slower than float32 (CHANGELOG.md: tried and dropped). A SavedModel under
@@ -44,7 +52,13 @@ from keras_transformer.preprocessor import DEFAULT_BUCKETS
 from keras_transformer.saved_model import SIGNATURES
 
 NAME = "export"
-HELP = "Export a preset or a trained model as a SavedModel that translates strings (TF Serving layout)."
+HELP = ("Export a preset or a trained model as a SavedModel that translates strings (TF Serving layout), or as a "
+        "CTranslate2 model.")
+FORMATS = ("saved_model", "ctranslate2")
+
+# The options of the SavedModel's graph, which a CTranslate2 model has no place for.
+SAVED_MODEL_OPTIONS = ("version", "long_inputs", "narrow_batches", "max_extra_length", "buckets", "n_best",
+                       "signatures", "jit_compile", "parallel_loops", "warmup_batch_sizes", "no_warmup")
 
 
 def add_arguments(p):
@@ -52,7 +66,11 @@ def add_arguments(p):
                                  "a .keras file, or a training run folder with --weights")
     p.add_argument("--weights", help="with a run folder: the .weights.h5 to export (e.g. averaged checkpoints)")
     p.add_argument("--tokenizer", help="its SentencePiece .model file (required with a .keras file)")
-    p.add_argument("--output-dir", required=True, help="saved_models/<name>; the version folder goes inside")
+    p.add_argument("--format", choices=FORMATS, default="saved_model",
+                   help="a SavedModel (the default), or a CTranslate2 model folder with its tokenizer and a note")
+    p.add_argument("--output-dir", required=True,
+                   help="saved_models/<name>, where the version folder goes; with --format ctranslate2, the new "
+                        "model folder")
     p.add_argument("--version", type=int, default=None, help="default: one more than the highest there")
     add_decoding_arguments(p, batch_size=False)
     p.add_argument("--max-extra-length", type=int, default=None,
@@ -61,9 +79,9 @@ def add_arguments(p):
                    help="source lengths the graph pads to, one graph branch each (default: "
                         f"{' '.join(map(str, DEFAULT_BUCKETS))}, capped at the model's source budget); fewer "
                         "buckets, a smaller SavedModel")
-    p.add_argument("--n-best", type=int, default=1,
+    p.add_argument("--n-best", type=int, default=None,
                    help="also return the N best translations (serving_default and details signatures)")
-    p.add_argument("--signatures", nargs="*", choices=SIGNATURES, default=[],
+    p.add_argument("--signatures", nargs="*", choices=SIGNATURES, default=None,
                    help="signatures besides serving_default (default: none): details (confidences, alignments), "
                         "sample (sampling), score (scoring given translations); each is another graph to trace "
                         "at export")
@@ -74,7 +92,7 @@ def add_arguments(p):
     p.add_argument("--parallel-loops", type=int, default=None, metavar="N",
                    help="without --jit-compile: decode a bucket's sentences as N loops that TensorFlow runs side "
                         "by side (default: 2; 1 with --jit-compile)")
-    p.add_argument("--warmup-batch-sizes", type=int, nargs="+", default=[1], metavar="N",
+    p.add_argument("--warmup-batch-sizes", type=int, nargs="+", default=None, metavar="N",
                    help="TF Serving's warm-up requests (assets.extra/tf_serving_warmup_requests): one per bucket "
                         "and batch size, replayed at load by TF Serving and serve (default: 1); with "
                         "--jit-compile, list the batch sizes clients send")
@@ -84,23 +102,61 @@ def add_arguments(p):
 
 
 def run(args):
+    metadata = {} if args.metadata is None else parse_metadata(args.metadata)
+    if args.format == "ctranslate2":
+        from keras_transformer.converters.ctranslate2 import require_ctranslate2
+
+        no_saved_model_options(args)
+        require_ctranslate2()
+    model, tokenizer, preset_metadata = load_model_and_tokenizer(args)
+    if preset_metadata is not None:
+        metadata = {"preset": args.model, "preset_metadata": preset_metadata, **metadata}
+    if args.format == "ctranslate2":
+        path = write_ctranslate2_folder(model, tokenizer, args, metadata)
+    else:
+        path = write_saved_model_folder(model, tokenizer, args, metadata)
+    print(f"Exported {path}")
+    return 0
+
+
+def write_saved_model_folder(model, tokenizer, args, metadata):
     from keras_transformer.export import export
 
-    metadata = {} if args.metadata is None else parse_metadata(args.metadata)
-    model, tokenizer, preset_metadata = load_model_and_tokenizer(args)
     if args.quantize:
         model.quantize(args.quantize)
         metadata = {"quantize": args.quantize, **metadata}
-    if preset_metadata is not None:
-        metadata = {"preset": args.model, "preset_metadata": preset_metadata, **metadata}
-    path = export(
-        model, tokenizer, args.output_dir, **decoding_options(args), version=args.version, n_best=args.n_best,
-        metadata=metadata or None, jit_compile=args.jit_compile, parallel_loops=args.parallel_loops,
-        warmup_batch_sizes=() if args.no_warmup else tuple(args.warmup_batch_sizes),
-        signatures=tuple(args.signatures),
+    return export(
+        model, tokenizer, args.output_dir, **decoding_options(args), version=args.version,
+        n_best=1 if args.n_best is None else args.n_best, metadata=metadata or None, jit_compile=args.jit_compile,
+        parallel_loops=args.parallel_loops,
+        warmup_batch_sizes=() if args.no_warmup else tuple(args.warmup_batch_sizes or [1]),
+        signatures=tuple(args.signatures or ()),
     )
-    print(f"Exported {path}")
-    return 0
+
+
+def write_ctranslate2_folder(model, tokenizer, args, metadata):
+    """The CTranslate2 model folder; `--quantize int8` is CTranslate2's own
+    int8 storage of the float weights."""
+    from keras_transformer.converters import ctranslate2
+    from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE
+
+    if not isinstance(tokenizer, SubwordTokenizer):
+        tokenizer = SubwordTokenizer.load(tokenizer)
+    return ctranslate2.export_ctranslate2(
+        model, tokenizer, args.output_dir, beam_size=args.beam_size or BEAM_SIZE,
+        alpha=ALPHA if args.alpha is None else args.alpha, quantization=args.quantize, metadata=metadata or None,
+    )
+
+
+def no_saved_model_options(args):
+    """The SavedModel's graph options beside `--format ctranslate2` are an error naming them."""
+    given = [name for name in SAVED_MODEL_OPTIONS if getattr(args, name, None) not in (None, False)]
+    if given:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        verb = "applies" if len(given) == 1 else "apply"
+        raise ValueError(f"{flags} {verb} to a SavedModel; a CTranslate2 model has no graph to set it in. "
+                         f"Received: --format ctranslate2, {flags}")
 
 
 def load_model_and_tokenizer(args):

@@ -1,10 +1,13 @@
-"""Converts a `Transformer` into a CTranslate2 model, for comparing engines.
+"""Converts a `Transformer` into a CTranslate2 model.
 
+`export_ctranslate2` (`keras-transformer export MODEL --format
+ctranslate2`) writes a model folder for CTranslate2's runtime, with the
+tokenizer and a note on translating as this package does; `convert` writes
+the model alone (`benchmarks/translate_speed.py` compares the engines).
 Written against CTranslate2's own specification API
-(`ctranslate2.specs.TransformerSpec`, `ModelSpec.save`), so that the same
-weights run in CTranslate2 (`pip install -e ".[bench]"`, which
-`benchmarks/translate_speed.py` uses). What differs between the two and how
-it is matched:
+(`ctranslate2.specs.TransformerSpec`, `ModelSpec.save`); `ctranslate2` is
+an optional extra (`pip install -e ".[ctranslate2]"`). What differs between
+the two and how it is matched:
 
 - Positions. Ours are the paper's sinusoids interleaved (even dimensions
   sin, odd dimensions cos), positions counted from 0 in the encoder and from
@@ -29,8 +32,17 @@ it is matched:
   (`tokens.pack_source`), as `ctranslate2_source_tokens` does.
 - Length normalisation is a decoding option, not part of the model: ours is
   GNMT's `((5 + length) / 6) ** alpha`; CTranslate2 divides by
-  `length ** length_penalty` (`length` counting EOS in both).
+  `length ** length_penalty` (`length` counting EOS in both). No exponent
+  makes the two equal at every length; `closest_length_penalty` gives the
+  one that ranks hypotheses of about a typical length as ours does, which
+  the export's note recommends. `benchmarks/ctranslate2_agreement.py`
+  counts the outputs on which the engines then agree, and
   `benchmarks/translate_speed.py` reranks CTranslate2's n-best with ours.
+- Output length: ours stops at the source length + `max_extra_length`
+  (`keras_transformer.decoding.common.output_lengths`); CTranslate2 takes
+  an absolute `max_decoding_length`, which the note sets to the model's
+  `max_length`. Long inputs: ours are split at sentence ends
+  (`keras_transformer.preprocessor`), CTranslate2 truncates.
 
 Example:
 
@@ -41,12 +53,44 @@ Example:
 >>> translator = ctranslate2.Translator("/tmp/tatoeba_en_fr_ct2", compute_type="int8")
 """
 
+import json
 import os
+import shutil
+import tempfile
 
 import numpy as np
 
+from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.preprocessor import is_blank
 from keras_transformer.tokens import BOS_ID, EOS_ID, UNK_ID
+
+# The output length, in tokens with EOS, at which `closest_length_penalty`
+# matches the penalties when the export's note recommends one: about a
+# sentence's (benchmarks/ctranslate2_agreement.py reports the outputs' mean
+# length and how often the engines agree).
+TYPICAL_LENGTH = 12
+
+# CTranslate2's beam search ends a sentence once `beam_size * patience` of
+# its hypotheses are finished; ours goes on while a growing hypothesis could
+# still beat the best finished one. At 1, CTranslate2's default, it gives up
+# on longer hypotheses that ours finds; the note recommends 2.
+PATIENCE = 2
+
+# What the export writes beside CTranslate2's own files.
+TOKENIZER_FILE = "tokenizer.model"
+SETTINGS_FILE = "keras_transformer.json"
+NOTE_FILE = "README.md"
+
+
+def require_ctranslate2():
+    """Raises `ImportError` naming the extra to install unless `ctranslate2` imports."""
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError as error:
+        raise ImportError(
+            'A CTranslate2 model needs the ctranslate2 package: pip install "keras-transformer[ctranslate2]". '
+            f"Received: {error}"
+        ) from error
 
 
 def _numpy(variable):
@@ -150,6 +194,7 @@ def transformer_spec(model, tokenizer):
     (a random model of a preset's shape, for speed: see
     `benchmarks/decode_throughput.py --ctranslate2`).
     """
+    require_ctranslate2()
     from ctranslate2.specs import transformer_spec as ts
 
     config = model.transformer_config
@@ -215,6 +260,126 @@ def convert(model, tokenizer, output_dir, quantization=None):
     os.makedirs(output_dir, exist_ok=True)
     spec.save(output_dir)
     return output_dir
+
+
+def closest_length_penalty(alpha, length=TYPICAL_LENGTH):
+    """CTranslate2's `length_penalty` closest to our `alpha` at outputs of
+    `length` tokens (EOS included).
+
+    A hypothesis's rank against others of nearby lengths depends on how
+    fast the penalty grows with length: `d log(penalty) / d log(length)`,
+    which is `length_penalty` for CTranslate2's `length ** length_penalty`
+    and `alpha * length / (5 + length)` for GNMT's `((5 + length) / 6) **
+    alpha`. Equal at `length`, they rank alike there; shorter outputs then
+    get a little more penalty from CTranslate2 than from us, longer a
+    little less.
+
+    >>> round(closest_length_penalty(0.6, 12), 3)
+    0.424
+    """
+    return alpha * length / (5.0 + length)
+
+
+def export_ctranslate2(model, tokenizer, output_dir, beam_size=BEAM_SIZE, alpha=ALPHA, quantization=None,
+                       metadata=None):
+    """Writes a CTranslate2 model folder: the model (`convert`), the
+    tokenizer, `keras_transformer.json` (the decoding settings and
+    `metadata`) and `README.md`, a note on translating as this package does.
+
+    Args:
+        model: a float `Transformer` with its weights.
+        tokenizer: its `SubwordTokenizer`.
+        output_dir: the folder to create; it must not exist, or be empty.
+            The folder appears whole or not at all.
+        beam_size, alpha: the decoding settings the note recommends, alpha
+            as CTranslate2's closest `length_penalty`.
+        quantization: optional CTranslate2 storage type, e.g. `"int8"`.
+        metadata: optional dict added to `keras_transformer.json`.
+
+    Returns:
+        `output_dir`.
+    """
+    from keras_transformer.decoding.beam_search import check_alpha
+    from keras_transformer.validation import check_positive
+
+    check_positive("beam_size", beam_size)
+    check_alpha(alpha)
+    if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
+        raise FileExistsError(f"{output_dir!r} exists and is not an empty folder. Received: output_dir={output_dir!r}")
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    os.makedirs(parent, exist_ok=True)
+    # Built beside its final place, then renamed: the folder appears whole or not at all.
+    temporary = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    staging = os.path.join(temporary, "model")
+    try:
+        convert(model, tokenizer, staging, quantization)
+        with open(os.path.join(staging, TOKENIZER_FILE), "wb") as f:
+            f.write(tokenizer.model_proto)
+        settings = dict(
+            beam_size=beam_size, length_penalty=round(closest_length_penalty(alpha), 2), patience=PATIENCE,
+            alpha=alpha, typical_length=TYPICAL_LENGTH, max_extra_length=MAX_EXTRA_LENGTH,
+            max_decoding_length=int(model.transformer_config.max_length),
+            source_suffix=["</s>"], quantization=quantization, **(metadata or {}),
+        )
+        with open(os.path.join(staging, SETTINGS_FILE), "w", encoding="utf-8") as f:
+            json.dump(settings, f, indent=2)
+        with open(os.path.join(staging, NOTE_FILE), "w", encoding="utf-8") as f:
+            f.write(_note(settings))
+        if os.path.isdir(output_dir):
+            os.rmdir(output_dir)  # empty, checked above
+        os.replace(staging, output_dir)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return output_dir
+
+
+def _note(settings):
+    """The README.md of an exported folder: how to translate as this package does."""
+    return f"""# A keras-transformer model for CTranslate2
+
+Written by `keras-transformer export --format ctranslate2`. It translates
+with [CTranslate2](https://opennmt.net/CTranslate2/) and SentencePiece, here
+from this folder:
+
+```python
+import ctranslate2
+import sentencepiece
+
+folder = "."
+tokenizer = sentencepiece.SentencePieceProcessor(model_file=f"{{folder}}/{TOKENIZER_FILE}")
+translator = ctranslate2.Translator(folder, compute_type="default")
+pieces = [p + ["</s>"] for p in tokenizer.encode(["Where is the station?"], out_type=str)]
+results = translator.translate_batch(pieces, beam_size={settings["beam_size"]}, length_penalty={settings["length_penalty"]},
+                                     patience={settings["patience"]}, max_decoding_length={settings["max_decoding_length"]})
+print(tokenizer.decode_pieces(results[0].hypotheses[0]))
+```
+
+- **The source ends with `</s>`**, which CTranslate2 does not add; the
+  target needs nothing (the decoder starts from `<s>`).
+- **Greedy search** (`beam_size=1`) gives keras-transformer's greedy
+  translations.
+- **The length penalty.** keras-transformer divides a hypothesis's
+  log-probability by GNMT's `((5 + length) / 6) ** alpha`, here alpha =
+  {settings["alpha"]}; CTranslate2 divides it by `length ** length_penalty`.
+  No `length_penalty` equals ours at every length. The closest is
+  `alpha * L / (5 + L)`, which makes the two penalties grow alike at
+  outputs of L tokens: {settings["length_penalty"]} at L = {settings["typical_length"]}, a sentence's
+  length (`keras_transformer.converters.ctranslate2.closest_length_penalty`).
+  Beam search then ranks hypotheses as ours does, but for some whose
+  lengths differ much. For long outputs, compute it at their length.
+- **Patience.** CTranslate2 ends a sentence's beam search once
+  `beam_size * patience` hypotheses are finished; keras-transformer goes on
+  while a growing hypothesis could still beat the best finished one.
+  `patience={settings["patience"]}` lets CTranslate2 find the longer hypotheses that
+  keras-transformer does.
+- **Length limits.** keras-transformer stops an output at its source's
+  length (with `</s>`) + {settings["max_extra_length"]} tokens; CTranslate2 takes one
+  `max_decoding_length` for the batch, set above to the model's
+  `max_length`: cut an output at that length to have keras-transformer's. keras-transformer splits a source
+  over its budget at sentence ends; CTranslate2 truncates one.
+
+`{SETTINGS_FILE}` holds these settings.
+"""
 
 
 def convert_preset(preset, output_dir, quantization=None):

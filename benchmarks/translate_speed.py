@@ -29,17 +29,18 @@ CPUs):
 - `ctranslate2-float32`, `ctranslate2-int8`: CTranslate2 on the preset's
   weights converted by `keras_transformer.converters.ctranslate2` (ctranslate2's
   spec API; our position table, our vocabulary), `compute_type` float32 or
-  int8, `intra_threads=--threads`, beam 4, `length_penalty` 0.6 and
-  `patience` `--ct2-patience`. CTranslate2 divides a hypothesis's
-  log-probability by `length ** 0.6`, we by GNMT's `((5 + length) / 6) **
-  0.6`: it returns its 4-best with scores and the best under our penalty is
-  taken (`gnmt_rescore`; `--ct2-no-rescore` keeps its own first).
-  `--ct2-use-mkl 0` or `1` sets `CT2_USE_MKL` for its process: by default
-  CTranslate2 multiplies matrices with Intel MKL on Intel CPUs and with
-  oneDNN elsewhere, and on a 2-core Intel Xeon its default (MKL) ran slower
-  on batches, and more so per sentence, than `--ct2-use-mkl 0`
-  (benchmarks/README.md, "CTranslate2 and Intel MKL"): compare against its
-  faster setting.
+  int8, `intra_threads=--threads`, beam 4, with the settings that
+  `export --format ctranslate2` recommends for our alpha: the closest
+  `length_penalty` (`converters.ctranslate2.closest_length_penalty`) and
+  `patience` (`--ct2-patience`). CTranslate2 divides a hypothesis's
+  log-probability by `length ** length_penalty`, we by GNMT's `((5 +
+  length) / 6) ** alpha`: it returns its 4-best with scores and the best
+  under our penalty is taken (`gnmt_rescore`; `--ct2-no-rescore` keeps its
+  own first). `--ct2-use-mkl 0` or `1` sets `CT2_USE_MKL` for its process,
+  `auto` leaves CTranslate2's own choice (Intel MKL on Intel CPUs, oneDNN
+  elsewhere); the default is 0 on Intel CPUs, where MKL ran slower on
+  batches, and more so per sentence (benchmarks/README.md, "CTranslate2 and
+  Intel MKL"), and `auto` elsewhere.
 
 Figures per engine, on the first `--limit` sources of the test split of
 `--preset`'s corpus (all 1,918 by default):
@@ -84,7 +85,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.report import cpu_name, write_json  # noqa: E402
+from benchmarks.report import cpu_flags, cpu_name, is_intel_cpu, write_json  # noqa: E402
 
 ENGINES = (
     "savedmodel",
@@ -162,13 +163,14 @@ def load_engine(engine, args):
                 pieces = processor.encode([texts[i] for i in rows], out_type=str)
                 results = translator.translate_batch(
                     [p + ["</s>"] for p in pieces], beam_size=args.beam_size, num_hypotheses=args.beam_size,
-                    length_penalty=args.alpha, patience=args.ct2_patience, return_scores=True,
+                    length_penalty=ct2_length_penalty(args), patience=args.ct2_patience, return_scores=True,
                     max_decoding_length=args.max_decoding_length,
                 )
                 for i, result in zip(rows, results):
                     best = 0
                     if not args.ct2_no_rescore:
-                        best, _ = gnmt_rescore(result.hypotheses, result.scores, args.alpha, args.alpha)
+                        best, _ = gnmt_rescore(result.hypotheses, result.scores, ct2_length_penalty(args),
+                                               args.alpha)
                     outputs[i] = processor.decode_pieces(result.hypotheses[best])
                     natives[i] = processor.decode_pieces(result.hypotheses[0])
             return outputs, natives
@@ -199,6 +201,13 @@ def load_engine(engine, args):
     translate.dtype_policy = model.dtype_policy.name
     translate.narrow_batches = translator.narrow_batches
     return translate
+
+
+def ct2_length_penalty(args):
+    """CTranslate2's `length_penalty` for our `--alpha`, as the export's note gives it."""
+    from keras_transformer.converters.ctranslate2 import closest_length_penalty
+
+    return round(closest_length_penalty(args.alpha), 2)
 
 
 def gnmt_rescore(hypotheses, scores, length_penalty, alpha):
@@ -463,10 +472,12 @@ def parse_args(argv=None):
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--ct2-patience", type=float, default=1.0)
+    parser.add_argument("--ct2-patience", type=float, default=None,
+                        help="CTranslate2's beam search patience (default: what the export's note recommends)")
     parser.add_argument("--ct2-no-rescore", action="store_true", help="CTranslate2's own first hypothesis")
-    parser.add_argument("--ct2-use-mkl", choices=("auto", "0", "1"), default="auto",
-                        help="CTranslate2's CT2_USE_MKL: auto (its default: MKL on Intel CPUs only), 0 or 1")
+    parser.add_argument("--ct2-use-mkl", choices=("auto", "0", "1"), default=None,
+                        help="CTranslate2's CT2_USE_MKL: auto (its own choice: MKL on Intel CPUs only), 0 or 1 "
+                             "(default: 0 on Intel CPUs, auto elsewhere)")
     parser.add_argument("--ct2-model", default=None, help="a converted model (default: converted into a temporary folder)")
     parser.add_argument("--tokenizer-path", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--max-decoding-length", type=int, default=256)
@@ -505,6 +516,12 @@ def parse_args(argv=None):
                      f"`keras-transformer export {args.preset} --output-dir {os.path.dirname(args.saved_model)}`")
     if args.device == "cpu" and "ctranslate2-float16" in args.engines:
         parser.error("--engines ctranslate2-float16 needs --device gpu (CTranslate2 computes float16 on GPUs only)")
+    if args.ct2_use_mkl is None:
+        args.ct2_use_mkl = "0" if is_intel_cpu() else "auto"
+    if args.ct2_patience is None:
+        from keras_transformer.converters.ctranslate2 import PATIENCE
+
+        args.ct2_patience = float(PATIENCE)
     return args
 
 
@@ -576,7 +593,8 @@ def main(argv=None):
         "benchmark": "translate_speed",
         "command": " ".join([os.path.basename(sys.executable), "benchmarks/translate_speed.py"] + list(argv if argv is not None else sys.argv[1:])),
         "device": args.device,
-        "machine": {"platform": platform.platform(), "processor": cpu_name(), "cpu_count": os.cpu_count(),
+        "machine": {"platform": platform.platform(), "processor": cpu_name(), "cpu_flags": cpu_flags(),
+                    "cpu_count": os.cpu_count(),
                     "gpu": _gpu_name() if args.device == "gpu" else None,
                     "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
         "preset": args.preset, "saved_model": args.saved_model, "corpus": args.corpus or args.preset,
@@ -585,7 +603,7 @@ def main(argv=None):
         "tensorflow_intra_op_threads": args.intra_op_threads or args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
         "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
         "translator_narrow_batches": args.narrow_batches, "once_through": args.once_through, "savedmodel_warmup": args.savedmodel_warmup,
-        "ctranslate2": {"length_penalty": args.alpha, "patience": args.ct2_patience,
+        "ctranslate2": {"length_penalty": ct2_length_penalty(args), "patience": args.ct2_patience,
                         "rescored_with_gnmt": not args.ct2_no_rescore, "convert_s": ct2_convert_s,
                         "use_mkl": args.ct2_use_mkl,
                         "version": _version("ctranslate2")},

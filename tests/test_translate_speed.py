@@ -20,6 +20,7 @@ import pytest
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
+from benchmarks.report import cpu_flags, cpu_name, is_intel_cpu  # noqa: E402
 from keras_transformer import SubwordTokenizer, Transformer, presets  # noqa: E402
 from keras_transformer.converters.ctranslate2 import (  # noqa: E402
     closest_length_penalty,
@@ -203,14 +204,19 @@ def test_benchmark_smoke_ctranslate2(ctranslate2_run):
     assert report["reference_engine"] is None  # translator-tf-float32 did not run
     assert report["machine"]["cpu_count"] and report["threads"] == 2
     assert results["ctranslate2-float32"]["cpus"] is None or len(results["ctranslate2-float32"]["cpus"]) <= 2
-    assert report["ctranslate2"]["use_mkl"] == "auto" and results["ctranslate2-int8"]["ct2_use_mkl_env"] is None
+    # The fair defaults: MKL off on Intel CPUs only; the export's length penalty and patience.
+    intel = is_intel_cpu()
+    assert report["ctranslate2"]["use_mkl"] == ("0" if intel else "auto")
+    assert results["ctranslate2-int8"]["ct2_use_mkl_env"] == ("0" if intel else None)
+    assert (report["ctranslate2"]["length_penalty"], report["ctranslate2"]["patience"]) == (0.42, 2.0)
+    assert report["machine"]["cpu_flags"] == cpu_flags() and report["machine"]["processor"] == cpu_name()
 
 
 def test_benchmark_sets_ctranslate2s_matrix_library_when_asked(tmp_path, ctranslate2_run):
-    """`--ct2-use-mkl 0` reaches CTranslate2's process as CT2_USE_MKL=0, and its outputs stay those of the default."""
-    report, results = run_benchmark(tmp_path, ["ctranslate2-float32"], limit=4, extra=["--ct2-use-mkl", "0"])
-    assert report["ctranslate2"]["use_mkl"] == "0"
-    assert results["ctranslate2-float32"]["ct2_use_mkl_env"] == "0"
+    """`--ct2-use-mkl 1` reaches CTranslate2's process as CT2_USE_MKL=1, and its outputs stay those of the default."""
+    report, results = run_benchmark(tmp_path, ["ctranslate2-float32"], limit=4, extra=["--ct2-use-mkl", "1"])
+    assert report["ctranslate2"]["use_mkl"] == "1"
+    assert results["ctranslate2-float32"]["ct2_use_mkl_env"] == "1"
     default, _ = ctranslate2_run
     assert report["outputs"]["ctranslate2-float32"] == default["outputs"]["ctranslate2-float32"]
 

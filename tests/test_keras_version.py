@@ -1,5 +1,6 @@
 """The Keras under test is one that setup.py allows; in tests/run.sh's
-lowest-Keras pass, it is the lowest one."""
+lowest-Keras pass, it is the lowest one. The PyTorch under test (the
+PyTorch pass's) is the lowest release the `torch` extra allows."""
 
 import ast
 import os
@@ -9,14 +10,19 @@ import keras
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def keras_requirement():
-    """setup.py's `install_requires` entry for Keras, read with `ast`."""
+def setup_keyword(name):
+    """The value of a keyword argument of setup.py's `setup(...)`, read with `ast`."""
     with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as f:
         tree = ast.parse(f.read())
     for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "install_requires":
-            return next(item.value for item in node.value.elts if item.value.startswith("keras"))
-    raise AssertionError("setup.py has no install_requires")
+        if isinstance(node, ast.keyword) and node.arg == name:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"setup.py has no {name}")
+
+
+def keras_requirement():
+    """setup.py's `install_requires` entry for Keras."""
+    return next(item for item in setup_keyword("install_requires") if item.startswith("keras"))
 
 
 def release(text):
@@ -31,3 +37,11 @@ def test_the_keras_under_test_is_within_the_declared_range():
     expected = os.environ.get("KERAS_TRANSFORMER_EXPECTED_KERAS")
     if expected:  # the lowest-Keras pass: that release, not the one installed
         assert version == release(expected) + (0,) * (3 - len(release(expected))), (keras.__version__, expected)
+
+
+def test_the_torch_under_test_is_the_lowest_the_torch_extra_allows():
+    import torch
+
+    [requirement] = setup_keyword("extras_require")["torch"]  # as torch>=LOWEST,<BELOW
+    lowest = requirement[len("torch>="):].split(",")[0]
+    assert release(torch.__version__.split("+")[0])[:2] == release(lowest)[:2], (torch.__version__, requirement)

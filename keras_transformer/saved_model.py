@@ -111,7 +111,7 @@ def read_translator_parts(path):
     return model, tokenizer, metadata
 
 
-def _parallel_search(search, source, parallel_loops, num_return):
+def _parallel_search(search, source, parallel_loops, num_return, prefix=None):
     """`search` over `parallel_loops` parts of the rows, each its own loop.
 
     The parts do not depend on one another, so TensorFlow's inter-op
@@ -126,9 +126,9 @@ def _parallel_search(search, source, parallel_loops, num_return):
 
     per_row = [num_return] if num_return > 1 else []  # (rows, [n,] length) ids, (rows, [n]) scores
 
-    def part_search(part):
+    def part_search(part, part_prefix):
         def run():
-            ids, scores = search(part)
+            ids, scores = search(part, part_prefix)
             return tf.cast(ids, tf.int32), tf.cast(scores, tf.float32)
 
         empty = lambda: (tf.zeros([0, *per_row, 1], tf.int32), tf.zeros([0, *per_row], tf.float32))  # noqa: E731
@@ -136,7 +136,8 @@ def _parallel_search(search, source, parallel_loops, num_return):
 
     rows = tf.shape(source)[0]
     bounds = [rows * i // parallel_loops for i in range(parallel_loops + 1)]
-    parts = [part_search(source[start:end]) for start, end in zip(bounds, bounds[1:])]
+    parts = [part_search(source[start:end], None if prefix is None else prefix[start:end])
+             for start, end in zip(bounds, bounds[1:])]
     length = tf.reduce_max([tf.shape(ids)[-1] for ids, _ in parts])
     # Parts stop at their own lengths: PAD the shorter ones' ids.
     ids = [
@@ -146,21 +147,24 @@ def _parallel_search(search, source, parallel_loops, num_return):
     return tf.concat(ids, 0), tf.concat([scores for _, scores in parts], 0)
 
 
-def _rows_to_a_power_of_two(search, source):
-    """`search` with the rows of `source` filled up to a power of two with
-    copies of its last row (they stop with it): XLA compiles once per shape."""
+def _rows_to_a_power_of_two(search, source, prefix=None):
+    """`search` with the rows of `source` (and `prefix`) filled up to a
+    power of two with copies of its last row (they stop with it): XLA
+    compiles once per shape."""
     import tensorflow as tf
 
     rows = tf.shape(source)[0]
     powers = tf.constant([2**i for i in range(31)], tf.int32)
     padded = tf.gather(powers, tf.searchsorted(powers, rows[None])[0])  # the smallest power >= rows
-    ids, scores = search(tf.gather(source, tf.minimum(tf.range(padded), rows - 1)))
+    filled = tf.minimum(tf.range(padded), rows - 1)
+    ids, scores = search(*[tf.gather(x, filled) for x in ((source,) if prefix is None else (source, prefix))])
     return ids[:rows], scores[:rows]
 
 
 def graph_decoder(translator, jit_compile, parallel_loops, sampler=None):
-    """`decode(source) -> (ids, scores)`: `translator`'s sampler (or
-    `sampler`) over a bucket's padded sources `(rows, width)` in a
+    """`decode(source, prefix=None) -> (ids, scores)`: `translator`'s
+    sampler (or `sampler`) over a bucket's padded sources `(rows, width)`,
+    each output starting with its target prefix `(rows, prefix_length)`, in a
     TensorFlow graph traced for any number of rows: compiled with XLA (rows
     filled up to a power of two), or in `parallel_loops` loops whose
     sentences leave the batch as they finish."""
@@ -169,14 +173,14 @@ def graph_decoder(translator, jit_compile, parallel_loops, sampler=None):
     sampler = sampler or translator.sampler
     drop_finished = translator.drop_finished(static_shapes=jit_compile)
 
-    def search(source):
-        return sampler(translator.model, source, translator.max_extra_length, drop_finished)
+    def search(source, prefix=None):
+        return sampler(translator.model, source, translator.max_extra_length, drop_finished, prefix)
 
     if jit_compile:
         compiled = tf.function(search, jit_compile=True, autograph=False)
-        return lambda source: _rows_to_a_power_of_two(compiled, source)
+        return lambda source, prefix=None: _rows_to_a_power_of_two(compiled, source, prefix)
     num_return = sampler.get_config().get("num_return", 1)
-    return lambda source: _parallel_search(search, source, parallel_loops, num_return)
+    return lambda source, prefix=None: _parallel_search(search, source, parallel_loops, num_return, prefix)
 
 
 def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,

@@ -207,11 +207,13 @@ class Translator:
         # shape then compiles about twice as long.
         static_shapes = backend == "jax" or (backend == "tensorflow" and jit_compile is True)
         drop_finished = self.drop_finished(static_shapes)
+        def search(model, source, prefix=None):
+            return sampler(model, source, self.max_extra_length, drop_finished, prefix)
+
         if jit_compile:
-            decode = jit_decoder(self.model, sampler, max_extra_length=self.max_extra_length,
-                                 drop_finished=drop_finished)
+            decode = jit_decoder(self.model, search)
         else:
-            decode = lambda source: sampler(self.model, source, self.max_extra_length, drop_finished)  # noqa: E731
+            decode = lambda source, prefix=None: search(self.model, source, prefix)  # noqa: E731
         return static_shapes, decode
 
     def _graph_decoder(self, sampler):
@@ -226,7 +228,10 @@ class Translator:
         import tensorflow as tf
 
         decode = saved_model.graph_decoder(self, False, parallel_loops=1, sampler=sampler)
-        return tf.function(decode, input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
+        ids = tf.TensorSpec([None, None], tf.int32)
+        plain = tf.function(decode, input_signature=[ids], autograph=False)
+        prefixed = tf.function(decode, input_signature=[ids, ids], autograph=False)  # traced when first needed
+        return lambda source, prefix=None: plain(source) if prefix is None else prefixed(source, prefix)
 
     @property
     def beam_size(self):
@@ -274,18 +279,22 @@ class Translator:
         decoding = {name: settings[name] for name in DECODING_OPTIONS if name in settings}
         return cls(model, tokenizer, **decoding, **kwargs)
 
-    def translate(self, sentences, sampler=None):
+    def translate(self, sentences, sampler=None, target_prefix=None):
         """Translates a list of strings; returns a list of strings.
 
         `sampler`: None, this translator's search, or a `RandomSampler`
         to sample each translation (`keras_transformer.decoding.sampling`).
+        `target_prefix`: None, or a list of strings, one per sentence
+        (`""` for none): each translation starts with its prefix's tokens
+        and the model continues it (`decoding.loop.force_prefix`).
         """
         pieces, owners = self._pieces(sentences)
-        outputs = [texts[0] for texts, _ in self._decode_pieces(pieces, self._sampler(1, sampler))]
+        prefixes = self._prefixes(target_prefix, pieces, owners, len(sentences))
+        outputs = [texts[0] for texts, _ in self._decode_pieces(pieces, self._sampler(1, sampler), prefixes)]
         translations = self.tokenizer.decode(outputs) if outputs else []
         return self.preprocessor.join(translations, owners, len(sentences))
 
-    def hypotheses(self, sentences, n_best=1, sampler=None, alignments=False):
+    def hypotheses(self, sentences, n_best=1, sampler=None, alignments=False, target_prefix=None):
         """The `n_best` best translations of each sentence, with their scores.
 
         Args:
@@ -296,6 +305,8 @@ class Translator:
             sampler: None, or a `RandomSampler` (then `n_best` is 1).
             alignments: bool. Also align each hypothesis's words to its
                 sentence's (`keras_transformer.alignment`).
+            target_prefix: None, or a list of strings, one per sentence
+                (`""` for none), that the hypotheses start with (`translate`).
 
         Returns:
             A list of lists of `Hypothesis`: `text`, `score` (the
@@ -309,7 +320,8 @@ class Translator:
             and offsets their words.
         """
         pieces, owners = self._pieces(sentences)
-        results = self._decode_pieces(pieces, self._sampler(n_best, sampler))
+        prefixes = self._prefixes(target_prefix, pieces, owners, len(sentences))
+        results = self._decode_pieces(pieces, self._sampler(n_best, sampler), prefixes)
         members = [[] for _ in sentences]  # each sentence's pieces
         for piece, owner in enumerate(owners):
             members[owner].append(piece)
@@ -421,6 +433,28 @@ class Translator:
         _check_strings("sentences", sentences)
         return self.preprocessor.pieces(list(sentences))
 
+    def _prefixes(self, target_prefix, pieces, owners, count):
+        """Each piece's target prefix ids (a sentence's prefix goes to its
+        first piece), or None without prefixes."""
+        if target_prefix is None:
+            return None
+        _check_strings("target_prefix", target_prefix)
+        if len(target_prefix) != count:
+            raise ValueError(f"Argument `target_prefix` must hold one string per sentence. Received: "
+                             f"{len(target_prefix)} prefixes for {count} sentences")
+        ids = self.tokenizer.encode(list(target_prefix))
+        prefixes, seen = [], set()
+        for piece, owner in zip(pieces, owners):
+            prefixes.append([] if owner in seen else ids[owner])
+            seen.add(owner)
+            limit = min(len(piece) + self.max_extra_length, self.preprocessor.max_length)
+            if len(prefixes[-1]) >= limit:
+                raise ValueError(
+                    f"Argument `target_prefix` of sentence {owner} has {len(prefixes[-1])} tokens; its translation "
+                    f"may have at most {limit}, so the prefix must be shorter. Received: {target_prefix[owner]!r}"
+                )
+        return prefixes if any(prefixes) else None
+
     def _sampler(self, n_best, sampler):
         """The sampler of a call: this translator's, its search with
         `n_best` hypotheses, or `sampler`."""
@@ -520,12 +554,13 @@ class Translator:
             rows.append([int(t) for t in row if t != PAD_ID])
         return rows
 
-    def _decode_pieces(self, pieces, sampler):
+    def _decode_pieces(self, pieces, sampler, prefixes=None):
         """`(outputs, scores)` of each packed source in `pieces`, decoded
-        with `sampler` in the batches of the preprocessor's padding rule:
-        the output ids as decoded (EOS last where they end) and their
-        scores, best first, without the placeholders of hypotheses the
-        search never finished."""
+        with `sampler` in the batches of the preprocessor's padding rule,
+        each starting with its ids in `prefixes` (None: none): the output
+        ids as decoded (EOS last where they end) and their scores, best
+        first, without the placeholders of hypotheses the search never
+        finished."""
         results = [None] * len(pieces)
         lengths = [len(piece) for piece in pieces]
         batches = self.preprocessor.batches(lengths, self.batch_size, self._static_shapes)
@@ -535,18 +570,26 @@ class Translator:
         else:
             self._eager_steps = 0  # the graph from now on
         for chunk, width in batches:
-            for i, result in zip(chunk, self._decode_batch(decode, [pieces[i] for i in chunk], width)):
+            chunk_prefixes = None if prefixes is None else [prefixes[i] for i in chunk]
+            for i, result in zip(chunk, self._decode_batch(decode, [pieces[i] for i in chunk], width, chunk_prefixes)):
                 results[i] = result
         return results
 
-    def _decode_batch(self, decode, sources, width):
+    def _decode_batch(self, decode, sources, width, prefixes=None):
         # Static shapes compile once per shape: rows go up to a power of two.
         rows = padded_rows(len(sources), self.batch_size) if self._static_shapes else len(sources)
         batch = np.zeros((rows, width), dtype="int32")
         batch[len(sources) :, 0] = EOS_ID  # filler rows: an empty source
         for i, ids in enumerate(sources):
             batch[i, : len(ids)] = ids
-        tokens, scores = decode(batch)
+        if prefixes is not None and any(prefixes):
+            # (rows, longest prefix), PAD after each; a multiple of 8 wide, as sources are padded.
+            prefix = np.zeros((rows, -(-max(map(len, prefixes)) // 8) * 8), dtype="int32")
+            for i, ids in enumerate(prefixes):
+                prefix[i, : len(ids)] = ids
+            tokens, scores = decode(batch, prefix)
+        else:
+            tokens, scores = decode(batch)
         tokens, scores = ops.convert_to_numpy(tokens)[: len(sources)], ops.convert_to_numpy(scores)[: len(sources)]
         if tokens.ndim == 2:  # one hypothesis a sentence: (rows, length) -> (rows, 1, length)
             tokens, scores = tokens[:, None], scores[:, None]

@@ -145,6 +145,8 @@ def add_output_arguments(p):
     p.add_argument("--alignments", action="store_true",
                    help="also write each translation's word alignment to its source, in Pharaoh format "
                         "(JSON lines)")
+    p.add_argument("--target-prefix", default=None, metavar="TEXT",
+                   help="each translation starts with TEXT, and the model continues it")
     p.add_argument("--sampling-topk", type=int, default=None, metavar="K",
                    help="sample each token from the K most likely instead of searching (0: all)")
     p.add_argument("--sampling-topp", type=float, default=None, metavar="P",
@@ -221,13 +223,14 @@ def no_options_with_saved_model(model, **given):
 
 
 def translate_function(model, tokenizer=None, batch_size=None, quantize=None, outputs=None, sampler=None,
-                       **decoding):
+                       target_prefix=None, **decoding):
     """`translate(sentences) -> translations` with the `Translator` of
     `load_translator`.
 
     With `outputs` (`{"n_best": ..., "alignments": ...}`), each translation
     is a dict of outputs (`keras_transformer.translator.prediction`), not a
     string. With `sampler`, a `RandomSampler`, translations are sampled.
+    With `target_prefix`, a string, every translation starts with it.
 
     Returns `(translate, keras_model, tokenizer)`.
     """
@@ -235,12 +238,17 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
     keras_model, sp = translator.model, translator.tokenizer
     from keras_transformer.translator import prediction
 
-    if outputs is None and sampler is None:
+    if outputs is None and sampler is None and target_prefix is None:
         return translator.translate, keras_model, sp
+
+    def steering(texts):
+        """The call's sampler and each sentence's prefix."""
+        return dict(sampler=sampler, target_prefix=None if target_prefix is None else [target_prefix] * len(texts))
+
     if outputs is None:
-        return (lambda texts: translator.translate(texts, sampler=sampler)), keras_model, sp
+        return (lambda texts: translator.translate(texts, **steering(texts))), keras_model, sp
     def translate(texts):
-        found = translator.hypotheses(texts, sampler=sampler, **outputs)
+        found = translator.hypotheses(texts, **steering(texts), **outputs)
         return [prediction(hypotheses, **outputs) for hypotheses in found]
 
     return translate, keras_model, sp

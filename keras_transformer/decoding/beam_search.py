@@ -168,8 +168,9 @@ class BeamSampler:
     def get_config(self):
         return {"beam_size": self.beam_size, "alpha": self.alpha, "num_return": self.num_return}
 
-    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False):
-        return decode(model, source_ids, self, max_extra_length=max_extra_length, drop_finished=drop_finished)
+    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None):
+        return decode(model, source_ids, self, max_extra_length=max_extra_length, drop_finished=drop_finished,
+                      target_prefix=target_prefix)
 
     def __repr__(self):
         return f"BeamSampler(beam_size={self.beam_size}, alpha={self.alpha}, num_return={self.num_return})"

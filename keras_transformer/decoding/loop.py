@@ -33,6 +33,7 @@ import keras
 from keras import ops
 
 from keras_transformer.decoding.common import (
+    NEG_INF,
     cache_lengths,
     check_optional_token,
     check_source_ids,
@@ -66,6 +67,20 @@ class Rows(NamedTuple):
     sentence: Any  # (batch,) int32: the row's sentence in the whole batch
     limit: Any  # (batch,) int32: its length limit
     source_mask: Any  # (batch * width, source_length) bool
+    prefix: Any = ()  # (batch, prefix_length) int32: its target prefix, PAD after; () without prefixes
+
+
+def force_prefix(log_probs, prefix, step):
+    """`log_probs` `(batch, width, vocab)` with every token but the target
+    prefix's `NEG_INF` where a sentence's prefix `(batch, prefix_length)`
+    still has a token at `step` (PAD after its end). The prefix's token
+    keeps its log-probability, so an output's score counts it once, as
+    `Translator.score` scores the same ids."""
+    length, vocab = ops.shape(prefix)[1], log_probs.shape[-1]
+    token = ops.take(prefix, ops.minimum(step, length - 1), axis=1)  # (batch,)
+    forcing = ops.logical_and(ops.less(step, length), ops.not_equal(token, PAD_ID))  # (batch,)
+    other = ops.not_equal(ops.arange(vocab, dtype="int32")[None, None, :], token[:, None, None])
+    return ops.where(ops.logical_and(forcing[:, None, None], other), NEG_INF, log_probs)
 
 
 def reorder_cache(cache, flat_indices):
@@ -98,8 +113,9 @@ def _take(hypotheses, sentences):
 
 def _take_rows(rows, sentences, flat):
     """`rows` of `sentences` `(n,)`, whose model rows are `flat` `(n * width,)`."""
+    prefix = rows.prefix if isinstance(rows.prefix, tuple) else ops.take(rows.prefix, sentences, axis=0)
     return Rows(ops.take(rows.sentence, sentences, axis=0), ops.take(rows.limit, sentences, axis=0),
-                ops.take(rows.source_mask, flat, axis=0))
+                ops.take(rows.source_mask, flat, axis=0), prefix)
 
 
 class _Decoder:
@@ -122,6 +138,8 @@ class _Decoder:
             rows.source_mask, state.cache if self.use_cache else None, self.length,
         )
         log_probs = ops.reshape(log_softmax(logits), (batch, width, logits.shape[-1]))  # (batch, width, vocab) float32
+        if not isinstance(rows.prefix, tuple):
+            log_probs = force_prefix(log_probs, rows.prefix, state.step)
         hypotheses, parents = self.sampler.extend(state.hypotheses, log_probs, state.step, rows.limit, self.eos_id)
         state = LoopState(state.step + 1, cache if self.use_cache else {}, hypotheses)
         if parents is None:  # each hypothesis extends its own row
@@ -300,7 +318,7 @@ def check_drop_finished(drop_finished):
 
 
 def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EOS_ID, use_cache=True,
-           max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False):
+           max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None):
     """Decodes a batch of sources with `sampler`; returns `sampler.result`.
 
     Written with `keras.ops` only and static shapes inside each step
@@ -308,7 +326,9 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
     `ops.take`, `ops.top_k`), so it runs eagerly, under
     `tf.function(jit_compile=True)`, `jax.jit` and on PyTorch, and exports
     with stock TensorFlow ops. `beam_search` and `greedy_decode` document
-    the arguments.
+    the arguments. `target_prefix`, an int array `(batch, prefix_length)`
+    padded with PAD (0), holds the tokens each output starts with
+    (`force_prefix`); None forces nothing.
     """
     check_optional_token("bos_id", bos_id)
     check_optional_token("eos_id", eos_id)
@@ -329,7 +349,8 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
     else:
         cache, memory = {}, ops.repeat(memory, width, axis=0)  # (batch * width, source_length, d_model)
     source_mask = ops.repeat(ops.not_equal(source_ids, PAD_ID), width, axis=0)  # (batch * width, source_length)
-    rows = Rows(ops.arange(batch, dtype="int32"), limits, source_mask)
+    prefix = () if target_prefix is None else ops.cast(ops.convert_to_tensor(target_prefix), "int32")
+    rows = Rows(ops.arange(batch, dtype="int32"), limits, source_mask, prefix)
     state = LoopState(ops.convert_to_tensor(0, dtype="int32"), cache, sampler.start(source_ids, length, bos_id, limits))
     decoder = _Decoder(model, sampler, memory, length, eos_id, use_cache)
     if drop_finished is True:

@@ -9,7 +9,7 @@ import pytest
 from keras import ops
 
 from keras_transformer import Translator
-from keras_transformer.decoding.samplers import get_sampler
+from keras_transformer.decoding.samplers import BeamSampler, get_sampler
 from keras_transformer.decoding.sampling import RandomSampler
 from keras_transformer.decoding import beam_search, jit_decoder
 from keras_transformer.tokens import BOS_ID, EOS_ID
@@ -40,7 +40,7 @@ def test_each_sentence_keeps_the_hypotheses_its_search_finished(monkeypatch):
     # finished: one sentence may have fewer than another.
     translator = copy_translator(beam_size=2, jit_compile=False)
     finished = [([[4, EOS_ID], [5, EOS_ID]], [-0.1, -0.5]), ([[6, EOS_ID]], [-0.2])]
-    monkeypatch.setattr(translator, "_decode_pieces", lambda pieces, sampler: finished)
+    monkeypatch.setattr(translator, "_decode_pieces", lambda pieces, sampler, prefixes: finished)
     first, second, blank = translator.hypotheses(["the", "cat", ""], n_best=2)
     assert [(h.text, h.score) for h in first] == [("the", -0.1), ("cat", -0.5)]
     assert [(h.text, h.score) for h in second] == [("sat", -0.2)] and [h.text for h in blank] == [""]
@@ -306,6 +306,53 @@ def test_sampling_is_seeded_per_sentence_and_cut_to_the_top_tokens(permuting):
     greedy = Translator(model, tokenizer, beam_size=1).translate(held_out)
     for cut in (dict(top_k=1), dict(top_p=1e-6)):
         assert translator.translate(held_out, sampler=RandomSampler(seed=3, **hot, **cut)) == greedy
+
+
+@pytest.mark.parametrize("jit_compile", [True, "auto"])
+def test_target_prefixes_start_each_output_and_are_scored_once(permuting, monkeypatch, jit_compile):
+    # Each prefix is a word the model would not start with: the source's
+    # first word (no permutation keeps it first). "auto" on TensorFlow: the
+    # graph at once (no eager steps).
+    import keras_transformer.translator
+
+    monkeypatch.setattr(keras_transformer.translator, "EAGER_STEPS", 0)
+    model, tokenizer, _, held_out = permuting
+    translator = Translator(model, tokenizer, jit_compile=jit_compile)
+    texts = held_out[:12]
+    prefixes = [s.split()[0] if i % 3 else "" for i, s in enumerate(texts)]  # every third without one
+    plain = translator.translate(texts)
+    for sampler in (None, RandomSampler(seed=3, temperature=2.0)):
+        found = translator.hypotheses(texts, n_best=1 if sampler else 2, sampler=sampler, target_prefix=prefixes)
+        outputs = [h for hypotheses in found for h in hypotheses]
+        owners = [i for i, hypotheses in enumerate(found) for _ in hypotheses]
+        for i, h in zip(owners, outputs):
+            assert h.text.startswith(prefixes[i]), (texts[i], prefixes[i], h.text)
+    # On token ids, each sampler: the outputs start with the prefix's ids, and
+    # the search's score of each is `score_ids` of the same ids (the prefix's
+    # tokens counted once).
+    sources = [ids + [EOS_ID] for ids in tokenizer.encode(texts)]
+    prefix_ids = tokenizer.encode(prefixes)
+    batch, prefix = padded(sources), padded([ids or [0] for ids in prefix_ids])
+    for sampler in (BeamSampler(4, 0.6, num_return=2), get_sampler(1, 0.6), RandomSampler(seed=3, temperature=2.0)):
+        tokens, scores = (ops.convert_to_numpy(x) for x in sampler(model, batch, 50, False, prefix))
+        tokens, scores = tokens.reshape(len(texts), -1, tokens.shape[-1]), scores.reshape(len(texts), -1)
+        pairs = [(i, row[: list(row).index(EOS_ID) + 1].tolist(), score)
+                 for i, (rows, row_scores) in enumerate(zip(tokens, scores))
+                 for row, score in zip(rows, row_scores) if EOS_ID in row]
+        assert len(pairs) >= len(texts)
+        for i, ids, _ in pairs:
+            assert ids[: len(prefix_ids[i])] == prefix_ids[i], (texts[i], prefixes[i], ids)
+        given = translator.score_ids([sources[i] for i, _, _ in pairs], [ids for _, ids, _ in pairs])
+        np.testing.assert_allclose([g.score for g in given], [score for _, _, score in pairs], atol=1e-4)
+    forced = translator.translate(texts, target_prefix=prefixes)
+    assert [f for f, p in zip(forced, prefixes) if not p] == [t for t, p in zip(plain, prefixes) if not p]
+    assert sum(not t.startswith(p) for t, p in zip(plain, prefixes) if p) >= 4  # the prefixes change outputs
+    assert translator.translate(texts, target_prefix=[""] * len(texts)) == plain
+    with pytest.raises(ValueError, match=r"`target_prefix` must hold one string per sentence. Received: 1 prefixes"):
+        translator.translate(texts[:2], target_prefix=["a"])
+    with pytest.raises(ValueError, match=r"`target_prefix` of sentence 0 has \d+ tokens; its translation may have "
+                                         r"at most \d+"):
+        translator.translate(texts[:1], target_prefix=[" ".join(["cat"] * 60)])
 
 
 def test_a_sentence_translates_alike_alone_and_in_a_shuffled_batch(permuting):

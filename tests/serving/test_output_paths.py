@@ -80,6 +80,11 @@ def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(expor
     assert main(["translate", folder, *texts, "--seed", "2", "--sampling-temperature", "2"]) == 0
     sampler = RandomSampler(temperature=2.0, seed=2)
     assert capsys.readouterr().out.splitlines() == translator.translate(texts, sampler=sampler)
+    word = texts[0].split()[0]  # every translation starts with it
+    assert main(["translate", folder, *texts, "--target-prefix", word, "--scores"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert_rows_close(rows, [prediction(h) for h in translator.hypotheses(texts, target_prefix=[word] * len(texts))])
+    assert all(row["translations"].startswith(word) for row in rows)
     (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{permute(s)}\n" for s in texts), encoding="utf-8")
     assert main(["score", folder, "--pairs", str(tmp_path / "pairs.tsv")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

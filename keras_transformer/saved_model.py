@@ -10,7 +10,10 @@ tf.float32 [batch]` (plus `nbest_translations` and `nbest_scores` of shape
 - `sample(inputs, seed, temperature, top_k, top_p)`, scalars, samples
   (`RandomSampler`), with the outputs of `details`;
 - `score(inputs, targets)` returns `scores`, `totals`, `tokens` `[batch,
-  length]` (pieces, "" after the last) and `token_log_probs`.
+  length]` (pieces, "" after the last) and `token_log_probs`;
+- `prefix(inputs, target_prefix)`, each translation starting with its
+  prefix (`""`: none; `Translator.translate(target_prefix=...)`), with the
+  outputs of `details`.
 
 The translator's preprocessor
 (`TranslationPreprocessor.pieces_graph`, tensorflow-text's SentencePiece
@@ -53,7 +56,7 @@ from keras_transformer.validation import check_bool, check_positive
 
 
 # The signatures a SavedModel may have besides `serving_default` (module docstring).
-SIGNATURES = ("details", "sample", "score")
+SIGNATURES = ("details", "sample", "score", "prefix")
 
 # Loops a bucket's sentences are split between in the graph without XLA:
 # about one per core on the 2-core machines it was tuned on.
@@ -184,11 +187,13 @@ def graph_decoder(translator, jit_compile, parallel_loops, sampler=None):
 
 
 def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,
-                       one_search=False):
+                       one_search=False, prefixed=False):
     """The graph function `inputs [batch] string -> dict of outputs`: the
     preprocessor's pieces, decoded by `sampler` (its `n_best` hypotheses),
     joined; with `details`, also each hypothesis's confidence and word
-    alignment (`Translator.hypotheses`).
+    alignment (`Translator.hypotheses`). With `prefixed`, the function
+    takes `target_prefix [batch] string` too: each input's first piece
+    starts its output with its prefix's tokens.
 
     Each bucket's pieces are decoded by a search of its own in the graph,
     or, with `one_search`, by one search traced for any width (a function
@@ -202,12 +207,16 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     preprocessor = translator.preprocessor
     decode = graph_decoder(translator, jit_compile, parallel_loops, sampler)
     if one_search:
-        decode = tf.function(decode, input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
+        specs = [tf.TensorSpec([None, None], tf.int32)] * (2 if prefixed else 1)
+        decode = tf.function(decode, input_signature=specs, autograph=False)
     starts = word_starts(translator.tokenizer) if details else None
 
-    def decode_bucket(ids, width):
+    def decode_bucket(ids, width, prefix=None):
         source = ids.to_tensor(default_value=PAD_ID, shape=[None, width])  # (rows, width)
-        ids, scores = decode(source)
+        if prefix is None:
+            ids, scores = decode(source)
+        else:  # (rows, longest prefix + 1): a PAD column at least, for rows without one
+            ids, scores = decode(source, tf.pad(prefix.to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]]))
         if n_best == 1:  # (rows, length) -> (rows, 1, length)
             ids, scores = ids[:, None], scores[:, None]
         flat = tf.reshape(tf.cast(ids, tf.int32), [-1, tf.shape(ids)[-1]])  # (rows * n_best, length)
@@ -225,8 +234,9 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
                         tf.zeros([0, n_best], tf.int32), tf.zeros([0, n_best], tf.bool), tf.zeros([0, n_best], tf.int32))
         return outputs
 
-    def translate(inputs):
+    def translate(inputs, target_prefix=None):
         ids, owners = preprocessor.pieces_graph(inputs, op)  # (pieces, None), (pieces,)
+        prefixes = None if target_prefix is None else _piece_prefixes(op, target_prefix, owners, tf.size(inputs))
         # Each piece goes to the smallest bucket that holds it, and each
         # bucket's pieces are decoded together.
         lengths = tf.cast(ids.row_lengths(), tf.int32)  # (pieces,)
@@ -236,7 +246,8 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         for width, part in zip(preprocessor.buckets, rows):
             outputs = tf.cond(
                 tf.size(part) > 0,
-                lambda width=width, part=part: decode_bucket(tf.gather(ids, part), width),
+                lambda width=width, part=part: decode_bucket(
+                    tf.gather(ids, part), width, None if prefixes is None else tf.gather(prefixes, part)),
                 lambda: empty(translator.preprocessor.max_length),
             )
             keep_cond_functional(outputs[0])  # a bucket's loop is optimized when a sentence first needs it
@@ -262,6 +273,19 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         return outputs
 
     return translate
+
+
+def _piece_prefixes(op, target_prefix, owners, count):
+    """Each piece's target prefix ids, ragged `(pieces, None)`: its input's
+    prefix for the input's first piece, none for the others."""
+    import tensorflow as tf
+
+    prefix_ids = tf.cast(op.tokenize(target_prefix), tf.int32)  # (count, None)
+    position = tf.range(tf.size(owners))
+    first = tf.gather(tf.math.unsorted_segment_min(position, owners, count), owners) == position  # (pieces,)
+    gathered = tf.gather(prefix_ids, owners)
+    lengths = tf.where(first, gathered.row_lengths(), tf.zeros_like(gathered.row_lengths()))
+    return tf.RaggedTensor.from_tensor(gathered.to_tensor(default_value=PAD_ID), lengths=lengths)
 
 
 def _piece_details(translator, source, ids, starts, n_best):
@@ -481,6 +505,11 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
         functions["sample"] = (sample, [text, *scalars])
     if "score" in signatures:
         functions["score"] = (build_score_fn(translator, op), [text, tf.TensorSpec([None], tf.string, name="targets")])
+    if "prefix" in signatures:
+        functions["prefix"] = (
+            build_translate_fn(translator, op, search, details=True, one_search=True, prefixed=True, **options),
+            [text, tf.TensorSpec([None], tf.string, name="target_prefix")],
+        )
     # Each traced once, here. Not `keras.export.ExportArchive`: it traces its
     # endpoint to find the variables, then `tf.saved_model.save` traces the
     # `tf.function` again in its save context (another tracing key), which

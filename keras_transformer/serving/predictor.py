@@ -28,6 +28,7 @@ from typing import Optional
 import numpy as np
 
 from keras_transformer.decoding.common import NEG_INF
+from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.decoding.scoring import scoring_limits
 
 
@@ -54,6 +55,8 @@ class Instance:
     `n_best`: also the n best translations. `alignments`: also each
     translation's word alignment. `confidences`: also its confidence (it
     comes with any of these). `sampling`: sample instead of searching.
+    `target_prefix`: the translation starts with it (the `prefix`
+    signature; not with `sampling` or `targets`).
     """
 
     inputs: str
@@ -62,10 +65,12 @@ class Instance:
     confidences: bool = False
     sampling: Optional[Sampling] = None
     targets: Optional[str] = None
+    target_prefix: Optional[str] = None
 
     def __post_init__(self):
         checks = (("inputs", str, False), ("n_best", int, False), ("alignments", bool, False),
-                  ("confidences", bool, False), ("sampling", Sampling, True), ("targets", str, True))
+                  ("confidences", bool, False), ("sampling", Sampling, True), ("targets", str, True),
+                  ("target_prefix", str, True))
         for name, kind, optional in checks:
             value = getattr(self, name)
             if not (optional and value is None) and (not isinstance(value, kind) or kind is int and isinstance(value, bool)):
@@ -78,11 +83,16 @@ class Instance:
         if self.targets is not None and (self.sampling or self.n_best > 1 or self.alignments or self.confidences):
             raise ValueError("`targets` scores a given translation: it takes no other option. Received: targets with "
                              "n_best, alignments, confidences or sampling")
+        if self.target_prefix is not None and (self.sampling is not None or self.targets is not None):
+            raise ValueError("`target_prefix` starts a searched translation: the SavedModel does not take it with "
+                             "`sampling` or `targets`. Received: target_prefix with sampling or targets")
 
     @property
     def signature(self):
         if self.targets is not None:
             return "score"
+        if self.target_prefix is not None:
+            return "prefix"
         return "sample" if self.sampling is not None else "details"
 
 
@@ -176,7 +186,8 @@ def load_saved_model_predictor(path):
                 for i, row in zip(indices, found):
                     rows[i] = _score_row(row)
                 continue
-            arguments = {} if sampling is None else dict(
+            arguments = {"target_prefix": tf.constant([items[i].target_prefix for i in indices])} if name == "prefix" else {}
+            arguments = arguments if sampling is None else dict(
                 seed=tf.constant(sampling.seed, tf.int32), temperature=tf.constant(sampling.temperature, tf.float32),
                 top_k=tf.constant(sampling.top_k, tf.int32), top_p=tf.constant(sampling.top_p, tf.float32))
             for i, row in zip(indices, run(name, texts, **arguments)):
@@ -189,17 +200,19 @@ def load_saved_model_predictor(path):
 
 
 def _score_lengths(version_dir, metadata):
-    """`(count_tokens, max_length)` for the `score` signature's length
-    check: the SavedModel's own tokenizer (assets/tokenizer.model) and its
-    model's `max_length`; None if either is missing."""
+    """`(count_tokens, max_length, max_extra_length)` for the length checks
+    of the `score` and `prefix` signatures: the SavedModel's own tokenizer
+    (assets/tokenizer.model), its model's `max_length` and its output
+    length limit; None if any is missing."""
     import sentencepiece as spm
 
     try:
         max_length = int(metadata["model_config"]["max_length"])
+        max_extra_length = int(metadata.get("max_extra_length", MAX_EXTRA_LENGTH))
         processor = spm.SentencePieceProcessor(model_file=os.path.join(version_dir, "assets", "tokenizer.model"))
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return None
-    return (lambda text: len(processor.encode(text)) + 1), max_length  # with its EOS
+    return (lambda text: len(processor.encode(text)) + 1), max_length, max_extra_length  # with its EOS
 
 
 def read_metadata(version_dir):
@@ -215,11 +228,18 @@ def read_metadata(version_dir):
 def check_instances(instances, signatures, n_best, score_lengths=None):
     """Raises `ValueError` for an `Instance` the SavedModel cannot answer:
     a signature it was exported without, more than its `n_best`, or (with
-    `score_lengths`, `(count_tokens, max_length)`) a text to score over the
-    model's length, as `Translator.score` refuses it."""
+    `score_lengths`, `(count_tokens, max_length, max_extra_length)`) a text to score over the
+    model's length, as `Translator.score` refuses it, or a target prefix
+    that leaves its translation no room, as `Translator.translate` refuses it."""
     for instance in instances:
+        if instance.target_prefix is not None and score_lengths is not None:
+            count, max_length, max_extra_length = score_lengths
+            prefix, limit = count(instance.target_prefix) - 1, min(count(instance.inputs) + max_extra_length, max_length)
+            if prefix >= limit:
+                raise ValueError(f"`target_prefix` has {prefix} tokens; its translation may have at most {limit}, so "
+                                 f"the prefix must be shorter. Received: {instance.target_prefix[:40]!r}...")
         if instance.targets is not None and score_lengths is not None:
-            count, max_length = score_lengths
+            count, max_length, _ = score_lengths
             for name, text, most in zip(("inputs", "targets"), (instance.inputs, instance.targets),
                                         scoring_limits(max_length)):
                 if count(text) > most:

@@ -31,7 +31,7 @@ def exported(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("outputs") / "permuting")
     translator.export(folder, n_best=N_BEST, parallel_loops=1, warmup_batch_sizes=(), signatures=SIGNATURES)
     predict, _ = load_saved_model_predictor(folder)
-    assert predict.signatures == ["details", "sample", "score", "serving_default"]
+    assert predict.signatures == ["details", "prefix", "sample", "score", "serving_default"]
     return translator, predict, folder, held_out
 
 
@@ -46,6 +46,14 @@ def test_the_signatures_return_what_the_translator_does(exported):
     sampler = RandomSampler(top_k=5, temperature=2.0, seed=4)
     rows = predict([Instance(t, confidences=True, sampling=sampling) for t in texts])
     assert_rows_close(rows, [prediction(h) for h in translator.hypotheses(texts, sampler=sampler)])
+    # Target prefixes: each input's first word, which no permutation keeps first; "" for none.
+    prefixes = [t.split()[0] if i % 2 and t.strip() else "" for i, t in enumerate(texts)]
+    rows = predict([Instance(t, n_best=N_BEST, target_prefix=p) for t, p in zip(texts, prefixes)])
+    found = translator.hypotheses(texts, N_BEST, target_prefix=prefixes)
+    assert_rows_close(rows, [prediction(h, N_BEST) for h in found])
+    assert all(row["translations"].startswith(p) for row, p in zip(rows, prefixes))
+    with pytest.raises(ValueError, match=r"`target_prefix` has \d+ tokens; its translation may have at most"):
+        predict([Instance(texts[0], target_prefix=" ".join(["cat"] * 80))])
     pairs = [(s, permute(s)) for s in held_out[:10]] + [(held_out[0], "")]
     rows = predict([Instance(s, targets=t) for s, t in pairs])
     assert_rows_close(rows, [s.prediction() for s in translator.score(*map(list, zip(*pairs)))], atol=1e-4)
@@ -121,10 +129,12 @@ def test_rest_instances_with_and_without_the_new_fields(exported, run_server):
     status, body = post(server, {"instances": [
         text, {"inputs": text, "n_best": 2, "alignments": True}, {"inputs": text, "confidences": True},
         {"inputs": text, "sampling": {"seed": 3, "temperature": 2.0, "top_p": 0.9}},
-        {"inputs": text, "targets": permute(text)},
+        {"inputs": text, "targets": permute(text)}, {"inputs": text, "target_prefix": text.split()[0]},
     ]})
     assert status == 200
-    plain, nbest, confidence, sampled, scored = body["predictions"]
+    plain, nbest, confidence, sampled, scored, prefixed = body["predictions"]
+    [hypotheses] = translator.hypotheses([text], target_prefix=[text.split()[0]])
+    assert_rows_close([prefixed], [prediction(hypotheses)]) and prefixed["translations"].startswith(text.split()[0])
     assert plain == predict([text])[0] and sorted(plain) == ["nbest_scores", "nbest_translations", "scores",
                                                             "translations"]  # as exported, with its 3 best
     [hypotheses] = translator.hypotheses([text], 2, alignments=True)

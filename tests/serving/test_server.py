@@ -75,6 +75,14 @@ def test_status(server):
          "no `details` signature: export it with `--signatures details`"),
         (json.dumps({"instances": [{"inputs": "x", "targets": "y" * 101}]}).encode(), 400,
          "instances[0].targets has 101 characters"),
+        (json.dumps({"instances": [{"inputs": "x", "target_prefix": "y" * 101}]}).encode(), 400,
+         "instances[0].target_prefix has 101 characters"),
+        (json.dumps({"instances": [{"inputs": "x", "target_prefix": 3}]}).encode(), 400,
+         "`target_prefix` must be str or None. Received: target_prefix=3"),
+        (json.dumps({"instances": [{"inputs": "x", "target_prefix": "y"}]}).encode(), 400,
+         "no `prefix` signature: export it with `--signatures prefix`"),
+        (json.dumps({"instances": [{"inputs": "x", "target_prefix": "y", "sampling": {"seed": 1}}]}).encode(), 400,
+         "does not take it with `sampling` or `targets`"),
     ],
 )
 def test_bad_requests_get_a_4xx_naming_the_problem_and_the_server_goes_on(server, body, status, words):

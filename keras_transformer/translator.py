@@ -207,6 +207,7 @@ class Translator:
         # shape then compiles about twice as long.
         static_shapes = backend == "jax" or (backend == "tensorflow" and jit_compile is True)
         drop_finished = self.drop_finished(static_shapes)
+
         def search(model, source, prefix=None):
             return sampler(model, source, self.max_extra_length, drop_finished, prefix)
 

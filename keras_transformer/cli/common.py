@@ -197,7 +197,10 @@ def load_translator(model, tokenizer=None, batch_size=None, quantize=None, **dec
     elif os.path.isdir(model):
         from keras_transformer import Translator
 
-        no_options_with_saved_model(model, tokenizer=tokenizer, quantize=quantize, **decoding)
+        if tokenizer is not None:
+            raise ValueError(f"--tokenizer is for a .keras model or a run folder; the SavedModel {model!r} has its "
+                             f"own tokenizer (assets/tokenizer.model). Received: --tokenizer={tokenizer!r}")
+        no_options_with_saved_model(model, quantize=quantize, **decoding)
         return Translator.from_saved_model(model, **options)
     else:
         raise no_such_model(model)
@@ -209,8 +212,8 @@ def load_translator(model, tokenizer=None, batch_size=None, quantize=None, **dec
 
 
 def no_options_with_saved_model(model, **given):
-    """A SavedModel carries its tokenizer and decodes as it was exported:
-    `--tokenizer`, `--quantize` or a decoding option beside one is an error."""
+    """A SavedModel decodes as it was exported: `--quantize` or a decoding
+    option beside one is an error."""
     given = {name: value for name, value in given.items() if value is not None}
     if given:
         names = ", ".join(f"--{name.replace('_', '-')}" for name in given)

@@ -135,11 +135,13 @@ def test_narrow_batches_reaches_the_translator_and_is_refused_with_a_saved_model
     (["--beam-size", "1", "--long-inputs", "truncate"], "--beam-size=1, --long-inputs='truncate'"),
 ])
 def test_decoding_options_are_refused_with_a_saved_model(tmp_path, flags, received):
-    # A SavedModel translates as it was exported: its beam size and length
-    # penalty are in its graph, so these would be silently ignored.
+    # A SavedModel translates as it was exported (its graph, and the
+    # settings in its metadata.json): these are refused, not ignored.
     saved_model = tmp_path / "my_saved_model"
     saved_model.mkdir()  # a folder, not a preset: never read
     for command in (["translate", str(saved_model), "Hi."], ["evaluate", str(saved_model)]):
         with pytest.raises(ValueError, match=rf"applies to a preset or a \.keras model.*Received: "
                                              rf"model='[^']*my_saved_model', {re.escape(received)}$"):
             main(command + flags)
+    with pytest.raises(ValueError, match=r"--tokenizer is for a \.keras model or a run folder; the SavedModel"):
+        main(["translate", str(saved_model), "Hi.", "--tokenizer", "x.model"])

@@ -145,7 +145,8 @@ def load_saved_model_predictor(path):
         path: a model folder (`saved_models/<name>`, its latest version is
             used) or one version folder.
 
-    TensorFlow's process-wide settings (thread pools) are the caller's: the command line sets them for its own process
+    TensorFlow's process-wide settings (thread pools) are the caller's:
+    the command line sets them for its own process
     (`keras_transformer.cli.common.set_tensorflow_process_options`).
     """
     import tensorflow as tf
@@ -186,10 +187,13 @@ def load_saved_model_predictor(path):
                 for i, row in zip(indices, found):
                     rows[i] = _score_row(row)
                 continue
-            arguments = {"target_prefix": tf.constant([items[i].target_prefix for i in indices])} if name == "prefix" else {}
-            arguments = arguments if sampling is None else dict(
-                seed=tf.constant(sampling.seed, tf.int32), temperature=tf.constant(sampling.temperature, tf.float32),
-                top_k=tf.constant(sampling.top_k, tf.int32), top_p=tf.constant(sampling.top_p, tf.float32))
+            arguments = {}
+            if name == "prefix":
+                arguments["target_prefix"] = tf.constant([items[i].target_prefix for i in indices])
+            if sampling is not None:
+                arguments.update(
+                    seed=tf.constant(sampling.seed, tf.int32), temperature=tf.constant(sampling.temperature, tf.float32),
+                    top_k=tf.constant(sampling.top_k, tf.int32), top_p=tf.constant(sampling.top_p, tf.float32))
             for i, row in zip(indices, run(name, texts, **arguments)):
                 rows[i] = _nbest_rows(row, items[i].n_best, items[i].alignments)
         return rows
@@ -228,9 +232,10 @@ def read_metadata(version_dir):
 def check_instances(instances, signatures, n_best, score_lengths=None):
     """Raises `ValueError` for an `Instance` the SavedModel cannot answer:
     a signature it was exported without, more than its `n_best`, or (with
-    `score_lengths`, `(count_tokens, max_length, max_extra_length)`) a text to score over the
-    model's length, as `Translator.score` refuses it, or a target prefix
-    that leaves its translation no room, as `Translator.translate` refuses it."""
+    `score_lengths`, `(count_tokens, max_length, max_extra_length)`) a
+    text to score over the model's length, as `Translator.score` refuses
+    it, or a target prefix that leaves its translation no room, as
+    `Translator.translate` refuses it."""
     for instance in instances:
         if instance.target_prefix is not None and score_lengths is not None:
             count, max_length, max_extra_length = score_lengths

@@ -163,22 +163,14 @@ def _doc(tmp_path, text):
     return str(path)
 
 
-def test_a_wrong_shown_value_fails(tmp_path):
-    doc = _doc(tmp_path, "Text.\n\n```python\nx = 2\nx + 1  # -> 3\nx * 2\n# -> 5\n```\n")
-    with pytest.raises(AssertionError, match=r"guide\.md:6: shows 5, gives 4"):
-        run_document(doc)
-
-
-def test_a_shown_value_after_a_statement_fails(tmp_path):
-    doc = _doc(tmp_path, "```python\nx = 2  # -> 2\n```\n")
-    with pytest.raises(AssertionError, match=r"guide\.md:2: `# ->` shows the value of an expression"):
-        run_document(doc)
-
-
-def test_an_error_in_a_block_names_its_line(tmp_path):
-    doc = _doc(tmp_path, "```python\nfrom keras_transformer import Translator\n\nTranslater\n```\n")
-    with pytest.raises(AssertionError, match=r"guide\.md:4: NameError"):
-        run_document(doc)
+@pytest.mark.parametrize("text, message", [
+    ("Text.\n\n```python\nx = 2\nx + 1  # -> 3\nx * 2\n# -> 5\n```\n", r"guide\.md:6: shows 5, gives 4"),
+    ("```python\nx = 2  # -> 2\n```\n", r"guide\.md:2: `# ->` shows the value of an expression"),
+    ("```python\nfrom keras_transformer import Translator\n\nTranslater\n```\n", r"guide\.md:4: NameError"),
+], ids=["a wrong shown value", "a shown value after a statement", "an error names its line"])
+def test_a_block_that_does_not_run_as_shown_fails_naming_its_line(tmp_path, text, message):
+    with pytest.raises(AssertionError, match=message):
+        run_document(_doc(tmp_path, text))
 
 
 def test_a_no_run_block_is_compiled_and_its_imports_checked(tmp_path):

@@ -90,7 +90,7 @@ def check_length_policy(length_policy):
         raise ValueError(f"Argument `length_policy` must be one of {LENGTH_POLICIES}. Received: {length_policy!r}")
 
 
-def _tokenize_graph(op, strings):
+def tokenize_graph(op, strings):
     """Ids of `strings` `(n,)` by the SentencePiece `op`: ragged int32 `(n, None)`."""
     import tensorflow as tf
 
@@ -248,14 +248,14 @@ class TranslationPreprocessor:
         op = self.graph_tokenizer() if op is None else op
 
         blank = _blank_graph(inputs)
-        input_ids = _tokenize_graph(op, inputs)  # (batch, None)
+        input_ids = tokenize_graph(op, inputs)  # (batch, None)
         split = input_ids.row_lengths() > self.room
         split = tf.logical_and(split, tf.logical_not(blank)) if self.long_inputs == "split" else tf.zeros_like(blank)
         rows = tf.range(tf.size(inputs))
         marked = tf.strings.regex_replace(tf.boolean_mask(inputs, split), _RE2_SENTENCE_END, "\\1" + _SEPARATOR)
         sentences = tf.strings.split(marked, _SEPARATOR)  # (long inputs, None)
         texts = tf.concat([tf.boolean_mask(inputs, ~split), sentences.flat_values], 0)
-        ids = tf.concat([tf.ragged.boolean_mask(input_ids, ~split), _tokenize_graph(op, sentences.flat_values)], 0)
+        ids = tf.concat([tf.ragged.boolean_mask(input_ids, ~split), tokenize_graph(op, sentences.flat_values)], 0)
         owners = tf.concat([tf.boolean_mask(rows, ~split), tf.gather(tf.boolean_mask(rows, split), sentences.value_rowids())], 0)
         order = tf.argsort(owners, stable=True)  # the pieces in input order, a split input's in its order
         texts, ids, owners = tf.gather(texts, order), tf.gather(ids, order), tf.gather(owners, order)
@@ -331,7 +331,7 @@ class TranslationPreprocessor:
         import tensorflow as tf
 
         check_length_policy(length_policy)
-        source_ids, target_ids = _tokenize_graph(op, sources), _tokenize_graph(op, targets)  # (n, None) each
+        source_ids, target_ids = tokenize_graph(op, sources), tokenize_graph(op, targets)  # (n, None) each
         blank = _blank_graph(sources) | _blank_graph(targets)
         blank |= (source_ids.row_lengths() == 0) | (target_ids.row_lengths() == 0)  # (n,)
         source_room, target_room = source_capacity(self.max_length), target_capacity(self.max_length)

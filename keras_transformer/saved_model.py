@@ -50,6 +50,7 @@ from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
 from keras_transformer.decoding.samplers import BeamSampler
 from keras_transformer.decoding.sampling import RandomSampler
 from keras_transformer.decoding.scoring import force_decode, scoring_limits
+from keras_transformer.preprocessor import tokenize_graph
 from keras_transformer.serving.warmup import check_batch_sizes, write_warmup_requests
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, pack_source_ragged
 from keras_transformer.validation import check_bool, check_positive
@@ -280,7 +281,7 @@ def _piece_prefixes(op, target_prefix, owners, count):
     prefix for the input's first piece, none for the others."""
     import tensorflow as tf
 
-    prefix_ids = tf.cast(op.tokenize(target_prefix), tf.int32)  # (count, None)
+    prefix_ids = tokenize_graph(op, target_prefix)  # (count, None)
     position = tf.range(tf.size(owners))
     first = tf.gather(tf.math.unsorted_segment_min(position, owners, count), owners) == position  # (pieces,)
     gathered = tf.gather(prefix_ids, owners)
@@ -368,9 +369,7 @@ def build_score_fn(translator, op):
 
 def _tokenize(op, texts):
     """Ids of `texts`, EOS appended: ragged int32 `(batch, None)`."""
-    import tensorflow as tf
-
-    return pack_source_ragged(tf.cast(op.tokenize(texts), tf.int32))
+    return pack_source_ragged(tokenize_graph(op, texts))
 
 
 def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version):

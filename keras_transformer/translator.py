@@ -11,7 +11,7 @@ from keras_transformer import presets, saved_model
 from keras_transformer.alignment import pharaoh, word_links, word_starts
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.decoding.beam_search import length_penalty
-from keras_transformer.decoding.common import NEG_INF, model_max_length
+from keras_transformer.decoding.common import NEG_INF, model_max_length, output_limit
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.defaults import ALIGNMENT_LAYER, ALPHA, BATCH_SIZE, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.decoding.samplers import BeamSampler, RandomSampler, get_sampler
@@ -448,7 +448,7 @@ class Translator:
         for piece, owner in zip(pieces, owners):
             prefixes.append([] if owner in seen else ids[owner])
             seen.add(owner)
-            limit = min(len(piece) + self.max_extra_length, self.preprocessor.max_length)
+            limit = output_limit(len(piece), self.max_extra_length, self.preprocessor.max_length)
             if len(prefixes[-1]) >= limit:
                 raise ValueError(
                     f"Argument `target_prefix` of sentence {owner} has {len(prefixes[-1])} tokens; its translation "

@@ -73,6 +73,13 @@ def check_source_ids(source_ids):
     return ops.cast(ids, "int32")
 
 
+def output_limit(source_length, max_extra_length, max_length):
+    """A sentence's output length limit, as `output_lengths` gives it, for
+    one source of `source_length` tokens (EOS included) and a model of
+    `max_length`: for checks made before decoding."""
+    return min(source_length + max_extra_length, max_length)
+
+
 def output_lengths(model, source_ids, max_length, max_extra_length):
     """The output buffer length and each sentence's own length limit.
 

@@ -27,7 +27,7 @@ from typing import Optional
 
 import numpy as np
 
-from keras_transformer.decoding.common import NEG_INF
+from keras_transformer.decoding.common import NEG_INF, output_limit
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.decoding.scoring import scoring_limits
 
@@ -192,7 +192,8 @@ def load_saved_model_predictor(path):
                 arguments["target_prefix"] = tf.constant([items[i].target_prefix for i in indices])
             if sampling is not None:
                 arguments.update(
-                    seed=tf.constant(sampling.seed, tf.int32), temperature=tf.constant(sampling.temperature, tf.float32),
+                    seed=tf.constant(sampling.seed, tf.int32),
+                    temperature=tf.constant(sampling.temperature, tf.float32),
                     top_k=tf.constant(sampling.top_k, tf.int32), top_p=tf.constant(sampling.top_p, tf.float32))
             for i, row in zip(indices, run(name, texts, **arguments)):
                 rows[i] = _nbest_rows(row, items[i].n_best, items[i].alignments)
@@ -239,7 +240,8 @@ def check_instances(instances, signatures, n_best, score_lengths=None):
     for instance in instances:
         if instance.target_prefix is not None and score_lengths is not None:
             count, max_length, max_extra_length = score_lengths
-            prefix, limit = count(instance.target_prefix) - 1, min(count(instance.inputs) + max_extra_length, max_length)
+            prefix = count(instance.target_prefix) - 1  # without its EOS
+            limit = output_limit(count(instance.inputs), max_extra_length, max_length)
             if prefix >= limit:
                 raise ValueError(f"`target_prefix` has {prefix} tokens; its translation may have at most {limit}, so "
                                  f"the prefix must be shorter. Received: {instance.target_prefix[:40]!r}...")

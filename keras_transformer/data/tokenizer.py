@@ -17,6 +17,8 @@ import io
 import os
 import re
 
+import numpy as np
+
 from keras_transformer import presets
 from keras_transformer.atomic_files import atomic_write
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, unpack_output
@@ -226,6 +228,13 @@ class SubwordTokenizer:
         if rows and not isinstance(rows[0], list):  # one flat sequence
             return self.processor.decode(unpack_output(rows))
         return self.processor.decode([unpack_output(row) for row in rows])
+
+    def continues_word(self):
+        """(vocab,) bool: the pieces that continue the word before them:
+        no word-start mark ("▁"), and a letter or digit first (punctuation
+        ends a word; special tokens and byte pieces are written `<...>`)."""
+        pieces = self.id_to_piece(range(self.vocab_size))
+        return np.array([not p.startswith("\u2581") and p[:1].isalnum() for p in pieces], dtype=bool)
 
     def id_to_piece(self, ids):
         """Pieces of ids (e.g. `"▁chat"`), for attention plots: ints -> strs."""

@@ -16,14 +16,17 @@ which can only fall, over the largest length penalty it could get), or when
 it reaches its length limit; then its best alive candidates are finished as
 they are. `BeamSampler` is this search as a sampler of the one decoding
 loop (`keras_transformer.decoding.loop`), which runs it until every
-sentence is done.
+sentence is done. With terminology constraints it is lexically
+constrained beam search (`keras_transformer.decoding.constraints`).
 """
 
 import numbers
 from typing import Any, NamedTuple
 
+import numpy as np
 from keras import ops
 
+from keras_transformer.decoding import constraints as lexical
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.decoding.loop import decode
@@ -39,6 +42,19 @@ class BeamState(NamedTuple):
     finished_seqs: Any  # (batch, beam, length + 1) int32: BOS, tokens, EOS, 0
     finished_scores: Any  # (batch, beam) float32: penalised scores, sorted down
     finished_flags: Any  # (batch, beam) bool: slot holds a real hypothesis
+
+
+class ConstrainedBeamState(NamedTuple):
+    """`BeamState` with each sentence's terminology constraints and each
+    alive hypothesis's progress through them (`decoding.constraints`)."""
+
+    alive_seqs: Any
+    alive_log_probs: Any
+    finished_seqs: Any
+    finished_scores: Any
+    finished_flags: Any
+    constraints: Any  # (batch, constraints, length) int32: phrases, PAD after
+    alive_progress: Any  # (batch, beam, constraints) int32: tokens met of each phrase
 
 
 def length_penalty(length, alpha):
@@ -60,8 +76,8 @@ def _gather(x, indices):
     """`x[b, indices[b, j]]` for x `(batch, n, ...)` and indices `(batch, m)`."""
     batch, n, m = ops.shape(x)[0], ops.shape(x)[1], ops.shape(indices)[1]
     flat = ops.reshape(indices + ops.arange(batch, dtype="int32")[:, None] * n, (-1,))
-    rows = ops.take(ops.reshape(x, (-1,) + tuple(x.shape[2:])), flat, axis=0)
-    return ops.reshape(rows, (batch, m) + tuple(x.shape[2:]))
+    rows = ops.take(ops.reshape(x, (-1,) + tuple(ops.shape(x)[2:])), flat, axis=0)
+    return ops.reshape(rows, (batch, m) + tuple(ops.shape(x)[2:]))
 
 
 class BeamSampler:
@@ -72,11 +88,16 @@ class BeamSampler:
         alpha: float >= 0. The length penalty's exponent; 0 ranks by the sum
             of log-probabilities (favouring short outputs).
         num_return: int in [1, beam_size]. Hypotheses returned per sentence.
+        continues_word: None, or `(vocab,)` bool: the tokens that continue
+            the word before them. With terminology constraints, none may
+            follow a phrase's last token, so phrases are met as whole words
+            (`keras_transformer.decoding.constraints`).
     """
 
     result_fields = ("finished_seqs", "finished_scores", "finished_flags")
+    takes_constraints = True
 
-    def __init__(self, beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1):
+    def __init__(self, beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None):
         check_positive("beam_size", beam_size)
         check_positive("num_return", num_return)
         if num_return > beam_size:
@@ -85,20 +106,27 @@ class BeamSampler:
             )
         self.beam_size, self.alpha, self.num_return = beam_size, check_alpha(alpha), num_return
         self.width = beam_size
+        self.continues_word = None if continues_word is None else np.asarray(continues_word, dtype=bool)
 
-    def start(self, source_ids, length, bos_id, limits):
+    def start(self, source_ids, length, bos_id, limits, constraints=None):
+        """The first hypotheses; with `constraints` `(batch, constraints,
+        phrase_length)`, a `ConstrainedBeamState`."""
         k, batch = self.beam_size, ops.shape(source_ids)[0]
         seqs = ops.concatenate(
             [ops.full((batch, k, 1), bos_id, dtype="int32"), ops.zeros((batch, k, length), dtype="int32")], axis=2
         )
         first = ops.cast(ops.equal(ops.arange(k), 0), "float32")  # only beam 0 is expanded at the first step
-        return BeamState(
+        state = BeamState(
             alive_seqs=seqs,
             alive_log_probs=ops.tile((1.0 - first)[None, :] * NEG_INF, (batch, 1)),
             finished_seqs=ops.zeros_like(seqs),
             finished_scores=ops.full((batch, k), NEG_INF, dtype="float32"),
             finished_flags=ops.zeros((batch, k), dtype="bool"),
         )
+        if constraints is None:
+            return state
+        constraints = ops.cast(constraints, "int32")
+        return ConstrainedBeamState(*state, constraints, lexical.start_progress(constraints, k))
 
     def tokens(self, state):
         return state.alive_seqs
@@ -113,6 +141,8 @@ class BeamSampler:
     def extend(self, state, log_probs, step, limits, eos_id):
         """One step from `log_probs` `(batch, beam, vocab)`: the new state
         and each new alive hypothesis's parent beam `(batch, beam)`."""
+        if isinstance(state, ConstrainedBeamState):
+            return self._extend_constrained(state, log_probs, step, limits, eos_id)
         k, (batch, vocab) = self.beam_size, (ops.shape(log_probs)[0], log_probs.shape[-1])
         active = ops.logical_not(self.done(state, step, limits))[:, None]  # (batch, 1)
         candidates = state.alive_log_probs[:, :, None] + log_probs
@@ -151,6 +181,57 @@ class BeamSampler:
         )
         return state, _gather(top_beams, chosen)
 
+    def _extend_constrained(self, state, log_probs, step, limits, eos_id):
+        """`extend` with terminology constraints: the candidates and the
+        alive beams of dynamic beam allocation (`decoding.constraints`)."""
+        k, vocab = self.beam_size, log_probs.shape[-1]
+        lengths = lexical.phrase_lengths(state.constraints)  # (batch, constraints)
+        log_probs = lexical.allowed_log_probs(log_probs, state.alive_progress, state.constraints, lengths, step,
+                                              limits, eos_id, self.continues_word)
+        active = ops.logical_not(self.done(state, step, limits))[:, None]  # (batch, 1)
+        indices, total, real = lexical.candidate_indices(
+            log_probs, state.alive_log_probs, state.alive_progress, state.constraints, lengths, k)  # (batch, m)
+        candidate_log_probs = ops.take_along_axis(total, indices, axis=1)
+        valid = lexical.first_occurrences(indices, real) & ops.greater(candidate_log_probs, NEG_INF)
+        # Best first, the invalid ones last.
+        m = ops.shape(indices)[1]
+        top_log_probs, order = ops.top_k(ops.where(valid, candidate_log_probs, 2 * NEG_INF), m)
+        indices, valid = ops.take_along_axis(indices, ops.cast(order, "int32"), axis=1), top_log_probs > NEG_INF
+        top_beams, top_tokens = ops.floor_divide(indices, vocab), ops.mod(indices, vocab)  # (batch, m)
+        top_seqs = ops.slice_update(  # (batch, m, length + 1)
+            _gather(state.alive_seqs, top_beams), (ops.zeros_like(step), ops.zeros_like(step), step + 1),
+            top_tokens[:, :, None],
+        )
+        progress = lexical.advance(_gather(state.alive_progress, top_beams), state.constraints, lengths, top_tokens,
+                                   self.continues_word is not None)
+        is_eos = ops.zeros_like(top_tokens, dtype="bool") if eos_id is None else ops.equal(top_tokens, eos_id)
+
+        # Finished pool, as without constraints.
+        at_limit = ops.greater_equal(step + 1, limits)[:, None]
+        in_beam = ops.less(ops.arange(m), k)[None, :]
+        finishing = ops.logical_or(is_eos, at_limit) & in_beam & active & valid
+        new_scores = ops.where(finishing, top_log_probs / length_penalty(step + 1, self.alpha), NEG_INF)
+        finished_scores, keep = ops.top_k(ops.concatenate([state.finished_scores, new_scores], axis=1), k)
+        keep = ops.cast(keep, "int32")
+
+        # Alive pool: dynamic beam allocation over the banks, then best first.
+        eligible = valid & ops.logical_not(is_eos)
+        span = ops.shape(state.constraints)[1] * ops.shape(state.constraints)[2] + 1  # more than any bank
+        chosen = lexical.allocate(lexical.banks(progress, lengths), ops.sum(lengths, axis=1), eligible, k, span)
+        alive_log_probs = ops.take_along_axis(ops.where(eligible, top_log_probs, NEG_INF), chosen, axis=1)
+        alive_log_probs, best_first = ops.top_k(alive_log_probs, k)
+        chosen = ops.take_along_axis(chosen, ops.cast(best_first, "int32"), axis=1)
+        state = ConstrainedBeamState(
+            alive_seqs=_gather(top_seqs, chosen),
+            alive_log_probs=alive_log_probs,
+            finished_seqs=_gather(ops.concatenate([state.finished_seqs, top_seqs], axis=1), keep),
+            finished_scores=finished_scores,
+            finished_flags=_gather(ops.concatenate([state.finished_flags, finishing], axis=1), keep),
+            constraints=state.constraints,
+            alive_progress=_gather(progress, chosen),
+        )
+        return state, _gather(top_beams, chosen)
+
     def result(self, state):
         # A sentence whose length limit is 0 (an all-padding source with
         # max_extra_length=0) finishes no hypothesis: its best output is
@@ -168,9 +249,10 @@ class BeamSampler:
     def get_config(self):
         return {"beam_size": self.beam_size, "alpha": self.alpha, "num_return": self.num_return}
 
-    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None):
+    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None,
+                 constraints=None):
         return decode(model, source_ids, self, max_extra_length=max_extra_length, drop_finished=drop_finished,
-                      target_prefix=target_prefix)
+                      target_prefix=target_prefix, constraints=constraints)
 
     def __repr__(self):
         return f"BeamSampler(beam_size={self.beam_size}, alpha={self.alpha}, num_return={self.num_return})"

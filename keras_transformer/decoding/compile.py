@@ -33,14 +33,14 @@ def jit_decoder(model, fn, **static):
 
         variables = list(getattr(model, "variables", []))
 
-        def pure(values, *args):
+        def pure(values, *args, **arrays):
             with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-                return call(*args)
+                return call(*args, **arrays)
 
         jitted = jax.jit(pure)
 
-        def run(*args):
-            return jitted([v.value for v in variables], *args)
+        def run(*args, **arrays):
+            return jitted([v.value for v in variables], *args, **arrays)
 
         return run
     return call

@@ -81,9 +81,10 @@ class GreedySampler:
     def get_config(self):
         return {"beam_size": 1, "alpha": self.alpha}
 
-    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None):
+    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None,
+                 constraints=None):
         return decode(model, source_ids, self, max_extra_length=max_extra_length, drop_finished=drop_finished,
-                      target_prefix=target_prefix)
+                      target_prefix=target_prefix, constraints=constraints)
 
     def __repr__(self):
         return f"GreedySampler(alpha={self.alpha})"

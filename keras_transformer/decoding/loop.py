@@ -318,7 +318,7 @@ def check_drop_finished(drop_finished):
 
 
 def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EOS_ID, use_cache=True,
-           max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None):
+           max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None, constraints=None):
     """Decodes a batch of sources with `sampler`; returns `sampler.result`.
 
     Written with `keras.ops` only and static shapes inside each step
@@ -328,11 +328,16 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
     with stock TensorFlow ops. `beam_search` and `greedy_decode` document
     the arguments. `target_prefix`, an int array `(batch, prefix_length)`
     padded with PAD (0), holds the tokens each output starts with
-    (`force_prefix`); None forces nothing.
+    (`force_prefix`); None forces nothing. `constraints`, an int array
+    `(batch, constraints, phrase_length)` padded with PAD, holds the phrases
+    each output must contain (`keras_transformer.decoding.constraints`), for
+    a sampler that `takes_constraints` (beam search).
     """
     check_optional_token("bos_id", bos_id)
     check_optional_token("eos_id", eos_id)
     check_drop_finished(drop_finished)
+    if constraints is not None and not getattr(sampler, "takes_constraints", False):
+        raise ValueError(f"Argument `constraints` needs beam search (beam_size >= 2). Received: sampler={sampler!r}")
     # Without a cache every row also holds its copy of the encoder output,
     # which would have to follow the rows; that path checks the cache, it
     # is not for speed.
@@ -351,7 +356,9 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
     source_mask = ops.repeat(ops.not_equal(source_ids, PAD_ID), width, axis=0)  # (batch * width, source_length)
     prefix = () if target_prefix is None else ops.cast(ops.convert_to_tensor(target_prefix), "int32")
     rows = Rows(ops.arange(batch, dtype="int32"), limits, source_mask, prefix)
-    state = LoopState(ops.convert_to_tensor(0, dtype="int32"), cache, sampler.start(source_ids, length, bos_id, limits))
+    steering = {} if constraints is None else {"constraints": ops.convert_to_tensor(constraints)}
+    state = LoopState(ops.convert_to_tensor(0, dtype="int32"), cache,
+                      sampler.start(source_ids, length, bos_id, limits, **steering))
     decoder = _Decoder(model, sampler, memory, length, eos_id, use_cache)
     if drop_finished is True:
         run = decoder.drop_finished

@@ -25,9 +25,11 @@ from keras_transformer.decoding.sampling import RandomSampler
 __all__ = ["BeamSampler", "GreedySampler", "RandomSampler", "get_sampler"]
 
 
-def get_sampler(beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1):
+def get_sampler(beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None):
     """Greedy decoding for `beam_size=1` and one hypothesis, else beam
-    search; either scores its outputs with the length penalty `alpha`."""
+    search (whose terminology constraints are met as whole words given
+    `continues_word`); either scores its outputs with the length penalty
+    `alpha`."""
     if beam_size == 1 and num_return == 1:
         return GreedySampler(check_alpha(alpha))
-    return BeamSampler(beam_size, alpha, num_return)
+    return BeamSampler(beam_size, alpha, num_return, continues_word)

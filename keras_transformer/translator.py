@@ -39,6 +39,14 @@ EAGER_STEPS = 256
 
 
 
+class Steering(NamedTuple):
+    """What steers one piece's translation: the target prefix's ids and
+    each constraint phrase's ids."""
+
+    prefix: list
+    constraints: list
+
+
 class Hypothesis(NamedTuple):
     """One translation of a sentence (`Translator.hypotheses`)."""
 
@@ -168,7 +176,11 @@ class Translator:
             raise ValueError("Argument `model` must have a `max_length` (its `transformer_config`).")
         self.model = model
         self.tokenizer = tokenizer
-        self.sampler = get_sampler(beam_size, alpha)
+        # Terminology constraints are met as whole words of a subword
+        # tokenizer's (a word tokenizer's tokens are whole words).
+        continues_word = getattr(tokenizer, "continues_word", None)
+        self.continues_word = None if continues_word is None else continues_word()
+        self.sampler = get_sampler(beam_size, alpha, continues_word=self.continues_word)
         self.alpha = self.sampler.alpha
         self.preprocessor = TranslationPreprocessor(tokenizer, max_length, max_extra_length, long_inputs, buckets)
         self.max_extra_length = max_extra_length
@@ -208,13 +220,14 @@ class Translator:
         static_shapes = backend == "jax" or (backend == "tensorflow" and jit_compile is True)
         drop_finished = self.drop_finished(static_shapes)
 
-        def search(model, source, prefix=None):
-            return sampler(model, source, self.max_extra_length, drop_finished, prefix)
+        def search(model, source, prefix=None, constraints=None):
+            return sampler(model, source, self.max_extra_length, drop_finished, prefix, constraints)
 
         if jit_compile:
             decode = jit_decoder(self.model, search)
         else:
-            decode = lambda source, prefix=None: search(self.model, source, prefix)  # noqa: E731
+            decode = lambda source, prefix=None, constraints=None: search(  # noqa: E731
+                self.model, source, prefix, constraints)
         return static_shapes, decode
 
     def _graph_decoder(self, sampler):
@@ -229,10 +242,20 @@ class Translator:
         import tensorflow as tf
 
         decode = saved_model.graph_decoder(self, False, parallel_loops=1, sampler=sampler)
-        ids = tf.TensorSpec([None, None], tf.int32)
-        plain = tf.function(decode, input_signature=[ids], autograph=False)
-        prefixed = tf.function(decode, input_signature=[ids, ids], autograph=False)  # traced when first needed
-        return lambda source, prefix=None: plain(source) if prefix is None else prefixed(source, prefix)
+        traced = {}  # the steering arguments given -> a graph traced for them, when first needed
+
+        def run(source, prefix=None, constraints=None):
+            given = {name: value for name, value in (("prefix", prefix), ("constraints", constraints))
+                     if value is not None}
+            names = tuple(given)
+            if names not in traced:
+                specs = [tf.TensorSpec([None] * (3 if name == "constraints" else 2), tf.int32) for name in names]
+                traced[names] = tf.function(lambda source, *steering: decode(source, **dict(zip(names, steering))),
+                                            input_signature=[tf.TensorSpec([None, None], tf.int32), *specs],
+                                            autograph=False)
+            return traced[names](source, *given.values())
+
+        return run
 
     @property
     def beam_size(self):
@@ -280,7 +303,7 @@ class Translator:
         decoding = {name: settings[name] for name in DECODING_OPTIONS if name in settings}
         return cls(model, tokenizer, **decoding, **kwargs)
 
-    def translate(self, sentences, sampler=None, target_prefix=None):
+    def translate(self, sentences, sampler=None, target_prefix=None, constraints=None):
         """Translates a list of strings; returns a list of strings.
 
         `sampler`: None, this translator's search, or a `RandomSampler`
@@ -288,14 +311,20 @@ class Translator:
         `target_prefix`: None, or a list of strings, one per sentence
         (`""` for none): each translation starts with its prefix's tokens
         and the model continues it (`decoding.loop.force_prefix`).
+        `constraints`: None, or a list of lists of strings, one list per
+        sentence (`[]` for none): terminology that each translation must
+        contain, by lexically constrained beam search
+        (`keras_transformer.decoding.constraints`). A sentence's prefix and
+        constraints steer the first piece of a long input.
         """
         pieces, owners = self._pieces(sentences)
-        prefixes = self._prefixes(target_prefix, pieces, owners, len(sentences))
-        outputs = [texts[0] for texts, _ in self._decode_pieces(pieces, self._sampler(1, sampler), prefixes)]
+        sampler = self._sampler(1, sampler)
+        steering = self._steering(target_prefix, constraints, pieces, owners, len(sentences), sampler)
+        outputs = [texts[0] for texts, _ in self._decode_pieces(pieces, sampler, steering)]
         translations = self.tokenizer.decode(outputs) if outputs else []
         return self.preprocessor.join(translations, owners, len(sentences))
 
-    def hypotheses(self, sentences, n_best=1, sampler=None, alignments=False, target_prefix=None):
+    def hypotheses(self, sentences, n_best=1, sampler=None, alignments=False, target_prefix=None, constraints=None):
         """The `n_best` best translations of each sentence, with their scores.
 
         Args:
@@ -308,6 +337,8 @@ class Translator:
                 sentence's (`keras_transformer.alignment`).
             target_prefix: None, or a list of strings, one per sentence
                 (`""` for none), that the hypotheses start with (`translate`).
+            constraints: None, or a list of lists of strings, one per
+                sentence, that every hypothesis contains (`translate`).
 
         Returns:
             A list of lists of `Hypothesis`: `text`, `score` (the
@@ -321,8 +352,9 @@ class Translator:
             and offsets their words.
         """
         pieces, owners = self._pieces(sentences)
-        prefixes = self._prefixes(target_prefix, pieces, owners, len(sentences))
-        results = self._decode_pieces(pieces, self._sampler(n_best, sampler), prefixes)
+        sampler = self._sampler(n_best, sampler)
+        steering = self._steering(target_prefix, constraints, pieces, owners, len(sentences), sampler)
+        results = self._decode_pieces(pieces, sampler, steering)
         members = [[] for _ in sentences]  # each sentence's pieces
         for piece, owner in enumerate(owners):
             members[owner].append(piece)
@@ -434,27 +466,44 @@ class Translator:
         _check_strings("sentences", sentences)
         return self.preprocessor.pieces(list(sentences))
 
-    def _prefixes(self, target_prefix, pieces, owners, count):
-        """Each piece's target prefix ids (a sentence's prefix goes to its
-        first piece), or None without prefixes."""
-        if target_prefix is None:
-            return None
-        _check_strings("target_prefix", target_prefix)
-        if len(target_prefix) != count:
-            raise ValueError(f"Argument `target_prefix` must hold one string per sentence. Received: "
-                             f"{len(target_prefix)} prefixes for {count} sentences")
-        ids = self.tokenizer.encode(list(target_prefix))
-        prefixes, seen = [], set()
+    def _steering(self, target_prefix, constraints, pieces, owners, count, sampler):
+        """Each piece's `Steering` (a sentence's goes to its first piece),
+        or None when nothing steers the call."""
+        prefixes = self._per_sentence("target_prefix", target_prefix, count, _check_strings)
+        phrases = self._per_sentence("constraints", constraints, count, _check_phrases)
+        if phrases is not None and not getattr(sampler, "takes_constraints", False):
+            raise ValueError("Argument `constraints` needs beam search: a translator with beam_size >= 2, and no "
+                             f"sampling. Received: beam_size={self.beam_size}, sampler={sampler!r}")
+        prefix_ids = self.tokenizer.encode(list(prefixes)) if prefixes is not None else [[]] * count
+        phrase_ids = [self.tokenizer.encode(list(p)) if p else [] for p in phrases] if phrases else [[]] * count
+        steering, seen = [], set()
         for piece, owner in zip(pieces, owners):
-            prefixes.append([] if owner in seen else ids[owner])
+            first = owner not in seen
             seen.add(owner)
+            steer = Steering(prefix_ids[owner], phrase_ids[owner]) if first else Steering([], [])
             limit = output_limit(len(piece), self.max_extra_length, self.preprocessor.max_length)
-            if len(prefixes[-1]) >= limit:
+            forced = len(steer.prefix) + sum(map(len, steer.constraints))
+            if forced >= limit:
+                name = "target_prefix" if not steer.constraints else "constraints"
                 raise ValueError(
-                    f"Argument `target_prefix` of sentence {owner} has {len(prefixes[-1])} tokens; its translation "
-                    f"may have at most {limit}, so the prefix must be shorter. Received: {target_prefix[owner]!r}"
+                    f"Argument `{name}` of sentence {owner} forces {forced} tokens (prefix and constraints); its "
+                    f"translation may have at most {limit}, so they must be shorter. Received: "
+                    f"target_prefix={None if prefixes is None else prefixes[owner]!r}, "
+                    f"constraints={None if phrases is None else phrases[owner]!r}"
                 )
-        return prefixes if any(prefixes) else None
+            steering.append(steer)
+        return steering if any(s.prefix or s.constraints for s in steering) else None
+
+    @staticmethod
+    def _per_sentence(name, values, count, check):
+        """`values` (one per sentence) checked, or None."""
+        if values is None:
+            return None
+        check(name, values)
+        if len(values) != count:
+            raise ValueError(f"Argument `{name}` must hold one entry per sentence. Received: "
+                             f"{len(values)} entries for {count} sentences")
+        return list(values)
 
     def _sampler(self, n_best, sampler):
         """The sampler of a call: this translator's, its search with
@@ -472,7 +521,7 @@ class Translator:
             return self.sampler
         if n_best > self.beam_size:
             raise ValueError(f"Argument `n_best` must be at most `beam_size`={self.beam_size}. Received: n_best={n_best}")
-        return BeamSampler(self.beam_size, self.alpha, num_return=n_best)
+        return BeamSampler(self.beam_size, self.alpha, num_return=n_best, continues_word=self.continues_word)
 
     def _penalty(self, length):
         """The length penalty of an output of `length` tokens (one backend
@@ -555,10 +604,10 @@ class Translator:
             rows.append([int(t) for t in row if t != PAD_ID])
         return rows
 
-    def _decode_pieces(self, pieces, sampler, prefixes=None):
+    def _decode_pieces(self, pieces, sampler, steering=None):
         """`(outputs, scores)` of each packed source in `pieces`, decoded
         with `sampler` in the batches of the preprocessor's padding rule,
-        each starting with its ids in `prefixes` (None: none): the output
+        each steered by its `Steering` in `steering` (None: none): the output
         ids as decoded (EOS last where they end) and their scores, best
         first, without the placeholders of hypotheses the search never
         finished."""
@@ -571,26 +620,19 @@ class Translator:
         else:
             self._eager_steps = 0  # the graph from now on
         for chunk, width in batches:
-            chunk_prefixes = None if prefixes is None else [prefixes[i] for i in chunk]
-            for i, result in zip(chunk, self._decode_batch(decode, [pieces[i] for i in chunk], width, chunk_prefixes)):
+            chunk_steering = None if steering is None else [steering[i] for i in chunk]
+            for i, result in zip(chunk, self._decode_batch(decode, [pieces[i] for i in chunk], width, chunk_steering)):
                 results[i] = result
         return results
 
-    def _decode_batch(self, decode, sources, width, prefixes=None):
+    def _decode_batch(self, decode, sources, width, steering=None):
         # Static shapes compile once per shape: rows go up to a power of two.
         rows = padded_rows(len(sources), self.batch_size) if self._static_shapes else len(sources)
         batch = np.zeros((rows, width), dtype="int32")
         batch[len(sources) :, 0] = EOS_ID  # filler rows: an empty source
         for i, ids in enumerate(sources):
             batch[i, : len(ids)] = ids
-        if prefixes is not None and any(prefixes):
-            # (rows, longest prefix), PAD after each; a multiple of 8 wide, as sources are padded.
-            prefix = np.zeros((rows, -(-max(map(len, prefixes)) // 8) * 8), dtype="int32")
-            for i, ids in enumerate(prefixes):
-                prefix[i, : len(ids)] = ids
-            tokens, scores = decode(batch, prefix)
-        else:
-            tokens, scores = decode(batch)
+        tokens, scores = decode(batch, **_steering_arrays(steering or [], rows))
         tokens, scores = ops.convert_to_numpy(tokens)[: len(sources)], ops.convert_to_numpy(scores)[: len(sources)]
         if tokens.ndim == 2:  # one hypothesis a sentence: (rows, length) -> (rows, 1, length)
             tokens, scores = tokens[:, None], scores[:, None]
@@ -621,6 +663,40 @@ def _padded(rows):
 def _check_strings(name, texts):
     if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
         raise ValueError(f"Argument `{name}` must be a list of strings. Received: {type(texts).__name__}")
+
+
+def _check_phrases(name, lists):
+    """`constraints`: a list of lists of phrases, none of them blank."""
+    if isinstance(lists, str) or not all(isinstance(p, (list, tuple)) for p in lists):
+        raise ValueError(f"Argument `{name}` must be a list of lists of strings, one list per sentence. Received: "
+                         f"{type(lists).__name__} of {sorted({type(p).__name__ for p in lists})}")
+    for index, phrases in enumerate(lists):
+        _check_strings(name, phrases)
+        if any(not phrase.strip() for phrase in phrases):
+            raise ValueError(f"Argument `{name}` of sentence {index} holds a blank phrase. Received: {phrases!r}")
+
+
+def _steering_arrays(steering, rows):
+    """The decoder's steering arguments of a batch's `steering` (one
+    `Steering` per sentence; `rows` at least that many): `prefix` `(rows,
+    prefix_length)` and `constraints` `(rows, constraints, phrase_length)`,
+    PAD after each, for those any sentence uses. Their lengths are rounded
+    up (a multiple of 8 tokens, as sources are padded; a power of two of
+    phrases), so compiled decoders meet few shapes."""
+    arrays = {}
+    longest = max([len(s.prefix) for s in steering], default=0)
+    if longest:
+        arrays["prefix"] = np.zeros((rows, -(-longest // 8) * 8), dtype="int32")
+        for i, s in enumerate(steering):
+            arrays["prefix"][i, : len(s.prefix)] = s.prefix
+    count = max([len(s.constraints) for s in steering], default=0)
+    if count:
+        length = max(len(ids) for s in steering for ids in s.constraints)
+        arrays["constraints"] = np.zeros((rows, 1 << (count - 1).bit_length(), -(-length // 8) * 8), dtype="int32")
+        for i, s in enumerate(steering):
+            for j, ids in enumerate(s.constraints):
+                arrays["constraints"][i, j, : len(ids)] = ids
+    return arrays
 
 
 def _offset_links(pieces):

@@ -13,8 +13,9 @@ from keras_transformer import Translator
 from keras_transformer.decoding.samplers import BeamSampler, get_sampler
 from keras_transformer.decoding.sampling import RandomSampler
 from keras_transformer.decoding import beam_search, jit_decoder
-from keras_transformer.tokens import BOS_ID, EOS_ID
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from tests.decoding.toy_models import CopyModel, WordTokenizer
+from tests.decoding.permuting import WORDS as PERMUTING_WORDS
 from tests.decoding.permuting import PERMUTATIONS, permute, sentences, train_permuting_model
 from tests.decoding.trained_copy import padded
 
@@ -351,11 +352,72 @@ def test_target_prefixes_start_each_output_and_are_scored_once(permuting, monkey
     assert [f for f, p in zip(forced, prefixes) if not p] == [t for t, p in zip(plain, prefixes) if not p]
     assert sum(not t.startswith(p) for t, p in zip(plain, prefixes) if p) >= 4  # the prefixes change outputs
     assert translator.translate(texts, target_prefix=[""] * len(texts)) == plain
-    with pytest.raises(ValueError, match=r"`target_prefix` must hold one string per sentence. Received: 1 prefixes"):
+    with pytest.raises(ValueError, match=r"`target_prefix` must hold one entry per sentence. Received: 1 entries"):
         translator.translate(texts[:2], target_prefix=["a"])
-    with pytest.raises(ValueError, match=r"`target_prefix` of sentence 0 has \d+ tokens; its translation may have "
-                                         r"at most \d+"):
+    with pytest.raises(ValueError, match=r"`target_prefix` of sentence 0 forces \d+ tokens \(prefix and constraints\); "
+                                         r"its translation may have at most \d+"):
         translator.translate(texts[:1], target_prefix=[" ".join(["cat"] * 60)])
+
+
+@pytest.mark.parametrize("jit_compile", [True, "auto"] if keras.backend.backend() == "tensorflow" else [True])
+def test_constraints_appear_in_each_output_and_leave_other_sentences_unchanged(permuting, monkeypatch, jit_compile):
+    # Each constraint is a word absent from the sentence's translation;
+    # every third sentence has none, every fourth two.
+    import keras_transformer.translator
+
+    monkeypatch.setattr(keras_transformer.translator, "EAGER_STEPS", 0)
+    model, tokenizer, _, held_out = permuting
+    translator = Translator(model, tokenizer, jit_compile=jit_compile)
+    texts = held_out[:12]
+    plain = translator.translate(texts)
+    absent = [[w for w in PERMUTING_WORDS if w not in t.split()] for t in plain]
+    constraints = [[] if i % 3 == 0 else words[: 2 if i % 4 == 1 else 1] for i, words in enumerate(absent)]
+    for n_best in (1, 2):
+        found = translator.hypotheses(texts, n_best=n_best, constraints=constraints)
+        for i, hypotheses in enumerate(found):
+            for h in hypotheses:
+                assert set(constraints[i]) <= set(h.text.split()), (texts[i], constraints[i], h.text)
+    steered = translator.translate(texts, constraints=constraints)
+    assert [s for s, c in zip(steered, constraints) if not c] == [t for t, c in zip(plain, constraints) if not c]
+    # As whole words: "c" is "cat"'s first piece, and the word "c" appears.
+    with_cat = [t for t in held_out if "cat" in t.split()][:4]
+    assert all("c" in t.split() for t in translator.translate(with_cat, constraints=[["c"]] * len(with_cat)))
+    assert translator.translate(texts, constraints=[[]] * len(texts)) == plain
+    # On token ids (once a backend): each output holds its phrases' ids, and
+    # the search's score of each is `score_ids` of the same ids.
+    if jit_compile is True:
+        sources = [ids + [EOS_ID] for ids in tokenizer.encode(texts)]
+        phrase_ids = [tokenizer.encode(c) if c else [] for c in constraints]
+        array = np.zeros((len(texts), 2, 1), "int32")
+        for i, phrases in enumerate(phrase_ids):
+            for j, ids in enumerate(phrases):
+                array[i, j, : len(ids)] = ids
+        sampler = BeamSampler(4, 0.6, num_return=4)
+        tokens, scores = (ops.convert_to_numpy(x) for x in sampler(model, padded(sources), 50, False, None, array))
+        pairs = [(i, row[: list(row).index(EOS_ID) + 1].tolist(), score)
+                 for i, (rows, row_scores) in enumerate(zip(tokens, scores))
+                 for row, score in zip(rows, row_scores) if EOS_ID in row]
+        assert len(pairs) >= len(texts)
+        for i, ids, _ in pairs:
+            assert all(f" {_joined(p)} " in f" {_joined(ids)} " for p in phrase_ids[i]), (texts[i], constraints[i], ids)
+            assert PAD_ID not in ids, ids
+        for i in range(len(texts)):  # each hypothesis once
+            found = [tuple(ids) for j, ids, _ in pairs if j == i]
+            assert len(set(found)) == len(found), found
+        given = translator.score_ids([sources[i] for i, _, _ in pairs], [ids for _, ids, _ in pairs])
+        np.testing.assert_allclose([g.score for g in given], [score for _, _, score in pairs], atol=1e-4)
+    with pytest.raises(ValueError, match=r"`constraints` needs beam search: a translator with beam_size >= 2"):
+        Translator(model, tokenizer, beam_size=1).translate(texts[:1], constraints=[["cat"]])
+    with pytest.raises(ValueError, match=r"`constraints` of sentence 0 holds a blank phrase"):
+        translator.translate(texts[:1], constraints=[[" "]])
+    with pytest.raises(ValueError, match=r"`constraints` must hold one entry per sentence. Received: 1 entries"):
+        translator.translate(texts[:2], constraints=[["cat"]])
+    with pytest.raises(ValueError, match=r"`constraints` of sentence 0 forces \d+ tokens"):
+        translator.translate(texts[:1], constraints=[["cat"] * 60])
+
+
+def _joined(ids):
+    return " ".join(map(str, ids))
 
 
 def test_a_sentence_translates_alike_alone_and_in_a_shuffled_batch(permuting):

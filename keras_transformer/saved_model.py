@@ -11,8 +11,10 @@ tf.float32 [batch]` (plus `nbest_translations` and `nbest_scores` of shape
   (`RandomSampler`), with the outputs of `details`;
 - `score(inputs, targets)` returns `scores`, `totals`, `tokens` `[batch,
   length]` (pieces, "" after the last) and `token_log_probs`;
-- `prefix(inputs, target_prefix)`, each translation starting with its
-  prefix (`""`: none; `Translator.translate(target_prefix=...)`), with the
+- `steer(inputs, target_prefix, constraints)`, each translation starting
+  with its prefix (`""`: none) and holding each of its constraints
+  (`[batch, constraints]`, `""` after the last), as
+  `Translator.translate(target_prefix=..., constraints=...)`, with the
   outputs of `details`.
 
 The translator's preprocessor
@@ -57,7 +59,7 @@ from keras_transformer.validation import check_bool, check_positive
 
 
 # The signatures a SavedModel may have besides `serving_default` (module docstring).
-SIGNATURES = ("details", "sample", "score", "prefix")
+SIGNATURES = ("details", "sample", "score", "steer")
 
 # Loops a bucket's sentences are split between in the graph without XLA:
 # about one per core on the 2-core machines it was tuned on.
@@ -115,7 +117,7 @@ def read_translator_parts(path):
     return model, tokenizer, metadata
 
 
-def _parallel_search(search, source, parallel_loops, num_return, prefix=None):
+def _parallel_search(search, source, parallel_loops, num_return, **steering):
     """`search` over `parallel_loops` parts of the rows, each its own loop.
 
     The parts do not depend on one another, so TensorFlow's inter-op
@@ -130,9 +132,9 @@ def _parallel_search(search, source, parallel_loops, num_return, prefix=None):
 
     per_row = [num_return] if num_return > 1 else []  # (rows, [n,] length) ids, (rows, [n]) scores
 
-    def part_search(part, part_prefix):
+    def part_search(part, part_steering):
         def run():
-            ids, scores = search(part, part_prefix)
+            ids, scores = search(part, **part_steering)
             return tf.cast(ids, tf.int32), tf.cast(scores, tf.float32)
 
         empty = lambda: (tf.zeros([0, *per_row, 1], tf.int32), tf.zeros([0, *per_row], tf.float32))  # noqa: E731
@@ -140,7 +142,7 @@ def _parallel_search(search, source, parallel_loops, num_return, prefix=None):
 
     rows = tf.shape(source)[0]
     bounds = [rows * i // parallel_loops for i in range(parallel_loops + 1)]
-    parts = [part_search(source[start:end], None if prefix is None else prefix[start:end])
+    parts = [part_search(source[start:end], {name: x[start:end] for name, x in steering.items()})
              for start, end in zip(bounds, bounds[1:])]
     length = tf.reduce_max([tf.shape(ids)[-1] for ids, _ in parts])
     # Parts stop at their own lengths: PAD the shorter ones' ids.
@@ -151,8 +153,8 @@ def _parallel_search(search, source, parallel_loops, num_return, prefix=None):
     return tf.concat(ids, 0), tf.concat([scores for _, scores in parts], 0)
 
 
-def _rows_to_a_power_of_two(search, source, prefix=None):
-    """`search` with the rows of `source` (and `prefix`) filled up to a
+def _rows_to_a_power_of_two(search, source, **steering):
+    """`search` with the rows of `source` (and of its `steering`) filled up to a
     power of two with copies of its last row (they stop with it): XLA
     compiles once per shape."""
     import tensorflow as tf
@@ -161,14 +163,16 @@ def _rows_to_a_power_of_two(search, source, prefix=None):
     powers = tf.constant([2**i for i in range(31)], tf.int32)
     padded = tf.gather(powers, tf.searchsorted(powers, rows[None])[0])  # the smallest power >= rows
     filled = tf.minimum(tf.range(padded), rows - 1)
-    ids, scores = search(*[tf.gather(x, filled) for x in ((source,) if prefix is None else (source, prefix))])
+    ids, scores = search(tf.gather(source, filled), **{name: tf.gather(x, filled) for name, x in steering.items()})
     return ids[:rows], scores[:rows]
 
 
 def graph_decoder(translator, jit_compile, parallel_loops, sampler=None):
-    """`decode(source, prefix=None) -> (ids, scores)`: `translator`'s
-    sampler (or `sampler`) over a bucket's padded sources `(rows, width)`,
-    each output starting with its target prefix `(rows, prefix_length)`, in a
+    """`decode(source, prefix=None, constraints=None) -> (ids, scores)`:
+    `translator`'s sampler (or `sampler`) over a bucket's padded sources
+    `(rows, width)`, each output starting with its target prefix `(rows,
+    prefix_length)` and holding its constraints `(rows, constraints,
+    phrase_length)` (`decoding.loop.decode`), in a
     TensorFlow graph traced for any number of rows: compiled with XLA (rows
     filled up to a power of two), or in `parallel_loops` loops whose
     sentences leave the batch as they finish."""
@@ -177,24 +181,30 @@ def graph_decoder(translator, jit_compile, parallel_loops, sampler=None):
     sampler = sampler or translator.sampler
     drop_finished = translator.drop_finished(static_shapes=jit_compile)
 
-    def search(source, prefix=None):
-        return sampler(translator.model, source, translator.max_extra_length, drop_finished, prefix)
+    def search(source, prefix=None, constraints=None):
+        return sampler(translator.model, source, translator.max_extra_length, drop_finished, prefix, constraints)
+
+    def given(prefix, constraints):
+        return {name: x for name, x in (("prefix", prefix), ("constraints", constraints)) if x is not None}
 
     if jit_compile:
         compiled = tf.function(search, jit_compile=True, autograph=False)
-        return lambda source, prefix=None: _rows_to_a_power_of_two(compiled, source, prefix)
+        return lambda source, prefix=None, constraints=None: _rows_to_a_power_of_two(
+            compiled, source, **given(prefix, constraints))
     num_return = sampler.get_config().get("num_return", 1)
-    return lambda source, prefix=None: _parallel_search(search, source, parallel_loops, num_return, prefix)
+    return lambda source, prefix=None, constraints=None: _parallel_search(
+        search, source, parallel_loops, num_return, **given(prefix, constraints))
 
 
 def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,
-                       one_search=False, prefixed=False):
+                       one_search=False, steered=False):
     """The graph function `inputs [batch] string -> dict of outputs`: the
     preprocessor's pieces, decoded by `sampler` (its `n_best` hypotheses),
     joined; with `details`, also each hypothesis's confidence and word
-    alignment (`Translator.hypotheses`). With `prefixed`, the function
-    takes `target_prefix [batch] string` too: each input's first piece
-    starts its output with its prefix's tokens.
+    alignment (`Translator.hypotheses`). With `steered`, the function
+    takes `target_prefix [batch] string` and `constraints [batch,
+    constraints] string` too: each input's first piece starts its output
+    with its prefix's tokens, and holds its constraints.
 
     Each bucket's pieces are decoded by a search of its own in the graph,
     or, with `one_search`, by one search traced for any width (a function
@@ -208,16 +218,18 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     preprocessor = translator.preprocessor
     decode = graph_decoder(translator, jit_compile, parallel_loops, sampler)
     if one_search:
-        specs = [tf.TensorSpec([None, None], tf.int32)] * (2 if prefixed else 1)
+        ids = tf.TensorSpec([None, None], tf.int32)
+        specs = [ids, ids, tf.TensorSpec([None, None, None], tf.int32)] if steered else [ids]
         decode = tf.function(decode, input_signature=specs, autograph=False)
     starts = word_starts(translator.tokenizer) if details else None
 
-    def decode_bucket(ids, width, prefix=None):
+    def decode_bucket(ids, width, steering=None):
         source = ids.to_tensor(default_value=PAD_ID, shape=[None, width])  # (rows, width)
-        if prefix is None:
+        if steering is None:
             ids, scores = decode(source)
-        else:  # (rows, longest prefix + 1): a PAD column at least, for rows without one
-            ids, scores = decode(source, tf.pad(prefix.to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]]))
+        else:  # prefix (rows, longest prefix + 1): a PAD column at least, for rows without one
+            prefix, constraints = steering
+            ids, scores = decode(source, tf.pad(prefix.to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]]), constraints)
         if n_best == 1:  # (rows, length) -> (rows, 1, length)
             ids, scores = ids[:, None], scores[:, None]
         flat = tf.reshape(tf.cast(ids, tf.int32), [-1, tf.shape(ids)[-1]])  # (rows * n_best, length)
@@ -235,9 +247,11 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
                         tf.zeros([0, n_best], tf.int32), tf.zeros([0, n_best], tf.bool), tf.zeros([0, n_best], tf.int32))
         return outputs
 
-    def translate(inputs, target_prefix=None):
+    def translate(inputs, target_prefix=None, constraints=None):
         ids, owners = preprocessor.pieces_graph(inputs, op)  # (pieces, None), (pieces,)
-        prefixes = None if target_prefix is None else _piece_prefixes(op, target_prefix, owners, tf.size(inputs))
+        steering = None
+        if steered:
+            steering = _piece_steering(op, target_prefix, constraints, owners, tf.size(inputs))
         # Each piece goes to the smallest bucket that holds it, and each
         # bucket's pieces are decoded together.
         lengths = tf.cast(ids.row_lengths(), tf.int32)  # (pieces,)
@@ -248,7 +262,7 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
             outputs = tf.cond(
                 tf.size(part) > 0,
                 lambda width=width, part=part: decode_bucket(
-                    tf.gather(ids, part), width, None if prefixes is None else tf.gather(prefixes, part)),
+                    tf.gather(ids, part), width, None if steering is None else [tf.gather(x, part) for x in steering]),
                 lambda: empty(translator.preprocessor.max_length),
             )
             keep_cond_functional(outputs[0])  # a bucket's loop is optimized when a sentence first needs it
@@ -276,17 +290,23 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     return translate
 
 
-def _piece_prefixes(op, target_prefix, owners, count):
-    """Each piece's target prefix ids, ragged `(pieces, None)`: its input's
-    prefix for the input's first piece, none for the others."""
+def _piece_steering(op, target_prefix, constraints, owners, count):
+    """Each piece's target prefix ids, ragged `(pieces, None)`, and
+    constraint ids `(pieces, constraints, phrase_length)`, PAD after each:
+    its input's for the input's first piece (as `Translator._steering`),
+    none for the others."""
     import tensorflow as tf
 
-    prefix_ids = tokenize_graph(op, target_prefix)  # (count, None)
     position = tf.range(tf.size(owners))
     first = tf.gather(tf.math.unsorted_segment_min(position, owners, count), owners) == position  # (pieces,)
-    gathered = tf.gather(prefix_ids, owners)
+    gathered = tf.gather(tokenize_graph(op, target_prefix), owners)  # (pieces, None)
     lengths = tf.where(first, gathered.row_lengths(), tf.zeros_like(gathered.row_lengths()))
-    return tf.RaggedTensor.from_tensor(gathered.to_tensor(default_value=PAD_ID), lengths=lengths)
+    prefixes = tf.RaggedTensor.from_tensor(gathered.to_tensor(default_value=PAD_ID), lengths=lengths)
+    # (count * constraints, phrase_length + 1): "" has no tokens; a PAD column at least.
+    phrases = tf.pad(tokenize_graph(op, tf.reshape(constraints, [-1])).to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]])
+    phrases = tf.reshape(phrases, [count, tf.shape(constraints)[1], tf.shape(phrases)[1]])
+    phrases = tf.where(first[:, None, None], tf.gather(phrases, owners), PAD_ID)  # (pieces, constraints, length)
+    return prefixes, phrases
 
 
 def _piece_details(translator, source, ids, starts, n_best):
@@ -447,6 +467,9 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
     parallel_loops = _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version)
     if isinstance(signatures, str) or not set(signatures) <= set(SIGNATURES):
         raise ValueError(f"Argument `signatures` must hold names of {SIGNATURES}. Received: signatures={signatures!r}")
+    if "steer" in signatures and translator.beam_size < 2:
+        raise ValueError("The `steer` signature's constraints need beam search: export a translator with "
+                         f"beam_size >= 2. Received: beam_size={translator.beam_size}")
     target = os.path.join(export_dir, str(version or next_version(export_dir)))
     if os.path.exists(target):
         raise FileExistsError(f"{target!r} already exists; pass another `version`")
@@ -486,7 +509,8 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
     op = translator.preprocessor.graph_tokenizer()  # the SentencePiece op that the graph runs and the SavedModel tracks
     search = translator.sampler
     if n_best > 1:
-        search = BeamSampler(translator.beam_size, translator.alpha, num_return=n_best)
+        search = BeamSampler(translator.beam_size, translator.alpha, num_return=n_best,
+                             continues_word=translator.continues_word)
     options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops)
     text = tf.TensorSpec([None], tf.string, name="inputs")
     functions = {"serving_default": (build_translate_fn(translator, op, search, **options), [text])}
@@ -504,10 +528,11 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
         functions["sample"] = (sample, [text, *scalars])
     if "score" in signatures:
         functions["score"] = (build_score_fn(translator, op), [text, tf.TensorSpec([None], tf.string, name="targets")])
-    if "prefix" in signatures:
-        functions["prefix"] = (
-            build_translate_fn(translator, op, search, details=True, one_search=True, prefixed=True, **options),
-            [text, tf.TensorSpec([None], tf.string, name="target_prefix")],
+    if "steer" in signatures:
+        functions["steer"] = (
+            build_translate_fn(translator, op, search, details=True, one_search=True, steered=True, **options),
+            [text, tf.TensorSpec([None], tf.string, name="target_prefix"),
+             tf.TensorSpec([None, None], tf.string, name="constraints")],
         )
     # Each traced once, here. Not `keras.export.ExportArchive`: it traces its
     # endpoint to find the variables, then `tf.saved_model.save` traces the

@@ -147,6 +147,9 @@ def add_output_arguments(p):
                         "(JSON lines)")
     p.add_argument("--target-prefix", default=None, metavar="TEXT",
                    help="each translation starts with TEXT, and the model continues it")
+    p.add_argument("--constraint", action="append", default=None, metavar="TEXT", dest="constraints",
+                   help="each translation holds TEXT (terminology, as whole words); repeat it for several "
+                        "(lexically constrained beam search: not with --beam-size 1 or sampling)")
     p.add_argument("--sampling-topk", type=int, default=None, metavar="K",
                    help="sample each token from the K most likely instead of searching (0: all)")
     p.add_argument("--sampling-topp", type=float, default=None, metavar="P",
@@ -226,14 +229,15 @@ def no_options_with_saved_model(model, **given):
 
 
 def translate_function(model, tokenizer=None, batch_size=None, quantize=None, outputs=None, sampler=None,
-                       target_prefix=None, **decoding):
+                       target_prefix=None, constraints=None, **decoding):
     """`translate(sentences) -> translations` with the `Translator` of
     `load_translator`.
 
     With `outputs` (`{"n_best": ..., "alignments": ...}`), each translation
     is a dict of outputs (`keras_transformer.translator.prediction`), not a
     string. With `sampler`, a `RandomSampler`, translations are sampled.
-    With `target_prefix`, a string, every translation starts with it.
+    With `target_prefix`, a string, every translation starts with it;
+    with `constraints`, a list of strings, every translation holds them.
 
     Returns `(translate, keras_model, tokenizer)`.
     """
@@ -241,12 +245,13 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
     keras_model, sp = translator.model, translator.tokenizer
     from keras_transformer.translator import prediction
 
-    if outputs is None and sampler is None and target_prefix is None:
+    if outputs is None and sampler is None and target_prefix is None and constraints is None:
         return translator.translate, keras_model, sp
 
     def steering(texts):
-        """The call's sampler and each sentence's prefix."""
-        return dict(sampler=sampler, target_prefix=None if target_prefix is None else [target_prefix] * len(texts))
+        """The call's sampler, and each sentence's prefix and constraints."""
+        return dict(sampler=sampler, target_prefix=None if target_prefix is None else [target_prefix] * len(texts),
+                    constraints=None if constraints is None else [list(constraints)] * len(texts))
 
     if outputs is None:
         return (lambda texts: translator.translate(texts, **steering(texts))), keras_model, sp

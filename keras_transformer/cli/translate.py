@@ -8,6 +8,7 @@
     keras-transformer translate tatoeba_en_fr "How are you?" --n-best 2 --alignments  # JSON lines
     keras-transformer translate tatoeba_en_fr "How are you?" --sampling-topp 0.9 --seed 1
     keras-transformer translate tatoeba_en_fr "How are you?" --target-prefix "Comment vas"
+    keras-transformer translate tatoeba_en_fr "Where is the station?" --constraint gare
 
 MODEL is a preset (a shipped name or a preset directory; its own
 tokenizer), a SavedModel folder (the translator it was exported from, its
@@ -61,7 +62,7 @@ def run(args):
     outputs, sampler = output_options(args)
     translate, model, tokenizer = translate_function(
         args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, outputs=outputs,
-        sampler=sampler, target_prefix=args.target_prefix, **decoding_options(args)
+        sampler=sampler, target_prefix=args.target_prefix, constraints=args.constraints, **decoding_options(args)
     )
     progress = None
     if args.input and args.output:  # standard output carries the translations

@@ -55,7 +55,8 @@ class Instance:
     `n_best`: also the n best translations. `alignments`: also each
     translation's word alignment. `confidences`: also its confidence (it
     comes with any of these). `sampling`: sample instead of searching.
-    `target_prefix`: the translation starts with it (the `prefix`
+    `target_prefix`: the translation starts with it; `constraints`: a
+    list of phrases that it holds, none blank (both by the `steer`
     signature; not with `sampling` or `targets`).
     """
 
@@ -66,6 +67,7 @@ class Instance:
     sampling: Optional[Sampling] = None
     targets: Optional[str] = None
     target_prefix: Optional[str] = None
+    constraints: Optional[tuple] = None
 
     def __post_init__(self):
         checks = (("inputs", str, False), ("n_best", int, False), ("alignments", bool, False),
@@ -83,16 +85,27 @@ class Instance:
         if self.targets is not None and (self.sampling or self.n_best > 1 or self.alignments or self.confidences):
             raise ValueError("`targets` scores a given translation: it takes no other option. Received: targets with "
                              "n_best, alignments, confidences or sampling")
-        if self.target_prefix is not None and (self.sampling is not None or self.targets is not None):
-            raise ValueError("`target_prefix` starts a searched translation: the SavedModel does not take it with "
-                             "`sampling` or `targets`. Received: target_prefix with sampling or targets")
+        if self.constraints is not None:
+            if isinstance(self.constraints, str) or not isinstance(self.constraints, (list, tuple)) or not all(
+                    isinstance(c, str) and c.strip() for c in self.constraints):
+                raise ValueError(f"`constraints` must be a list of phrases, none of them blank. "
+                                 f"Received: constraints={self.constraints!r}")
+            object.__setattr__(self, "constraints", tuple(self.constraints))
+        if self.steered and (self.sampling is not None or self.targets is not None):
+            raise ValueError("`target_prefix` and `constraints` steer a searched translation: the SavedModel does not "
+                             "take them with `sampling` or `targets`. Received: target_prefix or constraints with "
+                             "sampling or targets")
+
+    @property
+    def steered(self):
+        return self.target_prefix is not None or self.constraints is not None
 
     @property
     def signature(self):
         if self.targets is not None:
             return "score"
-        if self.target_prefix is not None:
-            return "prefix"
+        if self.steered:
+            return "steer"
         return "sample" if self.sampling is not None else "details"
 
 
@@ -188,8 +201,13 @@ def load_saved_model_predictor(path):
                     rows[i] = _score_row(row)
                 continue
             arguments = {}
-            if name == "prefix":
-                arguments["target_prefix"] = tf.constant([items[i].target_prefix for i in indices])
+            if name == "steer":
+                steered = [items[i] for i in indices]
+                width = max(1, max(len(item.constraints or ()) for item in steered))
+                arguments["target_prefix"] = tf.constant([item.target_prefix or "" for item in steered])
+                arguments["constraints"] = tf.constant(
+                    [list(item.constraints or ()) + [""] * (width - len(item.constraints or ())) for item in steered],
+                    tf.string)
             if sampling is not None:
                 arguments.update(
                     seed=tf.constant(sampling.seed, tf.int32),
@@ -206,7 +224,7 @@ def load_saved_model_predictor(path):
 
 def _score_lengths(version_dir, metadata):
     """`(count_tokens, max_length, max_extra_length)` for the length checks
-    of the `score` and `prefix` signatures: the SavedModel's own tokenizer
+    of the `score` and `steer` signatures: the SavedModel's own tokenizer
     (assets/tokenizer.model), its model's `max_length` and its output
     length limit; None if any is missing."""
     import sentencepiece as spm
@@ -235,16 +253,18 @@ def check_instances(instances, signatures, n_best, score_lengths=None):
     a signature it was exported without, more than its `n_best`, or (with
     `score_lengths`, `(count_tokens, max_length, max_extra_length)`) a
     text to score over the model's length, as `Translator.score` refuses
-    it, or a target prefix that leaves its translation no room, as
-    `Translator.translate` refuses it."""
+    it, or a target prefix and constraints that leave its translation no
+    room, as `Translator.translate` refuses them."""
     for instance in instances:
-        if instance.target_prefix is not None and score_lengths is not None:
+        if instance.steered and score_lengths is not None:
             count, max_length, max_extra_length = score_lengths
-            prefix = count(instance.target_prefix) - 1  # without its EOS
+            texts = [instance.target_prefix or "", *(instance.constraints or ())]
+            forced = sum(count(text) - 1 for text in texts)  # without their EOS
             limit = output_limit(count(instance.inputs), max_extra_length, max_length)
-            if prefix >= limit:
-                raise ValueError(f"`target_prefix` has {prefix} tokens; its translation may have at most {limit}, so "
-                                 f"the prefix must be shorter. Received: {instance.target_prefix[:40]!r}...")
+            if forced >= limit:
+                raise ValueError(f"`target_prefix` and `constraints` force {forced} tokens; the translation may have "
+                                 f"at most {limit}, so they must be shorter. Received: target_prefix="
+                                 f"{(instance.target_prefix or '')[:40]!r}, {len(instance.constraints or ())} constraints")
         if instance.targets is not None and score_lengths is not None:
             count, max_length, _ = score_lengths
             for name, text, most in zip(("inputs", "targets"), (instance.inputs, instance.targets),

@@ -20,11 +20,12 @@ An instance may be an object with optional fields besides `"inputs"`
     {"instances": [{"inputs": "How are you?", "sampling": {"seed": 1, "top_p": 0.9}}]}
     {"instances": [{"inputs": "How are you?", "targets": "Comment vas-tu ?"}]}
     {"instances": [{"inputs": "How are you?", "target_prefix": "Comment vas"}]}
+    {"instances": [{"inputs": "Where is the station?", "constraints": ["gare"]}]}
 
 `n_best`, `alignments` or `confidences` answer with the `details`
 signature's outputs, `sampling` with the `sample` signature's, `targets`
-with the `score` signature's, `target_prefix` with the `prefix`
-signature's; in the columnar form the options apply to
+with the `score` signature's, `target_prefix` and `constraints` with the
+`steer` signature's; in the columnar form the options apply to
 every input (`{"inputs": {"inputs": [...], "n_best": 2}}`). An unknown or
 badly typed field is a 400 error that names it.
 """
@@ -148,6 +149,8 @@ def _item(row, where, limits):
     for name in ("targets", "target_prefix"):
         if isinstance(options.get(name), str):  # a badly typed one: `_instance` names it
             texts[name] = options[name]
+    if isinstance(options.get("constraints"), list):
+        texts.update({f"constraints[{j}]": c for j, c in enumerate(options["constraints"]) if isinstance(c, str)})
     for name, text in texts.items():
         field = f"{where}.{name}" if options else where
         if not isinstance(text, str):
@@ -162,7 +165,7 @@ def _item(row, where, limits):
 
 
 # The optional fields of an instance (keras_transformer.serving.predictor.Instance).
-INSTANCE_FIELDS = ("n_best", "alignments", "confidences", "sampling", "targets", "target_prefix")
+INSTANCE_FIELDS = ("n_best", "alignments", "confidences", "sampling", "targets", "target_prefix", "constraints")
 SAMPLING_FIELDS = ("seed", "temperature", "top_k", "top_p")
 
 

@@ -112,7 +112,7 @@ def test_quantize_reaches_the_translate_function(command, monkeypatch):
     seen.clear()
     assert main(command + ["--narrow-batches", "--long-inputs", "truncate", "--beam-size", "2"]) == 0
     assert seen.pop("outputs", None) is None and seen.pop("sampler", None) is None  # translate's, unasked
-    assert seen.pop("target_prefix", None) is None
+    assert seen.pop("target_prefix", None) is None and seen.pop("constraints", None) is None
     assert seen == dict(batch_size=64, quantize=None, narrow_batches=True, long_inputs="truncate", beam_size=2)
 
 

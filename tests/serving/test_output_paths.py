@@ -16,7 +16,7 @@ from keras_transformer.saved_model import SIGNATURES
 from keras_transformer.serving.predictor import Instance, Sampling, load_saved_model_predictor
 from keras_transformer.serving.server import create_app
 from keras_transformer.translator import prediction
-from tests.decoding.permuting import permute, sentences, train_permuting_model
+from tests.decoding.permuting import WORDS, permute, sentences, train_permuting_model
 from tests.helpers import assert_rows_close
 
 N_BEST = 3
@@ -31,14 +31,14 @@ def exported(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("outputs") / "permuting")
     translator.export(folder, n_best=N_BEST, parallel_loops=1, warmup_batch_sizes=(), signatures=SIGNATURES)
     predict, _ = load_saved_model_predictor(folder)
-    assert predict.signatures == ["details", "prefix", "sample", "score", "serving_default"]
+    assert predict.signatures == ["details", "sample", "score", "serving_default", "steer"]
     return translator, predict, folder, held_out
 
 
 def test_the_signatures_return_what_the_translator_does(exported):
     translator, predict, _, held_out = exported
     texts = held_out[:20] + ["", " ".join(held_out[:30])]  # blank, and long enough to split into windows
-    rows = predict([Instance(t, n_best=N_BEST, alignments=True) for t in texts])
+    rows = searched = predict([Instance(t, n_best=N_BEST, alignments=True) for t in texts])
     expected = [prediction(h, N_BEST, True) for h in translator.hypotheses(texts, N_BEST, alignments=True)]
     assert_rows_close(rows, expected)
     assert rows[-1]["alignments"].count("-") == len(rows[-1]["translations"].split())  # every target word linked
@@ -46,14 +46,18 @@ def test_the_signatures_return_what_the_translator_does(exported):
     sampler = RandomSampler(top_k=5, temperature=2.0, seed=4)
     rows = predict([Instance(t, confidences=True, sampling=sampling) for t in texts])
     assert_rows_close(rows, [prediction(h) for h in translator.hypotheses(texts, sampler=sampler)])
-    # Target prefixes: each input's first word, which no permutation keeps first; "" for none.
+    # Target prefixes: each input's first word, which no permutation keeps
+    # first; "" for none. Constraints: a word absent from the translation.
     prefixes = [t.split()[0] if i % 2 and t.strip() else "" for i, t in enumerate(texts)]
-    rows = predict([Instance(t, n_best=N_BEST, target_prefix=p) for t, p in zip(texts, prefixes)])
-    found = translator.hypotheses(texts, N_BEST, target_prefix=prefixes)
+    constraints = [absent_word(searched[i]["translations"]) if i % 3 and t.strip() else [] for i, t in enumerate(texts)]
+    rows = predict([Instance(t, n_best=N_BEST, target_prefix=p, constraints=c)
+                    for t, p, c in zip(texts, prefixes, constraints)])
+    found = translator.hypotheses(texts, N_BEST, target_prefix=prefixes, constraints=constraints)
     assert_rows_close(rows, [prediction(h, N_BEST) for h in found])
     assert all(row["translations"].startswith(p) for row, p in zip(rows, prefixes))
-    with pytest.raises(ValueError, match=r"`target_prefix` has \d+ tokens; its translation may have at most"):
-        predict([Instance(texts[0], target_prefix=" ".join(["cat"] * 80))])
+    assert all(set(c) <= set(row["translations"].split()) for row, c in zip(rows[:-1], constraints))
+    with pytest.raises(ValueError, match=r"`target_prefix` and `constraints` force \d+ tokens; the translation may"):
+        predict([Instance(texts[0], target_prefix="cat", constraints=["cat"] * 80)])
     pairs = [(s, permute(s)) for s in held_out[:10]] + [(held_out[0], "")]
     rows = predict([Instance(s, targets=t) for s, t in pairs])
     assert_rows_close(rows, [s.prediction() for s in translator.score(*map(list, zip(*pairs)))], atol=1e-4)
@@ -88,11 +92,13 @@ def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(expor
     assert main(["translate", folder, *texts, "--seed", "2", "--sampling-temperature", "2"]) == 0
     sampler = RandomSampler(temperature=2.0, seed=2)
     assert capsys.readouterr().out.splitlines() == translator.translate(texts, sampler=sampler)
-    word = texts[0].split()[0]  # every translation starts with it
-    assert main(["translate", folder, *texts, "--target-prefix", word, "--scores"]) == 0
+    word = texts[0].split()[0]  # every translation starts with it, and holds the other word
+    other = absent_word(" ".join(texts))
+    assert main(["translate", folder, *texts, "--target-prefix", word, "--constraint", other[0], "--scores"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert_rows_close(rows, [prediction(h) for h in translator.hypotheses(texts, target_prefix=[word] * len(texts))])
-    assert all(row["translations"].startswith(word) for row in rows)
+    found = translator.hypotheses(texts, target_prefix=[word] * len(texts), constraints=[other] * len(texts))
+    assert_rows_close(rows, [prediction(h) for h in found])
+    assert all(row["translations"].startswith(word) and other[0] in row["translations"].split() for row in rows)
     (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{permute(s)}\n" for s in texts), encoding="utf-8")
     assert main(["score", folder, "--pairs", str(tmp_path / "pairs.tsv")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -110,6 +116,11 @@ def test_an_xla_compiled_export_returns_what_the_plain_one_does(exported, tmp_pa
     for instances in ([Instance(t, n_best=N_BEST, alignments=True) for t in texts],
                       [Instance(t, confidences=True, sampling=Sampling(seed=4, temperature=2.0)) for t in texts]):
         assert_rows_close(xla(instances), predict(instances), atol=1e-4)
+
+
+def absent_word(text):
+    """`[word]`: the first word of the permuting model's vocabulary absent from `text`."""
+    return [next(w for w in WORDS if w not in text.split())]
 
 
 def post(server, body):
@@ -130,11 +141,15 @@ def test_rest_instances_with_and_without_the_new_fields(exported, run_server):
         text, {"inputs": text, "n_best": 2, "alignments": True}, {"inputs": text, "confidences": True},
         {"inputs": text, "sampling": {"seed": 3, "temperature": 2.0, "top_p": 0.9}},
         {"inputs": text, "targets": permute(text)}, {"inputs": text, "target_prefix": text.split()[0]},
+        {"inputs": text, "constraints": absent_word(text)},
     ]})
     assert status == 200
-    plain, nbest, confidence, sampled, scored, prefixed = body["predictions"]
+    plain, nbest, confidence, sampled, scored, prefixed, constrained = body["predictions"]
     [hypotheses] = translator.hypotheses([text], target_prefix=[text.split()[0]])
     assert_rows_close([prefixed], [prediction(hypotheses)]) and prefixed["translations"].startswith(text.split()[0])
+    [hypotheses] = translator.hypotheses([text], constraints=[absent_word(text)])
+    assert_rows_close([constrained], [prediction(hypotheses)])
+    assert absent_word(text)[0] in constrained["translations"].split()
     assert plain == predict([text])[0] and sorted(plain) == ["nbest_scores", "nbest_translations", "scores",
                                                             "translations"]  # as exported, with its 3 best
     [hypotheses] = translator.hypotheses([text], 2, alignments=True)

@@ -80,9 +80,15 @@ def test_status(server):
         (json.dumps({"instances": [{"inputs": "x", "target_prefix": 3}]}).encode(), 400,
          "`target_prefix` must be str or None. Received: target_prefix=3"),
         (json.dumps({"instances": [{"inputs": "x", "target_prefix": "y"}]}).encode(), 400,
-         "no `prefix` signature: export it with `--signatures prefix`"),
+         "no `steer` signature: export it with `--signatures steer`"),
         (json.dumps({"instances": [{"inputs": "x", "target_prefix": "y", "sampling": {"seed": 1}}]}).encode(), 400,
-         "does not take it with `sampling` or `targets`"),
+         "does not take them with `sampling` or `targets`"),
+        (json.dumps({"instances": [{"inputs": "x", "constraints": "y"}]}).encode(), 400,
+         "`constraints` must be a list of phrases, none of them blank. Received: constraints='y'"),
+        (json.dumps({"instances": [{"inputs": "x", "constraints": ["y", " "]}]}).encode(), 400,
+         "`constraints` must be a list of phrases, none of them blank"),
+        (json.dumps({"instances": [{"inputs": "x", "constraints": ["y" * 101]}]}).encode(), 400,
+         "instances[0].constraints[0] has 101 characters"),
     ],
 )
 def test_bad_requests_get_a_4xx_naming_the_problem_and_the_server_goes_on(server, body, status, words):

@@ -471,7 +471,7 @@ class Translator:
         or None when nothing steers the call."""
         prefixes = self._per_sentence("target_prefix", target_prefix, count, _check_strings)
         phrases = self._per_sentence("constraints", constraints, count, _check_phrases)
-        if phrases is not None and not getattr(sampler, "takes_constraints", False):
+        if phrases and any(phrases) and not getattr(sampler, "takes_constraints", False):
             raise ValueError("Argument `constraints` needs beam search: a translator with beam_size >= 2, and no "
                              f"sampling. Received: beam_size={self.beam_size}, sampler={sampler!r}")
         prefix_ids = self.tokenizer.encode(list(prefixes)) if prefixes is not None else [[]] * count

@@ -54,7 +54,7 @@ class ConstrainedBeamState(NamedTuple):
     finished_scores: Any
     finished_flags: Any
     constraints: Any  # (batch, constraints, length) int32: phrases, PAD after
-    alive_progress: Any  # (batch, beam, constraints) int32: tokens met of each phrase
+    alive_progress: Any  # (batch, beam, constraints) int32: tokens met of each phrase, its length + 1 once met
 
 
 def length_penalty(length, alpha):

@@ -406,8 +406,10 @@ def test_constraints_appear_in_each_output_and_leave_other_sentences_unchanged(p
             assert len(set(found)) == len(found), found
         given = translator.score_ids([sources[i] for i, _, _ in pairs], [ids for _, ids, _ in pairs])
         np.testing.assert_allclose([g.score for g in given], [score for _, _, score in pairs], atol=1e-4)
+    greedy = Translator(model, tokenizer, beam_size=1)
+    assert greedy.translate(texts[:2], constraints=[[], []]) == greedy.translate(texts[:2])
     with pytest.raises(ValueError, match=r"`constraints` needs beam search: a translator with beam_size >= 2"):
-        Translator(model, tokenizer, beam_size=1).translate(texts[:1], constraints=[["cat"]])
+        greedy.translate(texts[:1], constraints=[["cat"]])
     with pytest.raises(ValueError, match=r"`constraints` of sentence 0 holds a blank phrase"):
         translator.translate(texts[:1], constraints=[[" "]])
     with pytest.raises(ValueError, match=r"`constraints` must hold one entry per sentence. Received: 1 entries"):

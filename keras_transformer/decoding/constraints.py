@@ -105,7 +105,8 @@ def next_tokens_only(log_probs, progress, constraints, phrases):
     a hypothesis names; hypotheses that name none are left as they are."""
     vocab = log_probs.shape[-1]
     next_tokens = ops.where(phrases, wanted_tokens(progress, constraints), -1)
-    allowed = ops.any(ops.equal(ops.arange(vocab, dtype="int32"), next_tokens[..., None]), axis=2)  # (batch, beam, vocab)
+    # (batch, beam, vocab): the token is one of the named phrases' next ones.
+    allowed = ops.any(ops.equal(ops.arange(vocab, dtype="int32"), next_tokens[..., None]), axis=2)
     named = ops.any(phrases, axis=2)[:, :, None]
     return ops.where(ops.logical_and(named, ops.logical_not(allowed)), NEG_INF, log_probs)
 

@@ -18,7 +18,7 @@ from keras_transformer.decoding.samplers import BeamSampler, RandomSampler, get_
 from keras_transformer.decoding.scoring import force_decode, scoring_limits
 from keras_transformer.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, padded_rows
 from keras_transformer.tokens import EOS_ID, PAD_ID, pack_source, unpack_output
-from keras_transformer.validation import check_bool, check_positive
+from keras_transformer.validation import check_bool, check_phrases, check_positive
 
 
 # The Translator's decoding options, which the export and the command line pass on.
@@ -666,14 +666,12 @@ def _check_strings(name, texts):
 
 
 def _check_phrases(name, lists):
-    """`constraints`: a list of lists of phrases, none of them blank."""
+    """`constraints`: one list of phrases per sentence (`check_phrases`)."""
     if isinstance(lists, str) or not all(isinstance(p, (list, tuple)) for p in lists):
         raise ValueError(f"Argument `{name}` must be a list of lists of strings, one list per sentence. Received: "
                          f"{type(lists).__name__} of {sorted({type(p).__name__ for p in lists})}")
     for index, phrases in enumerate(lists):
-        _check_strings(name, phrases)
-        if any(not phrase.strip() for phrase in phrases):
-            raise ValueError(f"Argument `{name}` of sentence {index} holds a blank phrase. Received: {phrases!r}")
+        check_phrases(f"{name}[{index}]", phrases)
 
 
 def _steering_arrays(steering, rows):

@@ -45,3 +45,12 @@ def check_bool(name, value):
         raise ValueError(
             f"Argument `{name}` must be True or False. Received: {name}={value!r}"
         )
+
+
+def check_phrases(name, phrases):
+    """Raises `ValueError` unless `phrases` is a list (or tuple) of strings,
+    none of them blank: one sentence's terminology constraints."""
+    if isinstance(phrases, str) or not isinstance(phrases, (list, tuple)) or not all(
+            isinstance(p, str) and p.strip() for p in phrases):
+        raise ValueError(f"Argument `{name}` must be a list of phrases, none of them blank. "
+                         f"Received: {name}={phrases!r}")

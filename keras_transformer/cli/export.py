@@ -83,8 +83,8 @@ def add_arguments(p):
                    help="also return the N best translations (serving_default and details signatures)")
     p.add_argument("--signatures", nargs="*", choices=SIGNATURES, default=None,
                    help="signatures besides serving_default (default: none): details (confidences, alignments), "
-                        "sample (sampling), score (scoring given translations), steer (target prefixes and terminology constraints); each is "
-                        "another graph to trace at export")
+                        "sample (sampling), score (scoring given translations), steer (target prefixes and "
+                        "terminology constraints); each is another graph to trace at export")
     p.add_argument("--jit-compile", action="store_true",
                    help="compile each bucket's beam search with XLA, once per new batch shape (TF Serving "
                         "needs --xla_cpu_compilation_enabled=true); export --quantize int8 with it, since "

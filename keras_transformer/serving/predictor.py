@@ -30,6 +30,7 @@ import numpy as np
 from keras_transformer.decoding.common import NEG_INF, output_limit
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.decoding.scoring import scoring_limits
+from keras_transformer.validation import check_phrases
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,10 +87,7 @@ class Instance:
             raise ValueError("`targets` scores a given translation: it takes no other option. Received: targets with "
                              "n_best, alignments, confidences or sampling")
         if self.constraints is not None:
-            if isinstance(self.constraints, str) or not isinstance(self.constraints, (list, tuple)) or not all(
-                    isinstance(c, str) and c.strip() for c in self.constraints):
-                raise ValueError(f"`constraints` must be a list of phrases, none of them blank. "
-                                 f"Received: constraints={self.constraints!r}")
+            check_phrases("constraints", self.constraints)
             object.__setattr__(self, "constraints", tuple(self.constraints))
         if self.steered and (self.sampling is not None or self.targets is not None):
             raise ValueError("`target_prefix` and `constraints` steer a searched translation: the SavedModel does not "

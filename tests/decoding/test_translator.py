@@ -410,7 +410,7 @@ def test_constraints_appear_in_each_output_and_leave_other_sentences_unchanged(p
     assert greedy.translate(texts[:2], constraints=[[], []]) == greedy.translate(texts[:2])
     with pytest.raises(ValueError, match=r"`constraints` needs beam search: a translator with beam_size >= 2"):
         greedy.translate(texts[:1], constraints=[["cat"]])
-    with pytest.raises(ValueError, match=r"`constraints` of sentence 0 holds a blank phrase"):
+    with pytest.raises(ValueError, match=r"`constraints\[0\]` must be a list of phrases, none of them blank. Received: constraints\[0\]=\[' '\]"):
         translator.translate(texts[:1], constraints=[[" "]])
     with pytest.raises(ValueError, match=r"`constraints` must hold one entry per sentence. Received: 1 entries"):
         translator.translate(texts[:2], constraints=[["cat"]])

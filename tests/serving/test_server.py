@@ -84,7 +84,7 @@ def test_status(server):
         (json.dumps({"instances": [{"inputs": "x", "target_prefix": "y", "sampling": {"seed": 1}}]}).encode(), 400,
          "does not take them with `sampling` or `targets`"),
         (json.dumps({"instances": [{"inputs": "x", "constraints": "y"}]}).encode(), 400,
-         "`constraints` must be a list of phrases, none of them blank. Received: constraints='y'"),
+         "Argument `constraints` must be a list of phrases, none of them blank. Received: constraints='y'"),
         (json.dumps({"instances": [{"inputs": "x", "constraints": ["y", " "]}]}).encode(), 400,
          "`constraints` must be a list of phrases, none of them blank"),
         (json.dumps({"instances": [{"inputs": "x", "constraints": ["y" * 101]}]}).encode(), 400,

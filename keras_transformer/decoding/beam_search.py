@@ -80,6 +80,13 @@ def _gather(x, indices):
     return ops.reshape(rows, (batch, m) + tuple(ops.shape(x)[2:]))
 
 
+def _extended(seqs, beams, tokens, step):
+    """`(batch, n, length + 1)`: the rows `beams` `(batch, n)` of `seqs`
+    with `tokens` `(batch, n)` written at position `step + 1`."""
+    return ops.slice_update(_gather(seqs, beams), (ops.zeros_like(step), ops.zeros_like(step), step + 1),
+                            tokens[:, :, None])
+
+
 class BeamSampler:
     """Beam search with the GNMT length penalty, a sampler of `decode`.
 
@@ -150,36 +157,38 @@ class BeamSampler:
         top_log_probs, top_indices = ops.top_k(ops.reshape(candidates, (batch, k * vocab)), 2 * k)
         top_indices = ops.cast(top_indices, "int32")
         top_beams, top_tokens = ops.floor_divide(top_indices, vocab), ops.mod(top_indices, vocab)  # (batch, 2 * beam)
-        top_seqs = ops.slice_update(  # (batch, 2 * beam, length + 1)
-            _gather(state.alive_seqs, top_beams), (ops.zeros_like(step), ops.zeros_like(step), step + 1),
-            top_tokens[:, :, None],
-        )
+        top_seqs = _extended(state.alive_seqs, top_beams, top_tokens, step)  # (batch, 2 * beam, length + 1)
         is_eos = ops.zeros_like(top_tokens, dtype="bool") if eos_id is None else ops.equal(top_tokens, eos_id)
-
-        # Finished pool: EOS candidates within the first `beam` ranks, and at
-        # a sentence's length limit its best `beam` candidates as they are.
-        at_limit = ops.greater_equal(step + 1, limits)[:, None]  # (batch, 1)
-        in_beam = ops.less(ops.arange(2 * k), k)[None, :]  # (1, 2 * beam)
         real = ops.greater(top_log_probs, NEG_INF)  # not from a dead beam
-        finishing = ops.logical_and(
-            ops.logical_and(ops.logical_or(is_eos, at_limit), in_beam), ops.logical_and(active, real)
-        )
-        new_scores = ops.where(finishing, top_log_probs / length_penalty(step + 1, self.alpha), NEG_INF)
-        finished_scores, keep = ops.top_k(ops.concatenate([state.finished_scores, new_scores], axis=1), k)
-        keep = ops.cast(keep, "int32")  # (batch, beam) of the pool and the candidates, (batch, 3 * beam)
+        finished = self._finished_pool(state, top_log_probs, top_seqs, is_eos, real, active, step, limits)
 
         # Alive pool: the best `beam` candidates that did not end in EOS.
         alive_candidates = ops.where(is_eos, NEG_INF, ops.maximum(top_log_probs, NEG_INF))
         alive_log_probs, chosen = ops.top_k(alive_candidates, k)  # (batch, beam)
         chosen = ops.cast(chosen, "int32")
-        state = BeamState(
-            alive_seqs=_gather(top_seqs, chosen),
-            alive_log_probs=alive_log_probs,
+        state = BeamState(alive_seqs=_gather(top_seqs, chosen), alive_log_probs=alive_log_probs, **finished)
+        return state, _gather(top_beams, chosen)
+
+    def _finished_pool(self, state, top_log_probs, top_seqs, is_eos, real, active, step, limits):
+        """The finished fields after a step whose candidates, best first,
+        are `top_log_probs` `(batch, n)` and `top_seqs`: the pool keeps its
+        best `beam` of itself and the `real` candidates within the first
+        `beam` ranks that end in EOS, or that reach their sentence's length
+        limit as they are."""
+        k = self.beam_size
+        at_limit = ops.greater_equal(step + 1, limits)[:, None]  # (batch, 1)
+        in_beam = ops.less(ops.arange(ops.shape(top_log_probs)[1]), k)[None, :]  # (1, n)
+        finishing = ops.logical_and(
+            ops.logical_and(ops.logical_or(is_eos, at_limit), in_beam), ops.logical_and(active, real)
+        )
+        new_scores = ops.where(finishing, top_log_probs / length_penalty(step + 1, self.alpha), NEG_INF)
+        finished_scores, keep = ops.top_k(ops.concatenate([state.finished_scores, new_scores], axis=1), k)
+        keep = ops.cast(keep, "int32")  # (batch, beam) of the pool and the candidates, (batch, beam + n)
+        return dict(
             finished_seqs=_gather(ops.concatenate([state.finished_seqs, top_seqs], axis=1), keep),
             finished_scores=finished_scores,
             finished_flags=_gather(ops.concatenate([state.finished_flags, finishing], axis=1), keep),
         )
-        return state, _gather(top_beams, chosen)
 
     def _extend_constrained(self, state, log_probs, step, limits, eos_id):
         """`extend` with terminology constraints: the candidates and the
@@ -198,21 +207,11 @@ class BeamSampler:
         top_log_probs, order = ops.top_k(ops.where(valid, candidate_log_probs, 2 * NEG_INF), m)
         indices, valid = ops.take_along_axis(indices, ops.cast(order, "int32"), axis=1), top_log_probs > NEG_INF
         top_beams, top_tokens = ops.floor_divide(indices, vocab), ops.mod(indices, vocab)  # (batch, m)
-        top_seqs = ops.slice_update(  # (batch, m, length + 1)
-            _gather(state.alive_seqs, top_beams), (ops.zeros_like(step), ops.zeros_like(step), step + 1),
-            top_tokens[:, :, None],
-        )
+        top_seqs = _extended(state.alive_seqs, top_beams, top_tokens, step)  # (batch, m, length + 1)
         progress = lexical.advance(_gather(state.alive_progress, top_beams), state.constraints, lengths, top_tokens,
                                    self.continues_word is not None)
         is_eos = ops.zeros_like(top_tokens, dtype="bool") if eos_id is None else ops.equal(top_tokens, eos_id)
-
-        # Finished pool, as without constraints.
-        at_limit = ops.greater_equal(step + 1, limits)[:, None]
-        in_beam = ops.less(ops.arange(m), k)[None, :]
-        finishing = ops.logical_or(is_eos, at_limit) & in_beam & active & valid
-        new_scores = ops.where(finishing, top_log_probs / length_penalty(step + 1, self.alpha), NEG_INF)
-        finished_scores, keep = ops.top_k(ops.concatenate([state.finished_scores, new_scores], axis=1), k)
-        keep = ops.cast(keep, "int32")
+        finished = self._finished_pool(state, top_log_probs, top_seqs, is_eos, valid, active, step, limits)
 
         # Alive pool: dynamic beam allocation over the banks, then best first.
         eligible = valid & ops.logical_not(is_eos)
@@ -222,13 +221,8 @@ class BeamSampler:
         alive_log_probs, best_first = ops.top_k(alive_log_probs, k)
         chosen = ops.take_along_axis(chosen, ops.cast(best_first, "int32"), axis=1)
         state = ConstrainedBeamState(
-            alive_seqs=_gather(top_seqs, chosen),
-            alive_log_probs=alive_log_probs,
-            finished_seqs=_gather(ops.concatenate([state.finished_seqs, top_seqs], axis=1), keep),
-            finished_scores=finished_scores,
-            finished_flags=_gather(ops.concatenate([state.finished_flags, finishing], axis=1), keep),
-            constraints=state.constraints,
-            alive_progress=_gather(progress, chosen),
+            alive_seqs=_gather(top_seqs, chosen), alive_log_probs=alive_log_probs, **finished,
+            constraints=state.constraints, alive_progress=_gather(progress, chosen),
         )
         return state, _gather(top_beams, chosen)
 

@@ -9,7 +9,9 @@ of each word. Pharaoh format writes the links as `source-target` pairs of
 
 `word_links` is `keras.ops` only: the `Translator` runs it on every
 backend and the SavedModel in its graph. A piece starts a word if
-SentencePiece marks it with "▁" (`word_starts`).
+SentencePiece marks it with "▁" (`word_starts`); the bare "▁" piece is a
+space of its own, in no word, and the piece after it starts one, so that
+the words are those the text splits into.
 """
 
 import numpy as np
@@ -20,22 +22,36 @@ from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
 
 
+# `word_starts` values: what a piece is to the words of a text.
+CONTINUES, STARTS, SPACE = 0, 1, 2
+
+
 def word_starts(tokenizer):
-    """(vocab,) bool: which of the tokenizer's pieces start a word."""
-    return np.array([piece.startswith(WORD_START) for piece in tokenizer.id_to_piece(range(tokenizer.vocab_size))])
+    """(vocab,) int32: `STARTS` for the pieces that start a word, `SPACE`
+    for the bare "▁" (a space in no word: a model may put it before a piece
+    that starts a word, and the text then holds two spaces), `CONTINUES`
+    for the others."""
+    pieces = tokenizer.id_to_piece(range(tokenizer.vocab_size))
+    return np.array([SPACE if piece == WORD_START else STARTS if piece.startswith(WORD_START) else CONTINUES
+                     for piece in pieces], dtype="int32")
 
 
 def word_numbers(ids, starts):
     """(batch, length) int32: the word of each token of `ids`, counted from
-    0; -1 for PAD, BOS and EOS. A first token that starts no word (a window
-    cut inside a word) is still word 0."""
+    0; -1 for PAD, BOS, EOS and bare spaces. A first token that starts no
+    word (a window cut inside a word) is still word 0, and a token after a
+    bare space starts one."""
     ids = ops.cast(ids, "int32")
+    kind = ops.take(ops.convert_to_tensor(starts), ids)
     real = ops.logical_not(ops.logical_or(ops.equal(ids, PAD_ID), ops.logical_or(ops.equal(ids, BOS_ID),
                                                                                   ops.equal(ids, EOS_ID))))
-    first = ops.equal(ops.cumsum(ops.cast(real, "int32"), axis=1), 1)  # the first real token
-    begins = ops.logical_and(real, ops.logical_or(ops.take(ops.convert_to_tensor(starts), ids), first))
+    space = ops.logical_and(real, ops.equal(kind, SPACE))
+    wordy = ops.logical_and(real, ops.logical_not(space))
+    after_space = ops.concatenate([ops.zeros_like(space[:, :1]), space[:, :-1]], axis=1)  # the token before is one
+    first = ops.equal(ops.cumsum(ops.cast(wordy, "int32"), axis=1), 1)  # the first token in a word
+    begins = ops.logical_and(wordy, ops.logical_or(ops.logical_or(ops.equal(kind, STARTS), first), after_space))
     numbers = ops.cumsum(ops.cast(begins, "int32"), axis=1) - 1
-    return ops.where(real, numbers, -1)
+    return ops.where(wordy, numbers, -1)
 
 
 def _one_hot(numbers, depth):
@@ -70,7 +86,7 @@ def word_links(attention, source_ids, target_ids, starts):
     exists = ops.logical_and(ops.arange(target_length, dtype="int32")[None, :] < target_count[:, None],
                              (source_count > 0)[:, None])
     links = ops.where(exists, ops.cast(ops.argmax(per_word, axis=-1), "int32"), -1)
-    inside = ops.logical_not(ops.take(ops.convert_to_tensor(starts), ops.cast(source_ids, "int32")[:, 0]))
+    inside = ops.equal(ops.take(ops.convert_to_tensor(starts), ops.cast(source_ids, "int32")[:, 0]), CONTINUES)
     return links, source_count, ops.logical_and(inside, source_count > 0), target_count
 
 

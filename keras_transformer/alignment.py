@@ -47,7 +47,7 @@ def word_numbers(ids, starts):
                                                                                   ops.equal(ids, EOS_ID))))
     space = ops.logical_and(real, ops.equal(kind, SPACE))
     wordy = ops.logical_and(real, ops.logical_not(space))
-    after_space = ops.concatenate([ops.zeros_like(space[:, :1]), space[:, :-1]], axis=1)  # the token before is one
+    after_space = ops.concatenate([ops.zeros_like(space[:, :1]), space[:, :-1]], axis=1)  # follows a bare space
     first = ops.equal(ops.cumsum(ops.cast(wordy, "int32"), axis=1), 1)  # the first token in a word
     begins = ops.logical_and(wordy, ops.logical_or(ops.logical_or(ops.equal(kind, STARTS), first), after_space))
     numbers = ops.cumsum(ops.cast(begins, "int32"), axis=1) - 1

@@ -33,10 +33,11 @@ DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", 
 # `Translator`'s first sentence on TensorFlow"), so no caller pays much more
 # than twice what the better choice would have cost: a few sentences never
 # pay for tracing, and a file, translated by the command line in calls of
-# `BATCH_SIZE` sentences, stops paying for eager steps after a few calls. Counting a wide batch
-# once per `BATCH_SIZE` rows overstates its eager cost (a wide step costs
-# more than a narrow one, far less than in proportion to its rows), which
-# sends such files, which repay the graph anyway, to it at once.
+# `BATCH_SIZE` sentences, stops paying for eager steps after a few calls.
+# Counting a wide batch once per `BATCH_SIZE` rows overstates its eager cost
+# (a wide step costs more than a narrow one, far less than in proportion to
+# its rows), which sends such files, which repay the graph anyway, to it at
+# once.
 EAGER_STEPS = 64
 
 
@@ -125,7 +126,7 @@ class Translator:
             translate lists of sentences on each backend: on TensorFlow the
             SavedModel's own decoding (one graph without XLA, each sentence
             leaving the batch when done), decoding eagerly instead until a
-            call takes the translator past `EAGER_STEPS` (64) decoding
+            call takes the translator past `EAGER_STEPS` decoding
             steps of up to 64 rows in all, since so few do not repay
             tracing the graph;
             `jax.jit` on JAX, eager on PyTorch. True: XLA on TensorFlow

@@ -13,8 +13,8 @@ from keras_transformer import Translator
 from keras_transformer.decoding.samplers import BeamSampler, get_sampler
 from keras_transformer.decoding.sampling import RandomSampler
 from keras_transformer.decoding import beam_search, jit_decoder
-from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding.common import NEG_INF
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from tests.decoding.toy_models import CopyModel, WordTokenizer
 from tests.decoding.permuting import WORDS as PERMUTING_WORDS
 from tests.decoding.permuting import PERMUTATIONS, permute, sentences, train_permuting_model

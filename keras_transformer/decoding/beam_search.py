@@ -29,7 +29,7 @@ from keras import ops
 from keras_transformer.decoding import constraints as lexical
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
-from keras_transformer.decoding.loop import decode
+from keras_transformer.decoding.loop import Sampler, decode
 from keras_transformer.tokens import BOS_ID, EOS_ID
 from keras_transformer.validation import check_positive
 
@@ -87,7 +87,7 @@ def _extended(seqs, beams, tokens, step):
                             tokens[:, :, None])
 
 
-class BeamSampler:
+class BeamSampler(Sampler):
     """Beam search with the GNMT length penalty, a sampler of `decode`.
 
     Args:
@@ -242,11 +242,6 @@ class BeamSampler:
 
     def get_config(self):
         return {"beam_size": self.beam_size, "alpha": self.alpha, "num_return": self.num_return}
-
-    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None,
-                 constraints=None):
-        return decode(model, source_ids, self, max_extra_length=max_extra_length, drop_finished=drop_finished,
-                      target_prefix=target_prefix, constraints=constraints)
 
     def __repr__(self):
         return f"BeamSampler(beam_size={self.beam_size}, alpha={self.alpha}, num_return={self.num_return})"

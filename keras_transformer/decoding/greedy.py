@@ -6,7 +6,7 @@ from keras import ops
 
 from keras_transformer.decoding.beam_search import check_alpha, length_penalty
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
-from keras_transformer.decoding.loop import decode
+from keras_transformer.decoding.loop import Sampler, decode
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -20,7 +20,7 @@ class GreedyState(NamedTuple):
     keys: Any  # (batch,) int32: sampling's per-sentence keys (0 for greedy decoding)
 
 
-class GreedySampler:
+class GreedySampler(Sampler):
     """The most likely token at every step: a sampler of `decode` (its
     `drop_finished` strategies included).
 
@@ -80,11 +80,6 @@ class GreedySampler:
 
     def get_config(self):
         return {"beam_size": 1, "alpha": self.alpha}
-
-    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None,
-                 constraints=None):
-        return decode(model, source_ids, self, max_extra_length=max_extra_length, drop_finished=drop_finished,
-                      target_prefix=target_prefix, constraints=constraints)
 
     def __repr__(self):
         return f"GreedySampler(alpha={self.alpha})"

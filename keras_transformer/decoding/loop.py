@@ -20,11 +20,12 @@ What becomes of the sentences that are done is a strategy the loop takes
   decoding step in a compiled function, which then compiles about twice as
   long (CHANGELOG.md: tried and dropped).
 
-A sampler is an object with `width` (hypotheses, and so model rows, per
-sentence), `result_fields` (the fields `result` reads) and five methods
-over its hypotheses, a `NamedTuple` of per-sentence tensors `(batch, ...)`:
-`start` (from the sources, which sampling draws its keys from), `tokens`
-(the decoder's input buffer), `extend` (one step), `done` and `result`.
+A sampler (a `Sampler`: called, it runs `decode` with itself) is an object
+with `width` (hypotheses, and so model rows, per sentence), `result_fields`
+(the fields `result` reads) and five methods over its hypotheses, a
+`NamedTuple` of per-sentence tensors `(batch, ...)`: `start` (from the
+sources, which sampling draws its keys from), `tokens` (the decoder's input
+buffer), `extend` (one step), `done` and `result`.
 """
 
 from typing import Any, NamedTuple
@@ -277,6 +278,17 @@ class _Decoder:
             for f in state.hypotheses._fields
         })
         return LoopState(part.step, cache, hypotheses)
+
+
+class Sampler:
+    """What every sampler shares: called on a padded batch of model-ready
+    source ids, it decodes them with `decode` and returns `(tokens,
+    scores)`, as `sampler.result` gives them."""
+
+    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None,
+                 constraints=None):
+        return decode(model, source_ids, self, max_extra_length=max_extra_length, drop_finished=drop_finished,
+                      target_prefix=target_prefix, constraints=constraints)
 
 
 def batch_widths(batch):

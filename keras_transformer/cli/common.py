@@ -108,6 +108,12 @@ def load_tokenizer(path):
     return SubwordTokenizer.load(path)
 
 
+def add_model_argument(p):
+    """The model a translating command reads: a preset, a SavedModel folder or a `.keras` file."""
+    p.add_argument("model", help="a preset (a shipped name such as tatoeba_en_fr, or a preset directory), "
+                                 "a SavedModel folder (saved_models/<name>) or a .keras file")
+
+
 def add_decoding_arguments(p, batch_size=True):
     """The `Translator`'s decoding options, for a preset or a `.keras` model;
     unset, the `Translator`'s defaults (`keras_transformer.decoding.defaults`)."""

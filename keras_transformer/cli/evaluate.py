@@ -13,6 +13,7 @@ Every reference of a source counts (`keras_transformer.evaluation.corpus_bleu`).
 
 from keras_transformer.cli.common import (
     add_decoding_arguments,
+    add_model_argument,
     decoding_options,
     positive_int,
     translate_function,
@@ -24,8 +25,7 @@ HELP = "Translate a test set and score it with sacreBLEU and chrF (every referen
 
 
 def add_arguments(p):
-    p.add_argument("model", help="a preset (a shipped name such as tatoeba_en_fr, or a preset directory), "
-                                 "a SavedModel folder (saved_models/<name>) or a .keras file")
+    add_model_argument(p)
     p.add_argument("--corpus", default="tatoeba_en_fr", help="a shipped corpus (keras_transformer.datasets)")
     p.add_argument("--split", default="test", choices=["train", "validation", "test"])
     p.add_argument("--tsv", help="score a TSV file (source<TAB>reference lines) instead of --corpus")

@@ -15,7 +15,7 @@ preset (a shipped name or a preset directory), a `.keras` file with
 
 import json
 
-from keras_transformer.cli.common import load_translator, positive_int
+from keras_transformer.cli.common import add_model_argument, load_translator, positive_int
 
 NAME = "score"
 HELP = "Score given translations: each pair's log-probability and its tokens' (JSON lines)."
@@ -24,8 +24,7 @@ HELP = "Score given translations: each pair's log-probability and its tokens' (J
 def add_arguments(p):
     from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE
 
-    p.add_argument("model", help="a preset (a shipped name such as tatoeba_en_fr, or a preset directory), a "
-                                 "SavedModel folder (saved_models/<name>) or a .keras file")
+    add_model_argument(p)
     p.add_argument("--pairs", nargs="+", required=True, metavar="FILE",
                    help="a TSV file (source<TAB>translation), or a source and a target file aligned line by line "
                         "(plain or .gz)")

@@ -27,6 +27,7 @@ import sys
 
 from keras_transformer.cli.common import (
     add_decoding_arguments,
+    add_model_argument,
     add_output_arguments,
     decoding_options,
     output_options,
@@ -39,8 +40,7 @@ HELP = "Translate sentences, a file or standard input with a preset, a SavedMode
 
 
 def add_arguments(p):
-    p.add_argument("model", help="a preset (a shipped name such as tatoeba_en_fr, or a preset directory), "
-                                 "a SavedModel folder (saved_models/<name>) or a .keras file")
+    add_model_argument(p)
     p.add_argument("text", nargs="*", help="sentences to translate; default: --input, else standard input")
     p.add_argument("--input", help="a text file, one sentence per line")
     p.add_argument("--output", help="write translations here, one per line (default: standard output)")

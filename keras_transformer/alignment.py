@@ -9,7 +9,7 @@ of each word. Pharaoh format writes the links as `source-target` pairs of
 
 `word_links` is `keras.ops` only: the `Translator` runs it on every
 backend and the SavedModel in its graph. A piece starts a word if
-SentencePiece marks it with "▁" (`word_starts`); the bare "▁" piece is a
+SentencePiece marks it with "▁" (`piece_kinds`); the bare "▁" piece is a
 space of its own, in no word, and the piece after it starts one, so that
 the words are those the text splits into.
 """
@@ -22,11 +22,11 @@ from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
 
 
-# `word_starts` values: what a piece is to the words of a text.
+# `piece_kinds` values: what a piece is to the words of a text.
 CONTINUES, STARTS, SPACE = 0, 1, 2
 
 
-def word_starts(tokenizer):
+def piece_kinds(tokenizer):
     """(vocab,) int32: `STARTS` for the pieces that start a word, `SPACE`
     for the bare "▁" (a space in no word: a model may put it before a piece
     that starts a word, and the text then holds two spaces), `CONTINUES`
@@ -36,13 +36,13 @@ def word_starts(tokenizer):
                      for piece in pieces], dtype="int32")
 
 
-def word_numbers(ids, starts):
+def word_numbers(ids, kinds):
     """(batch, length) int32: the word of each token of `ids`, counted from
     0; -1 for PAD, BOS, EOS and bare spaces. A first token that starts no
     word (a window cut inside a word) is still word 0, and a token after a
     bare space starts one."""
     ids = ops.cast(ids, "int32")
-    kind = ops.take(ops.convert_to_tensor(starts), ids)
+    kind = ops.take(ops.convert_to_tensor(kinds), ids)
     real = ops.logical_not(ops.logical_or(ops.equal(ids, PAD_ID), ops.logical_or(ops.equal(ids, BOS_ID),
                                                                                   ops.equal(ids, EOS_ID))))
     space = ops.logical_and(real, ops.equal(kind, SPACE))
@@ -59,7 +59,7 @@ def _one_hot(numbers, depth):
     return ops.cast(ops.equal(numbers[:, :, None], ops.arange(depth, dtype="int32")[None, None, :]), "float32")
 
 
-def word_links(attention, source_ids, target_ids, starts):
+def word_links(attention, source_ids, target_ids, kinds):
     """The source word of each target word, from attention over pieces.
 
     Args:
@@ -67,7 +67,7 @@ def word_links(attention, source_ids, target_ids, starts):
             piece's attention over the source pieces.
         source_ids, target_ids: `(batch, source_length)` and `(batch,
             target_length)` ids; PAD, BOS and EOS belong to no word.
-        starts: `word_starts(tokenizer)`.
+        kinds: `piece_kinds(tokenizer)`.
 
     Returns:
         `(links, source_count, inside, target_count)`: int32 `(batch,
@@ -77,7 +77,7 @@ def word_links(attention, source_ids, target_ids, starts):
         source starts inside a word (a window's) `(batch,)`; and the number
         of target words `(batch,)`.
     """
-    source_words, target_words = word_numbers(source_ids, starts), word_numbers(target_ids, starts)
+    source_words, target_words = word_numbers(source_ids, kinds), word_numbers(target_ids, kinds)
     source_length, target_length = ops.shape(source_ids)[1], ops.shape(target_ids)[1]
     # (batch, target words, source words): the attention summed over the pieces of each word.
     per_word = ops.matmul(ops.matmul(ops.transpose(_one_hot(target_words, target_length), (0, 2, 1)),
@@ -86,7 +86,7 @@ def word_links(attention, source_ids, target_ids, starts):
     exists = ops.logical_and(ops.arange(target_length, dtype="int32")[None, :] < target_count[:, None],
                              (source_count > 0)[:, None])
     links = ops.where(exists, ops.cast(ops.argmax(per_word, axis=-1), "int32"), -1)
-    inside = ops.equal(ops.take(ops.convert_to_tensor(starts), ops.cast(source_ids, "int32")[:, 0]), CONTINUES)
+    inside = ops.equal(ops.take(ops.convert_to_tensor(kinds), ops.cast(source_ids, "int32")[:, 0]), CONTINUES)
     return links, source_count, ops.logical_and(inside, source_count > 0), target_count
 
 

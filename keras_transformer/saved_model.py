@@ -44,7 +44,7 @@ import tempfile
 
 import keras
 
-from keras_transformer.alignment import word_links, word_starts
+from keras_transformer.alignment import piece_kinds, word_links
 from keras_transformer.compat import keep_cond_functional
 from keras_transformer.decoding.beam_search import length_penalty
 from keras_transformer.decoding.common import NEG_INF
@@ -221,7 +221,7 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         ids = tf.TensorSpec([None, None], tf.int32)
         specs = [ids, ids, tf.TensorSpec([None, None, None], tf.int32)] if steered else [ids]
         decode = tf.function(decode, input_signature=specs, autograph=False)
-    starts = word_starts(translator.tokenizer) if details else None
+    kinds = piece_kinds(translator.tokenizer) if details else None
 
     def decode_bucket(ids, width, steering=None):
         source = ids.to_tensor(default_value=PAD_ID, shape=[None, width])  # (rows, width)
@@ -236,7 +236,7 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         text = tf.reshape(preprocessor.detokenize_graph(flat, op), [-1, n_best])  # (rows, n_best)
         outputs = (text, tf.cast(scores, tf.float32))
         if details:
-            outputs += _piece_details(translator, tf.repeat(source, n_best, axis=0), flat, starts, n_best)
+            outputs += _piece_details(translator, tf.repeat(source, n_best, axis=0), flat, kinds, n_best)
         return outputs
 
     def empty(length):
@@ -309,7 +309,7 @@ def _piece_steering(op, target_prefix, constraints, owners, count):
     return prefixes, phrases
 
 
-def _piece_details(translator, source, ids, starts, n_best):
+def _piece_details(translator, source, ids, kinds, n_best):
     """Each hypothesis's length (its tokens, EOS included) and word links
     (`keras_transformer.alignment.word_links`) over a bucket's pieces;
     `source` `(rows * n_best, width)` and `ids` `(rows * n_best, length)`.
@@ -319,7 +319,7 @@ def _piece_details(translator, source, ids, starts, n_best):
 
     lengths = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
     _, attention = force_decode(translator.model, source, ids, ALIGNMENT_LAYER)
-    links, source_count, inside, target_count = word_links(attention, source, ids, starts)
+    links, source_count, inside, target_count = word_links(attention, source, ids, kinds)
     return tuple(tf.reshape(x, tf.concat([[-1, n_best], tf.shape(x)[1:]], 0))
                  for x in (lengths, links, source_count, inside, target_count))
 

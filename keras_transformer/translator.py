@@ -8,7 +8,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer import presets, saved_model
-from keras_transformer.alignment import pharaoh, word_links, word_starts
+from keras_transformer.alignment import pharaoh, piece_kinds, word_links
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.decoding.beam_search import length_penalty
 from keras_transformer.decoding.common import NEG_INF, model_max_length, output_limit
@@ -191,7 +191,7 @@ class Translator:
         self.narrow_batches = narrow_batches
         self.vocab_size = getattr(getattr(model, "transformer_config", None), "vocab_size", None)
         self.jit_compile = jit_compile
-        self._word_starts = None  # which pieces start a word, for alignments
+        self._piece_kinds = None  # what each piece is to a text's words, for alignments
         self._penalties = {}  # output length -> its length penalty
         self._decoders = {}  # repr(sampler) -> decode(source_ids) -> (tokens, scores)
         self._static_shapes = self._decoder(self.sampler)[0]
@@ -573,9 +573,9 @@ class Translator:
             out = force_decode(self.model, source, target, ALIGNMENT_LAYER if links else None)
             probs = ops.convert_to_numpy(out[0] if links else out)
             if links:
-                if self._word_starts is None:
-                    self._word_starts = word_starts(self.tokenizer)
-                words = [ops.convert_to_numpy(x) for x in word_links(out[1], source, target, self._word_starts)]
+                if self._piece_kinds is None:
+                    self._piece_kinds = piece_kinds(self.tokenizer)
+                words = [ops.convert_to_numpy(x) for x in word_links(out[1], source, target, self._piece_kinds)]
             for row, i in enumerate(chunk):
                 log_probs[i] = [float(p) for p in probs[row, : len(targets[i])]]
                 if links:

@@ -3,7 +3,7 @@
 import numpy as np
 from keras import ops
 
-from keras_transformer.alignment import WORD_START, word_numbers, word_starts
+from keras_transformer.alignment import WORD_START, piece_kinds, word_numbers
 
 PIECES = ["<pad>", "<unk>", "<s>", "</s>", "\u2581big", "\u2581", "\u2581a", "b", "c", "\u2581cat"]
 
@@ -37,7 +37,7 @@ def test_word_numbers_follow_the_words_of_the_text():
         [7, 8, 9, 5, 5, 9, 3, 0],  # a window cut inside a word, then two spaces
         [5, 7, 4, 3, 0, 0, 0, 0],  # a space first: "b" starts the first word
     ]
-    got = ops.convert_to_numpy(word_numbers(np.array(rows), word_starts(_Tokenizer())))
+    got = ops.convert_to_numpy(word_numbers(np.array(rows), piece_kinds(_Tokenizer())))
     for row, numbers in zip(rows, got):
         assert numbers.tolist() == _reference(row)
         text = "".join(PIECES[i] for i in row if i > 3).replace(WORD_START, " ")

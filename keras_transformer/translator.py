@@ -523,7 +523,8 @@ class Translator:
         if n_best == 1:
             return self.sampler
         if n_best > self.beam_size:
-            raise ValueError(f"Argument `n_best` must be at most `beam_size`={self.beam_size}. Received: n_best={n_best}")
+            raise ValueError(
+                f"Argument `n_best` must be at most `beam_size`={self.beam_size}. Received: n_best={n_best}")
         return BeamSampler(self.beam_size, self.alpha, num_return=n_best, continues_word=self.continues_word)
 
     def _penalty(self, length):
@@ -585,7 +586,7 @@ class Translator:
 
     def _check(self, source_ids, name):
         if isinstance(source_ids, np.ndarray) or hasattr(source_ids, "shape"):
-            array = np.asarray(ops.convert_to_numpy(source_ids) if not isinstance(source_ids, np.ndarray) else source_ids)
+            array = source_ids if isinstance(source_ids, np.ndarray) else np.asarray(ops.convert_to_numpy(source_ids))
             if array.ndim != 2 or not np.issubdtype(array.dtype, np.integer):
                 raise ValueError(
                     f"Argument `{name}` must be an int array (batch, length) or a list "

@@ -9,8 +9,9 @@ class Batcher:
     """Runs `predict` on batches built from concurrent requests.
 
     Each request brings a list of inputs. The first waiting request opens a
-    batch; requests that arrive within `batch_timeout_s` join it while the
-    batch holds at most `max_batch_size` inputs (a request is never split).
+    batch; requests already waiting, and those that arrive within
+    `batch_timeout_s`, join it while the batch holds at most
+    `max_batch_size` inputs (a request is never split).
     `predict(list_of_inputs) -> list_of_outputs` runs in a worker thread, so
     the event loop keeps accepting requests meanwhile; throughput then grows
     with load, since a batch costs little more than a single input. If it
@@ -66,12 +67,8 @@ class Batcher:
         batch, size = [first], len(first[0])
         deadline = loop.time() + self.batch_timeout_s
         while size < self.max_batch_size:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                item = await asyncio.wait_for(self._queue.get(), remaining)
-            except asyncio.TimeoutError:
+            item = await self._next_request(deadline - loop.time())
+            if item is None:
                 break
             if size + len(item[0]) > self.max_batch_size:
                 self._carry = item  # opens the next batch
@@ -79,6 +76,22 @@ class Batcher:
             batch.append(item)
             size += len(item[0])
         return batch
+
+    async def _next_request(self, remaining):
+        """A request already waiting, else one that arrives within
+        `remaining` seconds, else None. The timeout is for requests yet to
+        come: those queued while `predict` ran join the batch even when the
+        event loop is too slow to wait for them within it."""
+        try:
+            return self._queue.get_nowait()
+        except asyncio.QueueEmpty:
+            pass
+        if remaining <= 0:
+            return None
+        try:
+            return await asyncio.wait_for(self._queue.get(), remaining)
+        except asyncio.TimeoutError:
+            return None
 
     async def _run(self):
         while True:

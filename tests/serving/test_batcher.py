@@ -1,6 +1,7 @@
 """The Batcher alone: batching, failures, argument checks."""
 
 import asyncio
+import threading
 
 import pytest
 
@@ -26,6 +27,35 @@ def test_a_failing_request_does_not_fail_the_others_in_its_batch():
     assert good == ["A", "B"] and other == ["C"]
     assert isinstance(bad, RuntimeError) and "bad" in str(bad)
     assert batcher.batch_sizes == [4, 2, 1, 1]  # together first, then each alone
+
+
+def test_requests_already_waiting_join_the_batch_whatever_its_timeout():
+    # With no timeout, the requests queued while the model was busy still go
+    # in one batch: the timeout applies to requests yet to come, so a slow
+    # event loop (a busy CPU) never splits what is already waiting.
+    release = threading.Event()
+
+    def predict(texts):
+        if texts == ["first"]:
+            release.wait(10)
+        return [t.upper() for t in texts]
+
+    async def run(batcher):
+        await batcher.start()
+        try:
+            first = asyncio.ensure_future(batcher.submit(["first"]))
+            while not batcher.batch_sizes:  # the first batch is in `predict`
+                await asyncio.sleep(0.001)
+            others = [asyncio.ensure_future(batcher.submit([f"r{i}"])) for i in range(5)]
+            await asyncio.sleep(0.05)  # all five are queued
+            release.set()
+            return await asyncio.gather(first, *others)
+        finally:
+            await batcher.stop()
+
+    batcher = Batcher(predict, max_batch_size=8, batch_timeout_s=0)
+    assert asyncio.run(run(batcher)) == [["FIRST"]] + [[f"R{i}"] for i in range(5)]
+    assert batcher.batch_sizes == [1, 5]
 
 
 def test_no_inputs_no_call():

@@ -2,19 +2,20 @@
 
 `CheckpointAndRestore` is `keras.callbacks.BackupAndRestore` with numbered,
 atomically written, verified checkpoints (see `checkpoints.py`), the last
-`keep` of them kept. `train()` runs `model.fit` in epochs of exactly
-`checkpoint_every` optimizer steps over a repeated dataset, so "epoch e
-done" means "step e * checkpoint_every done, that many batches consumed";
-on restart the callback restores weights, optimizer and dropout RNG state,
-and `train()` skips the consumed batches.
+`keep` of them kept. `train()` runs `model.fit` in epochs of
+`checkpoint_every` optimizer steps over a repeated dataset; with
+`train_steps`, the last epoch ends at that step, however many steps it has
+left, and is checkpointed like the others. Each checkpoint records its step,
+so on restart the callback restores weights, optimizer and dropout RNG
+state, and `train()` skips the `consumed_batches`.
 
 Example:
 
 >>> restore = CheckpointAndRestore("run/checkpoints", checkpoint_every=1000,
-...                                batches_per_step=1, keep=5)
->>> restore.initial_epoch          # 0 for a new run
+...                                batches_per_step=1, keep=5, train_steps=2500)
+>>> restore.initial_epoch, restore.epochs  # (0, 3) for a new run: 1000, 2000, 2500
 >>> model.fit(dataset.repeat().skip(restore.consumed_batches),
-...           steps_per_epoch=1000, epochs=100,
+...           steps_per_epoch=1000, epochs=restore.epochs,
 ...           initial_epoch=restore.initial_epoch, callbacks=[restore])
 """
 
@@ -41,16 +42,22 @@ class CheckpointAndRestore(keras.callbacks.BackupAndRestore):
         keep: int. Newest checkpoints kept on disk.
         write: bool. Only the chief worker writes; the others only restore.
         log: callable taking a message.
+        train_steps: optional int. The step training ends at: the epoch that
+            reaches it stops there (with a checkpoint), and `epochs` is the
+            `fit` argument that gets there. `None`: every epoch is whole.
     """
 
-    def __init__(self, directory, checkpoint_every, batches_per_step=1, keep=5, write=True, log=_print):
+    def __init__(self, directory, checkpoint_every, batches_per_step=1, keep=5, write=True, log=_print,
+                 train_steps=None):
         super().__init__(directory, save_freq="epoch", delete_checkpoint=False)
         self.checkpoint_every = int(checkpoint_every)
         self.batches_per_step = int(batches_per_step)
         self.keep = int(keep)
         self.write = write
         self.log = log
+        self.train_steps = None if train_steps is None else int(train_steps)
         self.checkpoint = ckpt.latest_checkpoint(directory, log=log)
+        self._epoch = self.initial_epoch
         self._batches_in_epoch = 0
 
     @property
@@ -59,7 +66,24 @@ class CheckpointAndRestore(keras.callbacks.BackupAndRestore):
 
     @property
     def initial_step(self):
-        return self.initial_epoch * self.checkpoint_every
+        return 0 if self.checkpoint is None else self.checkpoint.metadata()["step"]
+
+    @property
+    def epochs(self):
+        """The `epochs` argument of `fit` that ends at `train_steps`."""
+        if self.train_steps is None:
+            raise ValueError("`epochs` needs `train_steps`. Received: train_steps=None")
+        left = max(0, self.train_steps - self.initial_step)
+        return self.initial_epoch + -(-left // self.checkpoint_every)
+
+    def epoch_end_step(self, epoch):
+        """The optimizer step that `fit` epoch `epoch` ends at (and is checkpointed as)."""
+        step = self.initial_step + (epoch + 1 - self.initial_epoch) * self.checkpoint_every
+        return step if self.train_steps is None else min(step, self.train_steps)
+
+    def _expected_batches(self, epoch):
+        start = self.initial_step + (epoch - self.initial_epoch) * self.checkpoint_every
+        return (self.epoch_end_step(epoch) - start) * self.batches_per_step
 
     @property
     def consumed_batches(self):
@@ -81,13 +105,17 @@ class CheckpointAndRestore(keras.callbacks.BackupAndRestore):
         self._restore()
 
     def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
         self._batches_in_epoch = 0
 
     def on_train_batch_end(self, batch, logs=None):
         self._batches_in_epoch += 1
+        last = self.train_steps is not None and self.epoch_end_step(self._epoch) == self.train_steps
+        if last and self._batches_in_epoch == self._expected_batches(self._epoch):
+            self.model.stop_training = True  # the last epoch may be shorter than `steps_per_epoch`
 
     def on_epoch_end(self, epoch, logs=None):
-        expected = self.checkpoint_every * self.batches_per_step
+        expected = self._expected_batches(epoch)
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
             self.log(f"Not writing a checkpoint for epoch {epoch + 1}: its loss is {float(loss)}.")
@@ -111,7 +139,7 @@ class CheckpointAndRestore(keras.callbacks.BackupAndRestore):
                 f"not finite (the first: {non_finite[0]})."
             )
             return
-        step = (epoch + 1) * self.checkpoint_every
+        step = self.epoch_end_step(epoch)
         ckpt.save_checkpoint(self.model, self.backup_dir, step=step, epoch=epoch + 1)
         ckpt.prune_checkpoints(self.backup_dir, self.keep)
 

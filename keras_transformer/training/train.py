@@ -11,8 +11,9 @@ What it does, in order:
 4. Builds and compiles the model in the strategy scope: Adam(0.9, 0.98,
    1e-9) on the paper's schedule in global steps, label smoothing 0.1, and
    gradient accumulation up to about 25k target tokens per step.
-5. Runs `model.fit` in epochs of `checkpoint_every` optimizer steps over
-   the repeated dataset, with a checkpoint at every epoch end
+5. Runs `model.fit` in epochs of `checkpoint_every` optimizer steps (or
+   `train_steps`, if fewer; the last epoch ends at `train_steps`) over the
+   repeated dataset, with a checkpoint at every epoch end
    (`callbacks.CheckpointAndRestore`), validation loss every
    `validate_every` epochs, optional BLEU, TensorBoard logs in
    `output_dir/logs`, and a stop at the first non-finite loss. A restart
@@ -63,7 +64,7 @@ class TrainingOptions:
     """
 
     train_steps: int = 100_000  # paper: 100k (base), 300k (big)
-    checkpoint_every: int = 1000  # steps per checkpoint (= per fit epoch)
+    checkpoint_every: int = 1000  # steps per checkpoint (= per fit epoch), at most train_steps
     keep_checkpoints: int = 5  # newest kept; the paper averages 5 (base) / 20 (big)
     warmup_steps: int = 4000
     learning_rate_scale: float = 1.0
@@ -91,12 +92,13 @@ class TrainingOptions:
                 check_positive(name, getattr(self, name))
         check_rate("label_smoothing", self.label_smoothing)
         check_positive_number("learning_rate_scale", self.learning_rate_scale)
-        if self.train_steps % self.checkpoint_every:
-            # `fit` runs whole epochs of `checkpoint_every` steps.
-            raise ValueError(
-                "Argument `train_steps` must be a multiple of `checkpoint_every`. "
-                f"Received: train_steps={self.train_steps}, checkpoint_every={self.checkpoint_every}"
-            )
+
+    @property
+    def checkpoint_interval(self):
+        """Steps per checkpoint (and `fit` epoch): `checkpoint_every`, or
+        `train_steps` if that is fewer. The last interval ends at
+        `train_steps`, with a checkpoint, however many steps it has left."""
+        return min(self.checkpoint_every, self.train_steps)
 
 
 def model_config(model, vocab_size=None, **overrides):
@@ -335,11 +337,12 @@ def train(
 
     restore = CheckpointAndRestore(
         os.path.join(output_dir, CHECKPOINTS),
-        options.checkpoint_every,
+        options.checkpoint_interval,
         batches_per_step=accumulation,
         keep=options.keep_checkpoints,
         write=distributed.is_chief,
         log=log,
+        train_steps=options.train_steps,
     )
     if callable(train_data):
         dataset = _stream(train_data, restore.consumed_batches)
@@ -355,8 +358,8 @@ def train(
         all_callbacks += _tensorboard(os.path.join(output_dir, "logs"), log)
     model.fit(
         dataset,
-        epochs=options.train_steps // options.checkpoint_every,
-        steps_per_epoch=options.checkpoint_every * accumulation,
+        epochs=restore.epochs,  # the last one stops at train_steps
+        steps_per_epoch=options.checkpoint_interval * accumulation,
         initial_epoch=restore.initial_epoch,
         validation_data=validation_data,
         validation_steps=options.validation_steps,

@@ -41,17 +41,33 @@ COMMANDS = (train, average_checkpoints, preset, export, translate, score, evalua
 VERBOSE_HELP = "show TensorFlow's start-up lines (CUDA drivers, cuInit, oneDNN), which the command hides otherwise"
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """`--help` that gives every option's default: "(default: X)" after its
+    help, unless the help already says it or there is none to give (an
+    option off or unset: `None`, `False`, an empty list)."""
+
+    def _get_help_string(self, action):
+        help = action.help or ""
+        default = action.default
+        unset = default is None or default is False or default == [] or default is argparse.SUPPRESS
+        if unset or not action.option_strings or "default" in help:
+            return help
+        return help + " (default: %(default)s)"
+
+
 def build_parser():
     """The `argparse` parser: one sub-parser per command, in `parser.commands`."""
     parser = argparse.ArgumentParser(
         prog="keras-transformer",
         description='The Transformer of "Attention Is All You Need" in Keras 3.',
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     parser.commands = {}
     for command in COMMANDS:
-        sub = subparsers.add_parser(command.NAME, help=command.HELP, description=command.HELP)
+        sub = subparsers.add_parser(command.NAME, help=command.HELP, description=command.HELP,
+                                    formatter_class=HelpFormatter)
         command.add_arguments(sub)
         # Also after the command; absent, it leaves the global flag's value alone.
         sub.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)

@@ -27,7 +27,7 @@ HELP = "Translate a test set and score it with sacreBLEU and chrF (every referen
 def add_arguments(p):
     add_model_argument(p)
     p.add_argument("--corpus", default="tatoeba_en_fr", help="a shipped corpus (keras_transformer.datasets)")
-    p.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    p.add_argument("--split", default="test", choices=["train", "validation", "test"], help="the split of --corpus")
     p.add_argument("--tsv", help="score a TSV file (source<TAB>reference lines) instead of --corpus")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip and count bad lines of --tsv instead of stopping at the first")

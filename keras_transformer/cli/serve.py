@@ -20,15 +20,16 @@ EXTRA = "serve"  # setup.py's extras_require name
 
 def add_arguments(p):
     p.add_argument("model_dir", help="saved_models/<name> (its highest version is served)")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to listen on; 0.0.0.0 takes requests from other machines")
     p.add_argument("--port", type=int, default=8501,
                    help='0 takes a free port; "Serving <name> at http://<host>:<port>" is printed once bound')
     p.add_argument("--name", default=None, help="model name in the URLs; default: the folder's name")
     p.add_argument("--max-instances", type=int, default=None,
                    help=f"inputs per request (default: {BATCH_SIZE}, at most --max-batch-size)")
     p.add_argument("--max-characters", type=int, default=2000, help="characters per input")
-    p.add_argument("--max-body-bytes", type=int, default=1 << 20)
-    p.add_argument("--request-timeout", type=float, default=30.0, help="seconds")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="bytes per request body")
+    p.add_argument("--request-timeout", type=float, default=30.0, help="seconds before a request is answered with 504")
     p.add_argument("--max-batch-size", type=int, default=BATCH_SIZE, help="inputs per model call, across requests")
     p.add_argument("--intra-op-threads", type=int, default=0,
                    help="TensorFlow's threads within one op (0: one per core), as TF Serving's "

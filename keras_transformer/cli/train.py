@@ -61,26 +61,35 @@ def add_arguments(p):
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a TransformerConfig field, e.g. --set dropout_rate=0.3")
     p.add_argument("--train-steps", type=int, default=100_000, help="optimizer steps (paper: 100k base)")
-    p.add_argument("--checkpoint-every", type=int, default=1000, help="steps between checkpoints")
-    p.add_argument("--keep-checkpoints", type=int, default=5)
-    p.add_argument("--warmup-steps", type=int, default=4000)
-    p.add_argument("--learning-rate-scale", type=float, default=1.0)
-    p.add_argument("--label-smoothing", type=float, default=0.1)
-    p.add_argument("--tokens-per-step", type=int, default=25_000, help="target tokens per optimizer step")
+    p.add_argument("--checkpoint-every", type=int, default=1000,
+                   help="steps between checkpoints, at most --train-steps; the last step is always checkpointed")
+    p.add_argument("--keep-checkpoints", type=int, default=5, help="the newest checkpoints kept on disk")
+    p.add_argument("--warmup-steps", type=int, default=4000, help="steps of the learning rate's linear warm-up")
+    p.add_argument("--learning-rate-scale", type=float, default=1.0,
+                   help="multiplies the paper's learning rate schedule")
+    p.add_argument("--label-smoothing", type=float, default=0.1, help="the paper's eps_ls")
+    p.add_argument("--tokens-per-step", type=int, default=25_000,
+                   help="target tokens per optimizer step (the paper's 25k), reached by accumulating batches")
     p.add_argument("--tokens-per-batch", type=int, default=4096,
                    help="global tokens per batch, all replicas together")
     p.add_argument("--gradient-accumulation-steps", type=int, default=None,
-                   help="default: round(tokens-per-step / tokens-per-batch)")
+                   help="batches per optimizer step (default: round(tokens-per-step / tokens-per-batch), 6 "
+                        "with the defaults; 1 trains on one batch a step)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (synthetic corpora)")
     p.add_argument("--precision", default="auto",
-                   choices=["auto", "float32", "mixed_bfloat16", "mixed_float16"])
+                   choices=["auto", "float32", "mixed_bfloat16", "mixed_float16"],
+                   help="auto: mixed_bfloat16 where the device supports it, else mixed_float16 on a GPU, "
+                        "float32 on a CPU")
     p.add_argument("--strategy", default="auto",
-                   choices=["auto", "one-device", "mirrored", "multi-worker", "data-parallel"])
-    p.add_argument("--jit-compile", default="auto", choices=["auto", "on", "off"])
-    p.add_argument("--seed", type=int, default=0)
+                   choices=["auto", "one-device", "mirrored", "multi-worker", "data-parallel"],
+                   help="auto: multi-worker when TF_CONFIG names several tasks, else all local GPUs (JAX: all "
+                        "devices), else one device")
+    p.add_argument("--jit-compile", default="auto", choices=["auto", "on", "off"],
+                   help="XLA; auto: on with JAX and on one TensorFlow GPU, off on a CPU")
+    p.add_argument("--seed", type=int, default=0, help="the seed of the weights, the data order and dropout")
     p.add_argument("--validate-every", type=int, default=1, help="checkpoints between validations")
     p.add_argument("--overwrite", action="store_true", help="replace another run in --output-dir")
-    p.add_argument("--no-tensorboard", action="store_true")
+    p.add_argument("--no-tensorboard", action="store_true", help="write no TensorBoard logs in --output-dir/logs")
     p.add_argument("--fit-verbose", default="auto", choices=["auto", "0", "1", "2"],
                    help="Keras fit verbosity: 0 silent, 1 progress bar, 2 one line per epoch")
 
@@ -144,7 +153,7 @@ def run(args):
         validation_data=valid_data,
         data=data,
         options=options,
-        callbacks=[StalledTrainingWarning(plateau, options.warmup_steps, options.checkpoint_every)],
+        callbacks=[StalledTrainingWarning(plateau, options.warmup_steps, options.checkpoint_interval)],
         initial_weights=_preset_weights(args.from_preset),
         write_run_files=tokenizer.save if tokenizer else None,  # before run.json: see claim_output_dir
     )

@@ -1,5 +1,6 @@
 """The non-finite loss guard, BLEU, the manifest, and the command line."""
 
+import argparse
 import json
 import os
 import re
@@ -239,6 +240,34 @@ def test_cli_help(capsys):
     assert set(build_parser()._subparsers._group_actions[0].choices) == {"train", "average-checkpoints", "preset", "export", "translate", "score", "evaluate", "serve"}
 
 
+def test_cli_help_gives_every_default():
+    # Each option that has a default (not unset: None, False, []) shows it
+    # in its command's --help, as argparse parsed it.
+    for name, parser in build_parser().commands.items():
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if not action.option_strings or action.default is argparse.SUPPRESS:
+                continue
+            assert action.help, f"{name} {action.option_strings[0]} has no help"
+            if action.default is None or action.default is False or action.default == []:
+                continue
+            assert f"(default: {action.default})" in text or "default" in action.help, (name, action.option_strings)
+    serve = " ".join(build_parser().commands["serve"].format_help().split())
+    assert "(default: 127.0.0.1)" in serve
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
+def test_cli_trains_the_steps_asked_for_with_the_default_checkpoint_interval(tmp_path):
+    # 3 steps, under checkpoint_every's default of 1000: one checkpoint, at the end.
+    argv = ["train", "--corpus", "synthetic-copy", "--architecture", "tiny", "--output-dir", str(tmp_path),
+            "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
+            "--train-steps", "3", "--batch-size", "16", "--fit-verbose", "0", "--no-tensorboard"]
+    assert main(argv) == 0
+    assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [3]
+    assert json.load(open(tmp_path / "run.json"))["identity"]["checkpoint_every"] == 1000
+    assert Transformer.from_preset(tmp_path).transformer_config.d_model == 16
+
+
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
 def test_cli_trains_a_tiny_model_resumes_and_warns_while_it_learns_nothing(tmp_path, capsys):
     # A learning rate of almost 0: from step 2 (twice the warm-up) the loss
@@ -349,7 +378,7 @@ def test_cli_vocabulary_size_is_part_of_the_run_and_the_tokenizer_is_written_onc
         return _tiny_argv(run, "tatoeba_en_fr", "--vocab-size", str(vocab_size), "--tokens-per-batch", "512",
                           "--tokens-per-step", "512", *extra)
 
-    for bad in (["--train-steps", "3", "--checkpoint-every", "2"], ["--set", "d_model=15"]):
+    for bad in (["--warmup-steps", "0"], ["--set", "d_model=15"]):
         with pytest.raises(ValueError):
             main(argv(400, *bad))
     assert not os.path.exists(run)

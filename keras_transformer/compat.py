@@ -20,6 +20,10 @@ rest of the package calls these functions and never a private API itself:
   upstream issue filed).
 - `keep_cond_functional(output)`: TensorFlow has no public switch to keep a
   `tf.cond` a functional `If` in a `tf.function` (no upstream issue filed).
+- `while_loop(cond, body, loop_vars, shapes)`: `keras.ops.while_loop`
+  takes no shape invariants, and TensorFlow's graph loop then refuses a
+  variable whose shape changes from one iteration to the next (no
+  upstream issue filed); decoding's cache grows a position a step.
 - `MultiWorkerFit`: Keras' `fit`, `evaluate` and `predict` fail under a
   multi-worker `tf.distribute` strategy (keras-team/keras#20585,
   tensorflow/tensorflow#72388); it overrides Keras' private
@@ -101,6 +105,25 @@ def keep_cond_functional(output):
     while op.type not in ("If", "StatelessIf"):
         op = op.inputs[0].op
     op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))
+
+
+def while_loop(cond, body, loop_vars, shapes):
+    """`keras.ops.while_loop(cond, body, loop_vars)` whose variables may
+    change shape: `shapes` has the structure of `loop_vars`, with a tuple
+    for each tensor, `None` for each dimension that may change.
+
+    On TensorFlow it is `tf.while_loop` with those shape invariants (a
+    graph loop checks shapes against them, an eager one runs as it is); on
+    the other backends `keras.ops.while_loop`, whose loops in JAX keep their
+    shapes and in PyTorch run eagerly.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return ops.while_loop(cond, body, loop_vars)
+    import tensorflow as tf
+
+    loop_vars = tuple(loop_vars)
+    invariants = keras.tree.map_structure_up_to(loop_vars, tf.TensorShape, tuple(shapes))
+    return tf.while_loop(cond, lambda *args: tuple(body(*args)), loop_vars, shape_invariants=invariants)
 
 
 # ------------------------------------------------ fit under a multi-worker strategy

@@ -155,21 +155,22 @@ def log_softmax(logits):
     return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
 
 
-def step_logits(model, tokens, step, memory, source_mask, cache, length):
+def step_logits(model, tokens, step, memory, source_mask, cache, length, grows=False):
     """Next-token logits `(rows, vocab)` of the tokens at position `step`.
 
     With a cache, decodes the single token `tokens[:, step]` and returns the
-    updated cache; without one, re-runs the full causal decoder over the
-    first `length` positions of the fixed buffer (later positions cannot
-    influence position `step`) and takes position `step`.
+    updated cache: written at `step`, or appended to a cache that `grows`
+    (from `init_cache(memory)`, `step` positions long). Without one, re-runs
+    the full causal decoder over the first `length` positions of the fixed
+    buffer (later positions cannot influence position `step`) and takes
+    position `step`.
     """
     rows = ops.shape(tokens)[0]
     zero = ops.zeros_like(step)
     if cache is not None:
         ids = ops.slice(tokens, (zero, step), (rows, 1))
-        logits, cache = model.decode(ids, None, source_mask, cache=cache, cache_update_index=step)
+        logits, cache = model.decode(ids, None, source_mask, cache=cache, cache_update_index=None if grows else step)
         return logits[:, 0], cache
     logits = model.decode(tokens[:, :length], memory, source_mask)
     vocab = logits.shape[-1]
     return ops.slice(logits, (zero, step, zero), (rows, 1, vocab))[:, 0], cache
-

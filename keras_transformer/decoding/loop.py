@@ -11,9 +11,10 @@ What becomes of the sentences that are done is a strategy the loop takes
 (`drop_finished`), which never changes an output:
 - `False`: they stay in the batch to the end (static shapes);
 - `True`: a sentence leaves the batch at the step it is done, so the batch
-  size changes inside the loop: for eager TensorFlow, PyTorch, and
-  TensorFlow graphs without XLA whose batch size is unknown (the exported
-  SavedModel); not on JAX or under XLA, whose loops keep their shapes;
+  size changes inside the loop, and the cache grows a position a step: for
+  eager TensorFlow, PyTorch, and TensorFlow graphs without XLA (the
+  exported SavedModel); not on JAX or under XLA, whose loops keep their
+  shapes;
 - `"halves"`, for static shapes (`jax.jit`, XLA): once the sentences still
   decoding fit in half of the batch they go on in a batch half as wide,
   then a quarter (`batch_widths`). Each width is another copy of the
@@ -33,6 +34,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
+from keras_transformer import compat
 from keras_transformer.decoding.common import (
     NEG_INF,
     cache_lengths,
@@ -67,7 +69,7 @@ class Rows(NamedTuple):
 
     sentence: Any  # (batch,) int32: the row's sentence in the whole batch
     limit: Any  # (batch,) int32: its length limit
-    source_mask: Any  # (batch * width, source_length) bool
+    source_mask: Any  # (batch, source_length) bool: its source's padding mask
     prefix: Any = ()  # (batch, prefix_length) int32: its target prefix, PAD after; () without prefixes
 
 
@@ -87,20 +89,33 @@ def force_prefix(log_probs, prefix, step):
 def reorder_cache(cache, flat_indices):
     """Gathers the cache rows `flat_indices` along the batch * width axis.
 
-    The cross-attention keys and values are the same for every hypothesis
-    of a sentence, and hypotheses are only ever reordered within their
-    sentence, so that part of the model's cache is left as it is.
+    Only the self-attention part has a row a hypothesis: the rest (the
+    cross-attention keys and values, a row a sentence, and the output
+    projection) stays as it is.
     """
-    return _map_moving(lambda x: ops.take(x, flat_indices, axis=0), cache)
+    return _map_rows(lambda x: ops.take(x, flat_indices, axis=0), cache)
 
 
-def _map_moving(fn, cache, *others):
-    """`keras.tree.map_structure(fn, cache, *others)` over every part of the
-    model's cache but its cross-attention part, which stays as in `cache`."""
-    if isinstance(cache, dict) and "cross_attention" in cache:
-        moving = [{k: v for k, v in c.items() if k != "cross_attention"} for c in (cache, *others)]
-        return {**keras.tree.map_structure(fn, *moving), "cross_attention": cache["cross_attention"]}
+def _map_rows(fn, cache, *others):
+    """`cache` with `fn` mapped over its self-attention part (a row a
+    hypothesis) and that of `others`; the rest as in `cache`."""
+    if isinstance(cache, dict) and "self_attention" in cache:
+        parts = [c["self_attention"] for c in (cache, *others)]
+        return {**cache, "self_attention": keras.tree.map_structure(fn, *parts)}
     return keras.tree.map_structure(fn, cache, *others)
+
+
+def _take_sentences(cache, sentences):
+    """`cache` with its cross-attention part (a row a sentence) of `sentences` only."""
+    if isinstance(cache, dict) and "cross_attention" in cache:
+        cross = keras.tree.map_structure(lambda x: ops.take(x, sentences, axis=0), cache["cross_attention"])
+        return {**cache, "cross_attention": cross}
+    return cache
+
+
+def _loose(x, *axes):
+    """The shape of `x` with `axes` unknown (`compat.while_loop`)."""
+    return tuple(None if i in axes else d for i, d in enumerate(x.shape))
 
 
 def _flat_rows(sentences, width):
@@ -112,20 +127,49 @@ def _take(hypotheses, sentences):
     return hypotheses._replace(**{f: ops.take(getattr(hypotheses, f), sentences, axis=0) for f in hypotheses._fields})
 
 
-def _take_rows(rows, sentences, flat):
-    """`rows` of `sentences` `(n,)`, whose model rows are `flat` `(n * width,)`."""
-    prefix = rows.prefix if isinstance(rows.prefix, tuple) else ops.take(rows.prefix, sentences, axis=0)
-    return Rows(ops.take(rows.sentence, sentences, axis=0), ops.take(rows.limit, sentences, axis=0),
-                ops.take(rows.source_mask, flat, axis=0), prefix)
+def _take_rows(rows, sentences):
+    """`rows` of `sentences` `(n,)`."""
+    return rows._replace(**{f: ops.take(getattr(rows, f), sentences, axis=0) for f in rows._fields
+                            if not isinstance(getattr(rows, f), tuple)})
 
 
 class _Decoder:
     """The step of `decode` and the strategies that run it, for one batch."""
 
-    def __init__(self, model, sampler, memory, length, eos_id, use_cache):
+    def __init__(self, model, sampler, memory, length, eos_id, use_cache, grows):
         self.model, self.sampler, self.memory = model, sampler, memory
-        self.length, self.eos_id, self.use_cache = length, eos_id, use_cache
+        self.length, self.eos_id, self.use_cache, self.grows = length, eos_id, use_cache, grows
         self.results = None  # `drop_finished`: the whole batch's result fields
+
+    def logits(self, tokens, state, rows):
+        """Next-token log-probabilities `(rows, vocab)` float32 of `tokens`
+        `(rows, length + 1)` at `state.step`, and the cache."""
+        if self.use_cache:
+            logits, cache = step_logits(self.model, tokens, state.step, None, rows.source_mask, state.cache,
+                                        self.length, grows=self.grows)
+        else:  # the source's rows repeated for each hypothesis
+            mask = ops.repeat(rows.source_mask, self.sampler.width, axis=0)
+            logits, cache = step_logits(self.model, tokens, state.step, self.memory, mask, None, self.length)
+        return log_softmax(logits), cache if self.use_cache else {}
+
+    def extend(self, state, rows, log_probs, cache):
+        """The sampler's step from `log_probs` `(batch, width, vocab)`."""
+        if not isinstance(rows.prefix, tuple):
+            log_probs = force_prefix(log_probs, rows.prefix, state.step)
+        hypotheses, parents = self.sampler.extend(state.hypotheses, log_probs, state.step, rows.limit, self.eos_id)
+        return LoopState(state.step + 1, cache, hypotheses), parents
+
+    def first_step(self, state, rows):
+        """Step 0, once a sentence: its hypotheses all start with the same
+        token, so the model runs on a row a sentence, whose log-probabilities
+        serve every hypothesis, and whose cache is then repeated for each."""
+        width = self.sampler.width
+        tokens = self.sampler.tokens(state.hypotheses)[:, 0]  # (batch, length + 1)
+        log_probs, cache = self.logits(tokens, state, rows)
+        state, _ = self.extend(state, rows, ops.repeat(log_probs[:, None], width, axis=1), cache)
+        if width == 1:
+            return state
+        return state._replace(cache=_map_rows(lambda x: ops.repeat(x, width, axis=0), state.cache))
 
     def advance(self, state, rows):
         """One step: `(state, flat)`, the cache not yet reordered; `flat`
@@ -134,15 +178,8 @@ class _Decoder:
         width = self.sampler.width
         tokens = self.sampler.tokens(state.hypotheses)  # (batch, width, length + 1)
         batch = ops.shape(tokens)[0]
-        logits, cache = step_logits(
-            self.model, ops.reshape(tokens, (batch * width, self.length + 1)), state.step, self.memory,
-            rows.source_mask, state.cache if self.use_cache else None, self.length,
-        )
-        log_probs = ops.reshape(log_softmax(logits), (batch, width, logits.shape[-1]))  # (batch, width, vocab) float32
-        if not isinstance(rows.prefix, tuple):
-            log_probs = force_prefix(log_probs, rows.prefix, state.step)
-        hypotheses, parents = self.sampler.extend(state.hypotheses, log_probs, state.step, rows.limit, self.eos_id)
-        state = LoopState(state.step + 1, cache if self.use_cache else {}, hypotheses)
+        log_probs, cache = self.logits(ops.reshape(tokens, (batch * width, self.length + 1)), state, rows)
+        state, parents = self.extend(state, rows, ops.reshape(log_probs, (batch, width, log_probs.shape[-1])), cache)
         if parents is None:  # each hypothesis extends its own row
             return state, None
         return state, ops.reshape(parents + ops.arange(batch, dtype="int32")[:, None] * width, (-1,))
@@ -179,26 +216,28 @@ class _Decoder:
             keep = ops.cast(ops.nonzero(ops.logical_not(done))[0], "int32")  # (n,) sentences decoding on
             keep_flat = _flat_rows(keep, self.sampler.width)
             s = s._replace(hypotheses=_take(s.hypotheses, keep))
-            r = _take_rows(r, keep, keep_flat)
+            r = _take_rows(r, keep)
             if self.use_cache:
                 # The self-attention part follows the reordering, which then
-                # gathers only the rows kept; the cross-attention part, the
-                # largest tensors there, is gathered only when a sentence leaves.
-                cache = s.cache
-                if isinstance(cache, dict) and "cross_attention" in cache:
-                    cross = cache["cross_attention"]
-                    cross = ops.cond(
-                        ops.any(done), lambda: keras.tree.map_structure(lambda x: ops.take(x, keep_flat, axis=0), cross),
-                        lambda: cross,
-                    )
-                    cache = {**cache, "cross_attention": cross}
-                s = s._replace(cache=reorder_cache(cache, keep_flat if flat is None else ops.take(flat, keep_flat, axis=0)))
+                # gathers only the rows kept; the cross-attention part is
+                # gathered only when a sentence leaves.
+                cache = ops.cond(ops.any(done), lambda: _take_sentences(s.cache, keep), lambda: s.cache)
+                kept = keep_flat if flat is None else ops.take(flat, keep_flat, axis=0)
+                s = s._replace(cache=reorder_cache(cache, kept))
             return s, r, results
 
         if self.results is None:
             self.results = tuple(getattr(state.hypotheses, f) for f in self.sampler.result_fields)
-        (state, rows, self.results) = ops.while_loop(
-            lambda s, r, w: self.going_on(s, r, end), body, (state, rows, self.results)
+        # Sentences leave the batch, and a cache that grows grows.
+        cache_shapes = keras.tree.map_structure(lambda x: _loose(x, 0), state.cache)
+        if "self_attention" in cache_shapes:
+            cache_shapes["self_attention"] = keras.tree.map_structure(lambda x: _loose(x, 0, 2),
+                                                                      state.cache["self_attention"])
+        shapes = (LoopState((), cache_shapes, keras.tree.map_structure(lambda x: _loose(x, 0), state.hypotheses)),
+                  keras.tree.map_structure(lambda x: _loose(x, 0), rows),
+                  keras.tree.map_structure(lambda x: tuple(x.shape), self.results))
+        (state, rows, self.results) = compat.while_loop(
+            lambda s, r, w: self.going_on(s, r, end), body, (state, rows, self.results), shapes
         )
         return state, rows
 
@@ -264,15 +303,15 @@ class _Decoder:
     def take_sentences(self, state, rows, sentences):
         """`state` and `rows` of `sentences` `(n,)` only, their cache included."""
         flat = _flat_rows(sentences, self.sampler.width)
-        cache = keras.tree.map_structure(lambda x: ops.take(x, flat, axis=0), state.cache)
-        rows = _take_rows(rows, sentences, flat)
-        return LoopState(state.step, cache, _take(state.hypotheses, sentences)), rows
+        cache = _take_sentences(reorder_cache(state.cache, flat), sentences)
+        return LoopState(state.step, cache, _take(state.hypotheses, sentences)), _take_rows(rows, sentences)
 
     def put_sentences(self, state, part, sentences):
         """`state` with `part`, the state of `sentences` `(n,)`, written back.
-        The cross-attention cache is left as it is: decoding only reads it."""
+        The cache's parts but the self-attention part are left as they are:
+        decoding only reads them."""
         flat = _flat_rows(sentences, self.sampler.width)[:, None]
-        cache = _map_moving(lambda whole, rows: ops.scatter_update(whole, flat, rows), state.cache, part.cache)
+        cache = _map_rows(lambda whole, rows: ops.scatter_update(whole, flat, rows), state.cache, part.cache)
         hypotheses = state.hypotheses._replace(**{
             f: ops.scatter_update(getattr(state.hypotheses, f), sentences[:, None], getattr(part.hypotheses, f))
             for f in state.hypotheses._fields
@@ -333,9 +372,9 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
            max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None, constraints=None):
     """Decodes a batch of sources with `sampler`; returns `sampler.result`.
 
-    Written with `keras.ops` only and static shapes inside each step
-    (`ops.while_loop` over preallocated buffers, `ops.slice_update`,
-    `ops.take`, `ops.top_k`), so it runs eagerly, under
+    Written with `keras.ops` only (`ops.while_loop`, `ops.slice_update`,
+    `ops.take`, `ops.top_k`), with static shapes inside each step but
+    with `drop_finished=True`, so it runs eagerly, under
     `tf.function(jit_compile=True)`, `jax.jit` and on PyTorch, and exports
     with stock TensorFlow ops. `beam_search` and `greedy_decode` document
     the arguments. `target_prefix`, an int array `(batch, prefix_length)`
@@ -359,19 +398,22 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
     length, limits = output_lengths(model, source_ids, max_length, max_extra_length)
     batch, width = ops.shape(source_ids)[0], sampler.width
     memory = model.encode(source_ids)  # (batch, source_length, d_model)
-    ends = cache_lengths(model, length, use_cache)
+    # Where the batch may change size, the cache grows a position a step;
+    # where shapes are static, it grows in segments.
+    grows = use_cache and drop_finished is True and hasattr(model, "extend_cache")
+    ends = (length,) if grows else cache_lengths(model, length, use_cache)
     if use_cache:
-        cache = keras.tree.map_structure(lambda x: ops.repeat(x, width, axis=0), model.init_cache(memory, ends[0]))
-        memory = None
+        cache, memory = model.init_cache(memory, None if grows else ends[0]), None  # a row a sentence
     else:
         cache, memory = {}, ops.repeat(memory, width, axis=0)  # (batch * width, source_length, d_model)
-    source_mask = ops.repeat(ops.not_equal(source_ids, PAD_ID), width, axis=0)  # (batch * width, source_length)
     prefix = () if target_prefix is None else ops.cast(ops.convert_to_tensor(target_prefix), "int32")
-    rows = Rows(ops.arange(batch, dtype="int32"), limits, source_mask, prefix)
+    rows = Rows(ops.arange(batch, dtype="int32"), limits, ops.not_equal(source_ids, PAD_ID), prefix)
     steering = {} if constraints is None else {"constraints": ops.convert_to_tensor(constraints)}
     state = LoopState(ops.convert_to_tensor(0, dtype="int32"), cache,
                       sampler.start(source_ids, length, bos_id, limits, **steering))
-    decoder = _Decoder(model, sampler, memory, length, eos_id, use_cache)
+    decoder = _Decoder(model, sampler, memory, length, eos_id, use_cache, grows)
+    if use_cache:
+        state = decoder.first_step(state, rows)
     if drop_finished is True:
         run = decoder.drop_finished
     elif drop_finished == "halves" and len(_narrowing(batch)[0]) > 1:

@@ -80,22 +80,7 @@ def _pair(cache):
 
 def _write(cache, update, index):
     """`cache` `(batch, heads, L, d_k)` with `update` `(batch, heads, T,
-    d_k)` written at positions `index` to `index + T`.
-
-    On TensorFlow a single position is written by selecting it
-    (`ops.where`) rather than with `ops.slice_update`: Keras' TensorFlow
-    `slice_update` is XLA's DynamicUpdateSlice op, which TensorFlow without
-    XLA (the exported SavedModel) runs as a small XLA program of its own
-    that copies the whole cache, at every layer and step. With the select,
-    the `tatoeba_en_fr` SavedModel translated the test split faster on CPU,
-    length-sorted batches more so than batches in file order; under XLA the
-    two measured even on TensorFlow, while on JAX the select was slower
-    (CHANGELOG.md: tried and dropped), so other backends keep
-    `slice_update`. No upstream issue found.
-    """
-    if keras.backend.backend() == "tensorflow" and update.shape[2] == 1:
-        at = ops.arange(ops.shape(cache)[2])[None, None, :, None] == index  # (1, 1, L, 1)
-        return ops.where(at, update, cache)
+    d_k)` written at positions `index` to `index + T`."""
     zero = ops.zeros_like(index)
     return ops.slice_update(cache, (zero, zero, index, zero), update)
 
@@ -157,7 +142,9 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs: Standard layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        query: float tensor `(batch, query_length, d_model)`.
+        query: float tensor `(batch, query_length, d_model)`; with a
+            cache also `(batch, d_model)`, one position a row (a decoding
+            step), and the output has that shape too.
         value: float tensor `(batch, key_length, d_model)` to attend over;
             cross-attention only, where it is required unless `cache` is
             given.
@@ -168,20 +155,22 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask: bool. Each query attends only to itself and to
             earlier positions (the decoder's self-attention).
         cache: optional key/value cache: the pair `(key, value)`, each
-            `(batch, num_heads, cache_length, d_k)`. Heads come before
+            `(batch, num_heads, cache_length, d_k)`, heads before
             positions, unlike the layer's inputs, so that a decoding step
-            reads the cache as it lies: attention over a cache is written
-            out with einsums over that layout, where
-            `ops.dot_product_attention` would take a `(batch, length,
-            heads, d_k)` copy of it per step wherever XLA does not cancel
-            the transpose. In self-attention, with
-            `cache_update_index`: the keys and values of `query` are
-            written at that position, the queries attend to every cached
-            position up to their own, and the updated cache is returned.
-            In cross-attention: the keys and values of `value`, from
-            `project_key_value()`, used as they are.
+            reads the cache as it lies. In self-attention the keys and
+            values of `query` go into the cache, the queries attend to
+            every cached position up to their own, and the updated cache is
+            returned: written at `cache_update_index` in a cache of fixed
+            length, or, without one, appended to the cache, which grows by
+            the query's length. In cross-attention: the keys and values of
+            `value`, from `project_key_value()`, used as they are; the
+            query's rows may be a multiple of the cache's, each cache row
+            then serving that many consecutive query rows (the hypotheses
+            of one sentence), and `attention_mask` is the cache rows'
+            `(batch, key_length)` padding mask.
         cache_update_index: int or scalar int tensor: position of the first
-            query token in the self-attention cache.
+            query token in a self-attention cache of fixed length; `None`
+            appends to the cache.
         return_attention_scores: bool. Also return the attention weights
             `(batch, num_heads, query_length, key_length)`.
         training: bool. Enables attention dropout.
@@ -295,52 +284,23 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
+        if cache is not None:
+            return self._call_cached(query, value, attention_mask, use_causal_mask, cache, cache_update_index,
+                                     return_attention_scores, training)
         mask = _expand_mask(attention_mask)
         if self.cross_attention:
             if cache_update_index is not None:
                 raise ValueError("Cross-attention takes no `cache_update_index`.")
-            if cache is None and value is None:
+            if value is None:
                 raise ValueError("Cross-attention needs `value` (or its `cache`).")
             q = self._heads(self.query_dense, query)[:, :, 0]  # (batch, T, heads, d_k)
-            if cache is None:
-                k, v = ops.unstack(self._heads(self.key_value_dense, value, parts=2), 2, axis=2)
-            else:
-                k, v = _pair(cache)  # (batch, heads, S, d_k) each
+            k, v = ops.unstack(self._heads(self.key_value_dense, value, parts=2), 2, axis=2)
         else:
-            if value is not None:
-                raise ValueError(
-                    "Self-attention takes no `value`; build the layer with "
-                    "`cross_attention=True` to attend over another sequence."
-                )
+            self._check_self_attention(value)
             q, k, v = ops.unstack(self._heads(self.query_key_value_dense, query, parts=3), 3, axis=2)
-            if cache is not None:
-                if cache_update_index is None or use_causal_mask:
-                    raise ValueError(
-                        "A self-attention cache needs `cache_update_index`, and takes no "
-                        "`use_causal_mask` (the cache's positions are causal)."
-                    )
-                # One step of decoding: write this step's keys and values,
-                # then attend over the cache up to each query.
-                cache_update_index = ops.cast(cache_update_index, "int32")  # any integer type in
-                cache = tuple(
-                    _write(c, ops.cast(ops.swapaxes(x, 1, 2), c.dtype), cache_update_index)  # (batch, heads, T, d_k) in
-                    for c, x in zip(_pair(cache), (k, v))
-                )
-                k, v = (ops.cast(c, self.compute_dtype) for c in cache)  # (batch, heads, L, d_k)
-                key_positions = ops.arange(ops.shape(cache[0])[2])
-                query_positions = cache_update_index + ops.arange(ops.shape(query)[1])
-                visible = key_positions[None, :] <= query_positions[:, None]  # (T, cache_length)
-                mask = _merge_masks(mask, visible[None, None, :, :])
 
-        if cache is not None:
-            # Decoding reads the cache in its own layout, head-major.
-            # `ops.dot_product_attention` takes keys and values as (batch,
-            # S, heads, d_k): XLA cancels that swap, but TensorFlow without
-            # XLA (the exported SavedModel) copies the whole cache into that
-            # layout at every step.
-            output, scores = self._attention(q, k, v, mask, use_causal_mask=False, training=training, head_major=True)
-        elif return_attention_scores or (training and self.dropout_rate > 0):
-            output, scores = self._attention(q, k, v, mask, use_causal_mask, training)
+        if return_attention_scores or (training and self.dropout_rate > 0):
+            output, scores = self._attention(q, k, v, mask, training, use_causal_mask=use_causal_mask)
         else:
             if mask is not None:
                 # cuDNN's kernel (JAX on GPUs) takes a mask only with its
@@ -350,32 +310,94 @@ class MultiHeadAttention(keras.layers.Layer):
             output = ops.dot_product_attention(q, k, v, mask=mask, is_causal=use_causal_mask)
         batch, length = ops.shape(output)[0], ops.shape(output)[1]
         output = self.output_dense(ops.reshape(output, (batch, length, self.d_model)))  # (batch, T, d_model)
+        return (output, scores) if return_attention_scores else output
 
-        results = (output,)
-        if not self.cross_attention and cache is not None:
-            results += (cache,)
-        if return_attention_scores:
-            results += (scores,)
-        return results[0] if len(results) == 1 else results
+    def _check_self_attention(self, value):
+        if value is not None:
+            raise ValueError(
+                "Self-attention takes no `value`; build the layer with "
+                "`cross_attention=True` to attend over another sequence."
+            )
 
-    def _attention(self, q, k, v, mask, use_causal_mask, training, head_major=False):
-        """softmax(Q K^T / sqrt(d_k)) V, written out to expose the scores.
+    def _call_cached(self, query, value, attention_mask, use_causal_mask, cache, cache_update_index,
+                     return_attention_scores, training):
+        """`call` with a cache (see the class docstring), which decoding
+        reads as it lies, heads before positions: the attention is written
+        out with einsums over that layout, where `ops.dot_product_attention`
+        takes keys and values as `(batch, S, heads, d_k)`, and TensorFlow
+        without XLA (the exported SavedModel) would copy the whole cache
+        into that layout at every step."""
+        rows = ops.shape(query)[0]
+        single = len(query.shape) == 2  # (rows, d_model): one position a row, a decoding step
+        mask = _expand_mask(attention_mask)
+        if self.cross_attention:
+            if cache_update_index is not None:
+                raise ValueError("Cross-attention takes no `cache_update_index`.")
+            k, v = _pair(cache)  # (sentences, heads, S, d_k) each
+            # The rows of one sentence (its hypotheses, consecutive) share its
+            # keys and values: they go into the query axis of one attention.
+            q = ops.reshape(self.query_dense(query), (ops.shape(k)[0], -1, self.num_heads, self.head_dim))
+            output, scores = self._attention(q, k, v, mask, training, kv_axes="bnsh")  # (sentences, Q, heads, d_k)
+            output = self.output_dense(ops.reshape(output, ops.shape(query)))
+            if not return_attention_scores:
+                return output
+            # (sentences, heads, rows a sentence * T, S) -> (rows, heads, T, S)
+            length = 1 if single else ops.shape(query)[1]
+            scores = ops.reshape(scores, (ops.shape(k)[0], self.num_heads, -1, length, ops.shape(k)[2]))
+            scores = ops.reshape(ops.transpose(scores, (0, 2, 1, 3, 4)), (rows, self.num_heads, length, -1))
+            return output, scores
 
-        `q` is `(batch, T, heads, d_k)`; `k` and `v` are `(batch, S, heads,
-        d_k)`, or `(batch, heads, S, d_k)` with `head_major=True`.
+        self._check_self_attention(value)
+        if use_causal_mask:
+            raise ValueError("A self-attention cache takes no `use_causal_mask` (the cache's positions are causal).")
+        qkv = self.query_key_value_dense(query)  # (rows, [T,] 3 * d_model)
+        if single:  # (rows, 3, heads, 1, d_k): q, k and v head-major as they come
+            q, k, v = ops.unstack(ops.reshape(qkv, (rows, 3, self.num_heads, 1, self.head_dim)), 3, axis=1)
+            q_axes, length = "bnqh", 1
+        else:
+            length = ops.shape(query)[1]
+            q, k, v = ops.unstack(ops.reshape(qkv, (rows, length, 3, self.num_heads, self.head_dim)), 3, axis=2)
+            k, v = ops.swapaxes(k, 1, 2), ops.swapaxes(v, 1, 2)  # (rows, heads, T, d_k)
+            q_axes = "bqnh"
+        past = _pair(cache)
+        if cache_update_index is None:
+            # A cache that grows: this step's keys and values are appended.
+            start = ops.shape(past[0])[2]
+            cache = tuple(ops.concatenate([c, ops.cast(x, c.dtype)], axis=2) for c, x in zip(past, (k, v)))
+        else:
+            # A cache of fixed length: written at `cache_update_index`.
+            start = ops.cast(cache_update_index, "int32")  # any integer type in
+            cache = tuple(_write(c, ops.cast(x, c.dtype), start) for c, x in zip(past, (k, v)))
+        k, v = (ops.cast(c, self.compute_dtype) for c in cache)  # (rows, heads, L, d_k)
+        if cache_update_index is not None or not single:
+            # Each query sees the cache up to its own position.
+            key_positions = ops.arange(ops.shape(k)[2])
+            query_positions = start + ops.arange(length)
+            visible = key_positions[None, :] <= query_positions[:, None]  # (T, L)
+            mask = _merge_masks(mask, visible[None, None, :, :])
+        output, scores = self._attention(q, k, v, mask, training, q_axes=q_axes, kv_axes="bnsh")
+        output = self.output_dense(ops.reshape(output, ops.shape(query)))  # (rows, [T,] d_model)
+        return (output, cache, scores) if return_attention_scores else (output, cache)
+
+    def _attention(self, q, k, v, mask, training, q_axes="bqnh", kv_axes="bsnh", use_causal_mask=False):
+        """softmax(Q K^T / sqrt(d_k)) V, written out to expose the scores
+        `(batch, heads, Q, S)`; the output has the layout of `q`.
+
+        `q` is `(batch, Q, heads, d_k)`, or `(batch, heads, Q, d_k)` with
+        `q_axes="bnqh"`; `k` and `v` are `(batch, S, heads, d_k)`, or
+        `(batch, heads, S, d_k)` with `kv_axes="bnsh"`.
         """
-        kv = "bnsh" if head_major else "bsnh"  # the axes of `k` and `v`
-        logits = ops.einsum(f"btnh,{kv}->bnts", q, k)  # (batch, heads, T, S)
+        logits = ops.einsum(f"{q_axes},{kv_axes}->bnqs", q, k)  # (batch, heads, Q, S)
         logits = ops.cast(logits, "float32") / math.sqrt(self.head_dim)
         if use_causal_mask:
-            t, s = ops.shape(q)[1], ops.shape(k)[2 if head_major else 1]
+            t, s = ops.shape(q)[q_axes.index("q")], ops.shape(k)[kv_axes.index("s")]
             lower = ops.arange(t)[:, None] >= ops.arange(s)[None, :]
             mask = _merge_masks(mask, lower[None, None, :, :])
         if mask is not None:
             logits = ops.where(mask, logits, -1e9)
         scores = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
         dropped = self.dropout(scores, training=training)
-        return ops.einsum(f"bnts,{kv}->btnh", dropped, v), scores  # (batch, T, heads, d_k)
+        return ops.einsum(f"bnqs,{kv_axes}->{q_axes}", dropped, v), scores
 
     def get_config(self):
         config = super().get_config()

@@ -15,17 +15,20 @@ class DecoderLayer(EncoderLayer):
     sits in a residual block with dropout and LayerNorm.
 
     Call arguments:
-        x: float tensor `(batch, target_length, d_model)`.
+        x: float tensor `(batch, target_length, d_model)`; with caches
+            also `(batch, d_model)`, one position a row (a decoding step).
         memory: encoder output `(batch, source_length, d_model)`; may be
             `None` when `cross_attention_cache` is given.
         memory_mask: optional boolean `(batch, source_length)`, `True` for
             real source tokens.
         self_attention_cache: optional `(key, value)` cache for
-            incremental decoding, each `(batch, num_heads, max_length,
-            d_k)`; needs `cache_update_index`. The updated cache is returned.
+            incremental decoding, each `(batch, num_heads, length, d_k)`,
+            written at `cache_update_index` or appended to without one
+            (`MultiHeadAttention`). The updated cache is returned.
         cross_attention_cache: optional `(key, value)` of `memory`, each
             `(batch, num_heads, source_length, d_k)`, from
-            `cross_attention.project_key_value(memory)`.
+            `cross_attention.project_key_value(memory)`; `x` may have
+            several rows for each of its rows (`MultiHeadAttention`).
         cache_update_index: position of the first token of `x`.
         return_attention_scores: bool. Also return the cross-attention
             weights `(batch, num_heads, target_length, source_length)`.

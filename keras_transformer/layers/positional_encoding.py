@@ -35,7 +35,8 @@ class PositionalEncoding(keras.layers.Layer):
         **kwargs: Standard layer arguments.
 
     Call arguments:
-        embeddings: float tensor `(batch, length, d_model)`.
+        embeddings: float tensor `(batch, length, d_model)`, or `(batch,
+            d_model)`: one position each (a decoding step).
         start_index: int or scalar int tensor: position of the first token,
             for incremental decoding. Defaults to `0`.
 
@@ -70,7 +71,8 @@ class PositionalEncoding(keras.layers.Layer):
         self.built = True
 
     def call(self, embeddings, start_index=0):
-        length = embeddings.shape[1]
+        single = len(embeddings.shape) == 2  # (batch, d_model): one position each, `start_index`
+        length = 1 if single else embeddings.shape[1]
         if length is not None and isinstance(start_index, int):
             if start_index + length > self.max_length:
                 raise ValueError(
@@ -79,13 +81,14 @@ class PositionalEncoding(keras.layers.Layer):
                     f"PositionalEncoding '{self.name}'. Truncate the input "
                     "or build the model with a larger `max_length`."
                 )
-        length = ops.shape(embeddings)[1]
+        length = 1 if single else ops.shape(embeddings)[1]
         if self.learned:
             positions = ops.slice(ops.convert_to_tensor(self.table), (start_index, 0), (length, self.d_model))
         else:
             positions = sinusoids(start_index, length, self.d_model)  # (length, d_model)
         scale = ops.cast(self.d_model**0.5, self.compute_dtype)
-        return embeddings * scale + ops.cast(positions, self.compute_dtype)[None]
+        positions = ops.cast(positions, self.compute_dtype)
+        return embeddings * scale + (positions if single else positions[None])
 
     def get_config(self):
         config = super().get_config()

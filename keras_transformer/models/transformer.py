@@ -273,26 +273,42 @@ class Transformer(MultiWorkerFit, keras.Model):
             x = self.encoder_norm(x)
         return x  # (batch, source_length, d_model)
 
-    def init_cache(self, memory, max_length):
-        """A key/value cache for decoding up to `max_length` target tokens.
+    def init_cache(self, memory, max_length=None):
+        """A key/value cache for decoding, one row a sentence of `memory`.
 
-        Returns a dict of two lists with one `(key, value)` pair per decoder
-        layer: `"self_attention"`, zeros `(batch, num_heads, max_length, d_k)`
-        filled in step by step, and `"cross_attention"`, the keys and values
-        of `memory` `(batch, num_heads, source_length, d_k)`, computed once.
+        Returns a dict:
+        - `"self_attention"`: per decoder layer, a `(key, value)` pair
+          `(batch, num_heads, length, d_k)` filled in step by step: zeros
+          of `max_length` positions, written at each step's position; or,
+          with `max_length=None`, of no positions, each step's appended
+          (the cache grows with the output, as shapes that change allow:
+          TensorFlow without XLA, PyTorch);
+        - `"cross_attention"`: per decoder layer, the keys and values of
+          `memory` `(batch, num_heads, source_length, d_k)`, computed once;
+          `decode` takes the cache with several target rows a sentence
+          (beam search's hypotheses), its own rows serving them all;
+        - `"output_projection"`: the output embedding transposed `(d_model,
+          vocab)`, once for every step's product (absent for an int8
+          table, whose product is its own).
+
+        The decoding loop gives the self-attention part as many rows as a
+        sentence has hypotheses (`keras_transformer.decoding.loop`).
         """
         limit = self.transformer_config.max_length
-        if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or not 1 <= max_length <= limit:
+        if max_length is not None and (
+            isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral)
+            or not 1 <= max_length <= limit
+        ):
             # Past `max_length` there are no positions: a position given as
             # a tensor in compiled decoding could not be checked later.
             raise ValueError(
-                f"Argument `max_length` must be an integer in [1, {limit}] (the "
+                f"Argument `max_length` must be None or an integer in [1, {limit}] (the "
                 f"model's max_length). Received: max_length={max_length!r}"
             )
         batch = ops.shape(memory)[0]
         heads = self.transformer_config.num_heads
-        shape = (batch, heads, int(max_length), self.transformer_config.d_model // heads)
-        return {
+        shape = (batch, heads, 0 if max_length is None else int(max_length), self.transformer_config.d_model // heads)
+        cache = {
             "self_attention": [
                 (ops.zeros(shape, dtype=self.compute_dtype), ops.zeros(shape, dtype=self.compute_dtype))
                 for _ in self.decoder_layers
@@ -302,6 +318,10 @@ class Transformer(MultiWorkerFit, keras.Model):
                 for layer in self.decoder_layers
             ],
         }
+        if self._output_embedding.quantization_mode is None:
+            table = ops.cast(self._output_embedding.embeddings, self.compute_dtype)  # (vocab, d_model)
+            cache["output_projection"] = ops.transpose(table)
+        return cache
 
     def extend_cache(self, cache, max_length):
         """`cache` (from `init_cache`) made to hold `max_length` target tokens.
@@ -342,11 +362,15 @@ class Transformer(MultiWorkerFit, keras.Model):
                 (BOS, y1, y2, ...), or the newest token(s) with a cache.
             memory: encoder output `(batch, source_length, d_model)`.
             source_mask: boolean `(batch, source_length)`, from
-                `padding_mask(source_ids)`.
+                `padding_mask(source_ids)`; with a cache, that of the
+                cache's cross-attention rows.
             cache: optional dict from `init_cache()`. The decoder then reads
-                earlier positions from it instead of recomputing them.
+                earlier positions from it instead of recomputing them, and
+                `target_ids` may have several rows for each of its rows
+                (consecutive: the hypotheses of one sentence).
             cache_update_index: position of `target_ids[:, 0]` in the target
-                sequence; required with `cache`.
+                sequence, for a cache of fixed length; `None` appends to a
+                cache from `init_cache(memory)`, whose length is the position.
             return_attention_scores: also return, per decoder layer, the
                 cross-attention weights `(batch, num_heads, target_length,
                 source_length)`.
@@ -357,12 +381,21 @@ class Transformer(MultiWorkerFit, keras.Model):
             `(logits, cache, scores)`.
         """
         target_ids = _as_ids("target_ids", target_ids)
-        if cache is not None and cache_update_index is None:
-            raise ValueError("Argument `cache_update_index` is required with `cache`.")
-        start = 0 if cache is None else cache_update_index
+        if cache is None:
+            start = 0
+        elif cache_update_index is None:
+            start = ops.shape(cache["self_attention"][0][0])[2]  # the positions cached so far
+        else:
+            start = cache_update_index
+        # A decoding step, one token a row, runs on rows `(batch, d_model)`:
+        # each `Dense` is then one matrix product, not a `tensordot` of
+        # reshapes (as Keras' TensorFlow `matmul` does on 3-D inputs).
+        single = cache is not None and target_ids.shape[1] == 1 and not return_attention_scores
+        if single:
+            target_ids = ops.reshape(target_ids, (-1,))  # (batch,)
         x = self.decoder_positions(self._output_embedding(target_ids), start_index=start)
         x = self.embedding_dropout(x, training=training)
-        new_cache = {"self_attention": [], "cross_attention": []}
+        new_cache = {**(cache or {}), "self_attention": []}
         all_scores = []
         for i, layer in enumerate(self.decoder_layers):
             outputs = layer(
@@ -379,12 +412,17 @@ class Transformer(MultiWorkerFit, keras.Model):
             x = outputs[0]
             if cache is not None:
                 new_cache["self_attention"].append(outputs[1])
-                new_cache["cross_attention"].append(cache["cross_attention"][i])
             if return_attention_scores:
                 all_scores.append(outputs[-1])
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        logits = self.project(x)
+        with keras.name_scope("output_projection"):
+            if cache is not None and "output_projection" in cache:
+                logits = ops.matmul(x, cache["output_projection"])  # (batch, [length,] vocab)
+            else:
+                logits = self.project(x)
+        if single:
+            logits = logits[:, None]  # (batch, 1, vocab)
 
         results = (logits,)
         if cache is not None:

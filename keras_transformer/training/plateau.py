@@ -9,7 +9,7 @@ to translate. The paper's post-norm layers (`norm_first=False`) can stall
 there when the learning rate is high for their depth: on LibreOffice help
 English->German, `small` (4 layers) sat on this plateau for hundreds of
 steps where `tiny` (2 layers) and `small` with `norm_first=True` learned at
-once (CHANGELOG.md, keras_transformer/zoo/libreoffice_en_de/README.md).
+once (docs/training.md, "A run that stalls").
 
 Example:
 

@@ -129,12 +129,11 @@ SAMPLER_CASES = [(5, "beam"), (None, "beam"), (None, "greedy")]
 
 @pytest.mark.parametrize("eos_id, sampler", SAMPLER_CASES)
 def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatch, eos_id, sampler):
-    # Length limits 3, 6 and 9 (no extra length), segments of 3 and 9
-    # positions. Without EOS each sentence is done at its limit: 3 sentences
-    # x 3 beams (or 1 greedy row) decode 3 steps, then 2 sentences 3 steps
-    # (the first left at the end of segment one), then 1 sentence 3 steps
-    # (the second left inside segment two). The outputs are those of the
-    # whole batch decoded together.
+    # Length limits 3, 6 and 9 (no extra length). Without EOS each sentence
+    # is done at its limit: step 0 runs on a row a sentence, then 3
+    # sentences x 3 beams (or 1 greedy row) decode 2 steps, 2 sentences 3
+    # steps, then 1 sentence 3 steps. The outputs are those of the whole
+    # batch decoded together.
     monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
     model = tiny_model()
     decode, kwargs, width = SAMPLERS[sampler]
@@ -147,9 +146,10 @@ def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatc
     rows = []
     monkeypatch.setattr(model, "decode", lambda ids, *a, f=model.decode, **kw: rows.append(ids.shape[0]) or f(ids, *a, **kw))
     dropped = decode(model, sources(), drop_finished=True, **kwargs)
-    assert rows == sorted(rows, reverse=True) and set(rows) <= {3 * width, 2 * width, width}, rows
+    assert rows[0] == 3 and rows[1:] == sorted(rows[1:], reverse=True), rows
+    assert set(rows[1:]) <= {3 * width, 2 * width, width}, rows
     if eos_id is None:
-        assert rows == [3 * width] * 3 + [2 * width] * 3 + [width] * 3, rows
+        assert rows == [3] + [3 * width] * 2 + [2 * width] * 3 + [width] * 3, rows
     np.testing.assert_array_equal(np_(dropped[0]), np_(expected[0]))
     np.testing.assert_allclose(np_(dropped[1]), np_(expected[1]), atol=1e-6)
     if keras.backend.backend() == "tensorflow":
@@ -190,10 +190,10 @@ def sources_of_lengths(lengths):
 def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_id, sampler):
     # Four sentences with length limits 5, 2, 9 and 3 (no extra length),
     # segments of 3 and 9 positions, widths of 4, 2 and 1 sentences.
-    # Without EOS each sentence is done at its limit: 4 sentences x 3 beams
-    # (or 1 greedy row) decode steps 0-2 (the second sentence done after
-    # step 1, three still decoding), 2 sentences steps 3-4, then 1 sentence
-    # steps 5-8. Each sentence's outputs and scores are those of the whole
+    # Without EOS each sentence is done at its limit: step 0 runs on a row a
+    # sentence, 4 sentences x 3 beams (or 1 greedy row) decode steps 1-2
+    # (the second sentence done after step 1, three still decoding), 2
+    # sentences steps 3-4, then 1 sentence steps 5-8. Each sentence's outputs and scores are those of the whole
     # batch decoded together, eagerly and compiled.
     monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
     monkeypatch.setattr(loop, "NARROWEST_WIDTH", 1)
@@ -209,14 +209,15 @@ def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_
         # Eager JAX compiles its loops as jax.jit does: the compiled run is
         # the narrowed one, and tracing it every width, once per segment.
         compiled = compile_narrowed(source)
-        assert sorted(rows) == [width, width, 2 * width, 2 * width, 4 * width, 4 * width], rows
+        assert sorted(rows) == sorted([4, width, width, 2 * width, 2 * width, 4 * width, 4 * width]), rows
     else:  # one decoding step after the other
         narrowed = decode(model, source, drop_finished="halves", **kwargs)
         np.testing.assert_array_equal(np_(narrowed[0]), np_(expected[0]))
         np.testing.assert_allclose(np_(narrowed[1]), np_(expected[1]), atol=1e-6)
-        assert rows == sorted(rows, reverse=True) and set(rows) <= {4 * width, 2 * width, width}, rows
+        assert rows[0] == 4 and rows[1:] == sorted(rows[1:], reverse=True), rows
+        assert set(rows[1:]) <= {4 * width, 2 * width, width}, rows
         if eos_id is None:
-            assert rows == [4 * width] * 3 + [2 * width] * 2 + [width] * 4, rows
+            assert rows == [4] + [4 * width] * 2 + [2 * width] * 2 + [width] * 4, rows
         if keras.backend.backend() == "tensorflow" and sampler == "beam":
             return  # XLA's narrowing beam search: test_translator.py's narrowing test and the test below
         compiled = compile_narrowed(source)
@@ -250,8 +251,8 @@ def test_halves_with_a_batch_size_known_only_when_the_graph_runs(monkeypatch):
     graph = tf.function(lambda s: beam_search(model, s, drop_finished="halves", **kwargs), autograph=False,
                         input_signature=spec)
     tokens, scores = graph(source)
-    assert traced == [None] * 6, traced  # three widths in each of the two segments
-    assert ran == [12] * 3 + [6] * 2 + [3] * 4, ran
+    assert traced == [None] * 7, traced  # step 0, then three widths in each of the two segments
+    assert ran == [4] + [12] * 2 + [6] * 2 + [3] * 4, ran
     np.testing.assert_array_equal(np_(tokens), np_(expected[0]))
     np.testing.assert_allclose(np_(scores), np_(expected[1]), atol=1e-6)
 

@@ -81,8 +81,10 @@ class CopyModel:
         length = target_ids.shape[1]
         if cache is None:
             return self._logits(memory, ops.arange(length))
-        logits = self._logits(cache["cross_attention"][0], cache_update_index + ops.arange(length))
-        return logits, cache
+        # The cache has a row a sentence, the target a row a hypothesis.
+        memory = cache["cross_attention"][0]
+        memory = ops.repeat(memory, ops.shape(target_ids)[0] // ops.shape(memory)[0], axis=0)
+        return self._logits(memory, cache_update_index + ops.arange(length)), cache
 
 
 class WordTokenizer:

@@ -29,10 +29,22 @@ setup(
             "sacrebleu>=2.4,<3",
             "tensorboard>=2.20,<2.22",
         ],
+        # A GPU machine with NVIDIA's CUDA 12 wheels: TensorFlow's own, with the rest of the extra above.
+        "tensorflow-cuda": [
+            "tensorflow[and-cuda]>=2.20,<2.22",
+            "tensorflow-text>=2.20,<2.22",
+            "tensorflow-serving-api>=2.20,<2.22",
+            "sentencepiece>=0.2,<1",
+            "sacrebleu>=2.4,<3",
+            "tensorboard>=2.20,<2.22",
+        ],
         "wmt14": ["tensorflow-datasets>=4.9,<5", "importlib_resources"],
-        "jax": ["jax>=0.6,<1", "jaxlib>=0.6,<1"],
+        # A backend without TensorFlow: the tokenizer and BLEU come along, for
+        # training, translating and evaluating there.
+        "jax": ["jax>=0.6,<1", "jaxlib>=0.6,<1", "sentencepiece>=0.2,<1", "sacrebleu>=2.4,<3"],
+        "jax-cuda": ["jax[cuda12]>=0.6,<1", "sentencepiece>=0.2,<1", "sacrebleu>=2.4,<3"],
         # The lowest is the release the PyTorch pass of tests/run.sh runs.
-        "torch": ["torch>=2.13,<3"],
+        "torch": ["torch>=2.13,<3", "sentencepiece>=0.2,<1", "sacrebleu>=2.4,<3"],
         "serve": ["fastapi>=0.110,<1", "uvicorn>=0.29,<1"],
         "plot": ["matplotlib>=3.7,<4"],
         # `keras-transformer export --format ctranslate2`'s model runs in CTranslate2.

@@ -42,6 +42,6 @@ def test_the_keras_under_test_is_within_the_declared_range():
 def test_the_torch_under_test_is_the_lowest_the_torch_extra_allows():
     import torch
 
-    [requirement] = setup_keyword("extras_require")["torch"]  # as torch>=LOWEST,<BELOW
+    [requirement] = [r for r in setup_keyword("extras_require")["torch"] if r.startswith("torch>=")]  # >=LOWEST,<BELOW
     lowest = requirement[len("torch>="):].split(",")[0]
     assert release(torch.__version__.split("+")[0])[:2] == release(lowest)[:2], (torch.__version__, requirement)

@@ -6,7 +6,10 @@ TensorFlow and the package imported, the model loaded, the sentence
 translated and printed), with the median. The models are a shipped preset
 and, with `--saved-model`, a SavedModel folder
 (`keras-transformer export tatoeba_en_fr --output-dir saved_models/tatoeba_en_fr`
-makes the default one).
+makes the default one). Beside them, `python -c "import tensorflow"` is
+timed the same way: the part of each run that is TensorFlow's import. The
+processes take turns, one of each per repeat, so that a busy machine weighs
+on all of them alike.
 
     python benchmarks/cli_latency.py --output benchmarks/results/cli_latency_cpu.json
 """
@@ -24,6 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.report import cpu_name, write_json  # noqa: E402
+
+IMPORT_TENSORFLOW = "python -c 'import tensorflow'"
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--preset", default="tatoeba_en_fr")
@@ -58,17 +63,22 @@ def main(argv=None):
         parser.error(f"--repeats must be >= 1. Received: {args.repeats}")
     script = command_line()
     models = [args.preset] + ([args.saved_model] if os.path.isdir(os.path.join(ROOT, args.saved_model)) else [])
-    results = []
-    for model in models:
-        runs = [time_process([script, "translate", model, args.sentence]) for _ in range(args.repeats)]
-        seconds = [s for s, _ in runs]
-        results.append({"model": model, "seconds": [round(s, 2) for s in seconds],
-                        "median_s": round(statistics.median(seconds), 2), "output": runs[-1][1]})
-        print(f"{model:40s} median {statistics.median(seconds):6.2f} s  "
-              f"runs {' '.join(f'{s:.2f}' for s in seconds)}  -> {runs[-1][1]}")
+    probes = {IMPORT_TENSORFLOW: [sys.executable, "-c", "import tensorflow"]}
+    probes.update({model: [script, "translate", model, args.sentence] for model in models})
+    runs = {name: [] for name in probes}
+    for _ in range(args.repeats):
+        for name, argv in probes.items():
+            runs[name].append(time_process(argv))
+    for name in probes:
+        seconds = [s for s, _ in runs[name]]
+        print(f"{name:40s} median {statistics.median(seconds):6.2f} s  "
+              f"runs {' '.join(f'{s:.2f}' for s in seconds)}  -> {runs[name][-1][1]}")
+    summary = {name: {"seconds": [round(s, 2) for s, _ in runs[name]],
+                      "median_s": round(statistics.median(s for s, _ in runs[name]), 2)} for name in probes}
+    results = [{"model": model, **summary[model], "output": runs[model][-1][1]} for model in models]
     report = {"benchmark": "cli_latency", "sentence": args.sentence, "repeats": args.repeats,
               "cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
-              "results": results}
+              "import_tensorflow": summary[IMPORT_TENSORFLOW], "results": results}
     if args.output:
         write_json(args.output, report)
     return report

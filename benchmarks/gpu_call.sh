@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call: decoding on the lent GPU (issue 25's GPU figures), ours (JAX) beside
+# One device call: decoding on one GPU, ours (JAX) beside
 # CTranslate2's CUDA build.
 # 1. The base architecture with random weights, beam 4 and greedy, batch 128, 32 -> 32 tokens.
 # 2. The zoo model tatoeba_en_fr on its test split, batch 128, beam 4: translate_speed.py --device gpu,

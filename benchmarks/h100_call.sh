@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call: our training throughput beside the peers of ../shared/bench on the lent GPU
+# One device call: our training throughput beside peer scripts kept outside this repository, on one GPU
 # (a Python with JAX and PyTorch, no TensorFlow; Keras wheels carried in .whl/, the peers
 # copied into .peers/), then big, a 51k-token batch and a kernel profile of our base step.
 # Everything lands in one archive, $OUT/h100.tgz (the device returns few files).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call: trains the EN-DE and FR-EN zoo models side by side on the lent GPU (JAX, no
+# One device call: trains the EN-DE and FR-EN zoo models side by side on one GPU (JAX, no
 # TensorFlow: the corpora are batched with NumPy), turns each run into a float16 preset, scores
 # it on its held-out test split with beam 4, and packs everything into $OUT.
 # Needs: .whl/ (keras, namex, optree) and .zoo/data/tatoeba_en_fr.tsv.gz (the full Tatoeba file)

@@ -6,7 +6,7 @@ throughput; a date is an ISO date or a month name with a day or a year; a
 tool version is a library's or tool's name with a dotted version number (the
 patterns' own test below lists examples of each). Settings the code uses, the
 paper's numbers, shapes and upstream issue references are none of these.
-Figures belong in benchmarks/results and the CHANGELOG, where the run that
+Figures belong in benchmarks/results and the documents that cite them, where the run that
 measured them is named. The scan reads the files as text (tokenize and ast),
 importing neither TensorFlow nor Keras."""
 

@@ -131,7 +131,7 @@ def add_decoding_arguments(p, batch_size=True):
                    help="quantize the weights at load (Keras' model.quantize)")
     p.add_argument("--narrow-batches", action="store_true", default=None,
                    help="a compiled batch narrows to its half, then its quarter, as its sentences finish "
-                        "(Translator(narrow_batches=True)); each batch shape compiles about twice as long")
+                        "(Translator(narrow_batches=True)); each batch shape compiles longer")
 
 
 def decoding_options(args):

@@ -26,10 +26,10 @@ as this package does, with CTranslate2's length penalty closest to
 
     keras-transformer export tatoeba_en_fr --format ctranslate2 --output-dir ct2/tatoeba_en_fr
 
-Export int8 with XLA: without `--jit-compile` an int8 SavedModel runs
-slower than float32 (CHANGELOG.md: tried and dropped). A SavedModel under
-XLA, int8, its batches narrowing as sentences finish, is an option, not the
-default export (CHANGELOG.md: tried and dropped): TF Serving runs it only
+Export int8 with XLA: without `--jit-compile`, Keras' int8 layers quantize
+their inputs op by op (benchmarks/README.md: tried and dropped). A SavedModel
+under XLA, int8, its batches narrowing as sentences finish, is an option, not
+the default export (benchmarks/README.md: tried and dropped): TF Serving runs it only
 with `--xla_cpu_compilation_enabled=true`, and its load compiles each bucket
 for each batch size listed (minutes):
 
@@ -87,8 +87,8 @@ def add_arguments(p):
                         "terminology constraints); each is another graph to trace at export")
     p.add_argument("--jit-compile", action="store_true",
                    help="compile each bucket's beam search with XLA, once per new batch shape (TF Serving "
-                        "needs --xla_cpu_compilation_enabled=true); export --quantize int8 with it, since "
-                        "without XLA int8 runs slower than float32")
+                        "needs --xla_cpu_compilation_enabled=true); export --quantize int8 with it: without XLA, "
+                        "Keras' int8 layers quantize their inputs op by op")
     p.add_argument("--parallel-loops", type=int, default=None, metavar="N",
                    help="without --jit-compile: decode a bucket's sentences as N loops that TensorFlow runs side "
                         "by side (default: 2; 1 with --jit-compile)")

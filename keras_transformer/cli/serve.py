@@ -33,8 +33,8 @@ def add_arguments(p):
     p.add_argument("--max-batch-size", type=int, default=BATCH_SIZE, help="inputs per model call, across requests")
     p.add_argument("--intra-op-threads", type=int, default=0,
                    help="TensorFlow's threads within one op (0: one per core), as TF Serving's "
-                        "--tensorflow_intra_op_parallelism; 1 with --inter-op-threads 2 answered single "
-                        "sentences faster on 2 cores, and batches faster with export's two loops")
+                        "--tensorflow_intra_op_parallelism; 1 with --inter-op-threads 2 gives each of the "
+                        "export's two decoding loops a thread of its own")
     p.add_argument("--inter-op-threads", type=int, default=0,
                    help="TensorFlow's threads running ops side by side (0: one per core)")
 

@@ -621,6 +621,64 @@ ZOO_CARDS = sorted(
 )
 
 
+def card_commands(path):
+    """`[(line, argv)]` of every command a model card shows anywhere: a
+    `keras-transformer ...` or `python examples/wmt14.py ...` line of a code
+    block of any kind or an indented one (continuation lines joined), or such
+    an inline code span, even one wrapped over two lines."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    starts = ("keras-transformer ", "python examples/wmt14.py ", "python3 examples/wmt14.py ")
+    found = []
+    for match in re.finditer(r"`([^`]+)`", text):  # inline spans; a fence's backticks hold no command
+        span = " ".join(match.group(1).split())
+        if span.startswith(starts):
+            found.append((text.count("\n", 0, match.start()) + 1, span))
+    lines, number = text.split("\n"), 0
+    while number < len(lines):
+        line, start = lines[number].strip(), number + 1
+        while line.endswith("\\") and number + 1 < len(lines):
+            number += 1
+            line = line[:-1].rstrip() + " " + lines[number].strip()
+        if line.startswith(starts):
+            found.append((start, split_comment(line)[0]))
+        number += 1
+    return [(line, shlex.split(command)) for line, command in found]
+
+
+@pytest.mark.parametrize("card", ZOO_CARDS, ids=lambda path: os.path.basename(os.path.dirname(path)))
+def test_every_command_a_zoo_card_shows_parses(card):
+    # Its bash blocks, and the commands in its prose and other blocks too: a
+    # card must not show a command that today's parsers refuse.
+    commands = card_commands(card)
+    assert commands, card
+    for line, argv in commands:
+        try:
+            if cli_argv(argv) is not None:
+                parse_cli(cli_argv(argv))
+            else:
+                parse_example(argv[1:])
+        except AssertionError as error:
+            raise AssertionError(f"{os.path.relpath(card, ROOT)}:{line}: {error}") from None
+
+
+def test_card_commands_are_found_in_prose_blocks_and_spans(tmp_path):
+    card = tmp_path / "README.md"
+    card.write_text(
+        "Run `keras-transformer translate\nm \"Hi.\"` now.\n\n"
+        "    python examples/wmt14.py --bad-flag \\\n        --more   # old\n"
+        "```bash\nkeras-transformer evaluate m --limit 2\n```\n",
+        encoding="utf-8",
+    )
+    assert card_commands(str(card)) == [
+        (1, ["keras-transformer", "translate", "m", "Hi."]),
+        (4, ["python", "examples/wmt14.py", "--bad-flag", "--more"]),
+        (7, ["keras-transformer", "evaluate", "m", "--limit", "2"]),
+    ]
+    with pytest.raises(AssertionError, match="refuses"):
+        parse_example(["examples/wmt14.py", "--bad-flag"])
+
+
 @pytest.mark.parametrize("card", ZOO_CARDS, ids=lambda path: os.path.basename(os.path.dirname(path)))
 def test_each_zoo_card_reproduces_with_commands_that_exist(card):
     # A card's Reproduce block: train, then preset of that run, then evaluate of that preset,

@@ -27,8 +27,9 @@ Per pass, the JSON gives:
   step (`search`: the sampler, cache reordering, the loop's bookkeeping),
   and what runs outside the loops (`outside`: tokenizing, encoding).
 
-Also the decoding graph's size: the nodes of each loop body (and how many
-are `Const`), and for a SavedModel the bytes of `saved_model.pb`.
+Also the decoding graph's size: the nodes of each loop body (how many are
+`Const`, and the nodes with those of the functions it calls, a `cond`'s
+branches), and for a SavedModel the bytes of `saved_model.pb`.
 """
 
 import argparse
@@ -57,7 +58,7 @@ PARTS = (
     ("self_attention", "self_attention"),
     ("cross_attention", "cross_attention"),
     ("feed_forward", "feed_forward"),
-    ("reverse", "output_projection"),
+    ("output_projection", "output_projection"),
     ("embedding", "embedding"),
     ("decoder_positions", "embedding"),
 )
@@ -148,17 +149,29 @@ def profile(translate, batches, sentences_count):
 
 
 def loop_bodies(graph_def):
-    """`[{"nodes", "const"}]` of each while loop body in a GraphDef's function library."""
+    """`[{"nodes", "const", "nodes_with_calls"}]` of each while loop body in
+    a GraphDef's function library: its own nodes, how many are `Const`, and
+    its nodes with those of every function it calls (a `cond`'s branches)."""
     functions = {f.signature.name: f for f in graph_def.library.function}
-    bodies = set()
-    for function in functions.values():
+
+    def called(function):
         for node in function.node_def:
-            if node.op in ("While", "StatelessWhile"):
-                bodies.add(node.attr["body"].func.name)
-    for node in graph_def.node:
+            for value in node.attr.values():
+                if value.HasField("func") and value.func.name in functions:
+                    yield value.func.name
+
+    def with_calls(name, seen):
+        if name in seen:
+            return 0
+        seen.add(name)
+        return len(functions[name].node_def) + sum(with_calls(c, seen) for c in called(functions[name]))
+
+    bodies = set()
+    for node in [n for f in functions.values() for n in f.node_def] + list(graph_def.node):
         if node.op in ("While", "StatelessWhile"):
             bodies.add(node.attr["body"].func.name)
-    return [{"nodes": len(functions[b].node_def), "const": sum(n.op == "Const" for n in functions[b].node_def)}
+    return [{"nodes": len(functions[b].node_def), "const": sum(n.op == "Const" for n in functions[b].node_def),
+             "nodes_with_calls": with_calls(b, set())}
             for b in sorted(bodies) if b in functions]
 
 

@@ -15,7 +15,7 @@ windows alternating, and the window-by-window speed-up is reported too: on a
 shared CPU whose speed drifts between minutes, the ratio of separate
 processes is mostly the drift. `--host-memory retain` sets glibc's allocator
 to keep freed memory, for every worker alike; the training scripts no longer
-restart with such settings themselves (CHANGELOG.md: tried and dropped).
+restart with such settings themselves (benchmarks/README.md: tried and dropped).
 
 Peers: `ours` (keras_transformer.Transformer), `plain-keras`
 (benchmarks/peers/plain_keras.py, stock keras.layers.MultiHeadAttention) and

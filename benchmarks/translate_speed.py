@@ -63,6 +63,8 @@ Figures per engine, on the first `--limit` sources of the test split of
   CLI's `translate_function` and `translate_sorted`, their defaults), in a
   fresh process: its seconds, compiling included (`once_through_s`), and
   sentences/s;
+- with `--repeats N`, each engine runs N times, in rounds, every figure
+  above the median of its runs (each run's timings in the JSON);
 - BLEU and chrF of the file-order outputs against every reference;
 - the fraction of outputs identical to `translator-tf-float32`'s (and, for
   CTranslate2, of its own first hypothesis before rescoring).
@@ -396,6 +398,25 @@ def run_engine(engine, args, job_path, workdir, once=False):
         return json.load(f)
 
 
+# The figures of a run that `--repeats` gives as the median of its runs.
+TIMINGS = ("sorted_seconds", "file_seconds", "load_s", "first_translation_s", "load_and_first_translation_s",
+           "warmup_s", "worker_start_to_first_translation_s")
+
+
+def median_run(runs):
+    """The first of `runs` (its outputs), with each of `TIMINGS` and the
+    one-sentence latencies (each sentence's) the median over `runs`, and
+    every run's timings under `repeats`."""
+    run = dict(runs[0])
+    if len(runs) > 1:
+        for key in TIMINGS:
+            run[key] = float(np.median([r[key] for r in runs]))
+        run["latency_ms"] = [float(x) for x in np.median([r["latency_ms"] for r in runs], axis=0)]
+        run["repeats"] = [{key: r[key] for key in TIMINGS} | {"latency_p50_ms": percentile(r["latency_ms"], 50)}
+                          for r in runs]
+    return run
+
+
 def token_count(tokenizer, texts):
     """Output tokens: each output's pieces + its EOS (an empty output: 0)."""
     encoded = tokenizer.encode(list(texts))
@@ -504,6 +525,8 @@ def parse_args(argv=None):
                         help="also translate the sources once with the CLI's defaults, in a fresh process per "
                              "engine (ours, not CTranslate2), compiling included")
     parser.add_argument("--once-through-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of each engine, in rounds; the timings are their medians")
     parser.add_argument("--timeout", type=float, default=7200, help="seconds per engine process")
     parser.add_argument("--keep-outputs", action="store_true", help="each engine's translations in the JSON")
     parser.add_argument("--no-bleu", dest="bleu", action="store_false",
@@ -578,9 +601,17 @@ def main(argv=None):
         ] + (["--ct2-model", args.ct2_model] if args.ct2_model else []) + (
             ["--ct2-no-rescore"] if args.ct2_no_rescore else [])
         results, reference_outputs, all_outputs = [], None, {}
+        # Each engine runs `--repeats` times, in rounds, so that a change in
+        # the machine's speed falls on every engine alike.
+        rounds = []
+        for repeat in range(args.repeats):
+            rounds.append({})
+            for engine in engines:
+                print(f"[{engine}] ...{f' (round {repeat + 1} of {args.repeats})' if args.repeats > 1 else ''}",
+                      file=sys.stderr, flush=True)
+                rounds[-1][engine] = run_engine(engine, args, job_path, workdir)
         for engine in engines:
-            print(f"[{engine}] ...", file=sys.stderr, flush=True)
-            raw = run_engine(engine, args, job_path, workdir)
+            raw = median_run([r[engine] for r in rounds])
             summary, outputs = summarise(raw, tokenizer, references if args.bleu else None, reference_outputs,
                                          len(sources))
             if args.once_through and not engine.startswith("ctranslate2") and "-xla-" not in engine:
@@ -605,7 +636,7 @@ def main(argv=None):
                     "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
         "preset": args.preset, "saved_model": args.saved_model, "corpus": args.corpus or args.preset,
         "split": args.split, "sentences": len(sources), "batch_size": args.batch_size, "beam_size": args.beam_size,
-        "alpha": args.alpha, "threads": args.threads,
+        "alpha": args.alpha, "threads": args.threads, "repeats": args.repeats,
         "tensorflow_intra_op_threads": args.intra_op_threads or args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
         "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
         "translator_narrow_batches": args.narrow_batches, "once_through": args.once_through, "savedmodel_warmup": args.savedmodel_warmup,

@@ -14,7 +14,7 @@ rest of the package calls these functions and never a private API itself:
   many objects.
 - `int8_reverse_projection(...)`: a custom gradient. The quantized output
   layer's product, the largest of a decoding step, runs int8 by int8 (its
-  float form: CHANGELOG.md, tried and dropped), and the layers before it
+  float form: benchmarks/README.md, tried and dropped), and the layers before it
   still train (LoRA) through the dequantized table's gradient, as Keras'
   int8 `Dense` gives its own (Keras' `ReversibleEmbedding` does not; no
   upstream issue filed).
@@ -24,6 +24,11 @@ rest of the package calls these functions and never a private API itself:
   takes no shape invariants, and TensorFlow's graph loop then refuses a
   variable whose shape changes from one iteration to the next (no
   upstream issue filed); decoding's cache grows a position a step.
+- `take(x, indices, axis, batch_dims)`: Keras' TensorFlow `take` wraps
+  every gather in a `where` that maps negative indices (five more ops a
+  call, eight graph nodes), and has no `batch_dims`; a decoding step
+  gathers about twenty times, always with indices that are not negative
+  (no upstream issue filed).
 - `MultiWorkerFit`: Keras' `fit`, `evaluate` and `predict` fail under a
   multi-worker `tf.distribute` strategy (keras-team/keras#20585,
   tensorflow/tensorflow#72388); it overrides Keras' private
@@ -124,6 +129,25 @@ def while_loop(cond, body, loop_vars, shapes):
     loop_vars = tuple(loop_vars)
     invariants = keras.tree.map_structure_up_to(loop_vars, tf.TensorShape, tuple(shapes))
     return tf.while_loop(cond, lambda *args: tuple(body(*args)), loop_vars, shape_invariants=invariants)
+
+
+def take(x, indices, axis=0, batch_dims=0):
+    """`tf.gather(x, indices, axis, batch_dims)` for `indices` that are not
+    negative: `keras.ops.take` but for `batch_dims=1`, `x[b, indices[b, j]]`
+    for `x` `(batch, n, ...)` and `indices` `(batch, m)` along `axis=1`."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.gather(x, indices, axis=axis, batch_dims=batch_dims)
+    if not batch_dims:
+        return ops.take(x, indices, axis=axis)
+    x, indices = ops.convert_to_tensor(x), ops.convert_to_tensor(indices)
+    if (batch_dims, axis) != (1, 1):
+        raise ValueError(f"`take` gathers along axis 1 of each batch row. Received: axis={axis}, "
+                         f"batch_dims={batch_dims}")
+    offsets = ops.arange(ops.shape(indices)[0], dtype=indices.dtype)[:, None] * ops.shape(x)[1]  # (batch, 1)
+    rows = ops.take(ops.reshape(x, (-1, *ops.shape(x)[2:])), ops.reshape(indices + offsets, (-1,)), axis=0)
+    return ops.reshape(rows, (*ops.shape(indices), *ops.shape(x)[2:]))
 
 
 # ------------------------------------------------ fit under a multi-worker strategy

@@ -124,7 +124,7 @@ def _parallel_search(search, source, parallel_loops, num_return, **steering):
     threads run their loops side by side, where one loop's small ops, each
     waiting on the last, leave a second core mostly idle. Each loop is a
     copy of the beam search in the graph: a nested `tf.function` would keep
-    one, but it ran single sentences slower (CHANGELOG.md: tried and
+    one, but it ran single sentences slower (benchmarks/README.md: tried and
     dropped). A part may be empty (fewer rows than parts): its
     loop is skipped, so one sentence runs one loop's ops, not two.
     """

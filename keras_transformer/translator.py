@@ -137,7 +137,7 @@ class Translator:
             batch half as wide, then a quarter (`drop_finished="halves"`,
             `keras_transformer.decoding.loop`). Faster once compiled, but
             each batch shape compiles about twice as long: for servers and
-            long jobs (CHANGELOG.md: tried and dropped). Uncompiled
+            long jobs (benchmarks/README.md: tried and dropped). Uncompiled
             decoding (eager TensorFlow, PyTorch, the plain SavedModel graph)
             drops each finished sentence anyway.
         long_inputs: `"split"` (an input over the model's source budget is
@@ -240,7 +240,7 @@ class Translator:
         still stops at its own limit, so the outputs are those of a graph per
         width). Tracing is most of what translating a file once costs, and a
         graph per width, or a second loop, traced more than it gained
-        (CHANGELOG.md: tried and dropped).
+        (benchmarks/README.md: tried and dropped).
         """
         import tensorflow as tf
 

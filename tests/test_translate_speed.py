@@ -227,6 +227,19 @@ def test_gnmt_rescore_ranks_ctranslate2s_n_best_by_our_length_penalty():
     assert gnmt_rescore([["a"] * 9, ["b"] * 2], [-3.0, -1.5], 0.0, 0.6)[0] == 1
 
 
+def test_repeats_give_the_median_of_each_timing_and_each_sentences_latency():
+    sys.path.insert(0, ROOT)
+    from benchmarks.translate_speed import TIMINGS, median_run
+
+    runs = [dict({key: float(i) for key in TIMINGS}, latency_ms=[10.0 + i, 30.0 - i], outputs=[f"run {i}"])
+            for i in (4, 1, 2)]
+    run = median_run(runs)
+    assert all(run[key] == 2.0 for key in TIMINGS)
+    assert run["latency_ms"] == [12.0, 28.0] and run["outputs"] == ["run 4"]  # the first run's outputs
+    assert [r["sorted_seconds"] for r in run["repeats"]] == [4.0, 1.0, 2.0]
+    assert median_run(runs[:1]) == runs[0]
+
+
 def test_decode_throughput_runs_ctranslate2_on_the_same_random_weights(tmp_path):
     """`decode_throughput.py --ctranslate2`: a random model converted with
     placeholder pieces decodes in CTranslate2 exactly as many tokens as ours,

@@ -27,7 +27,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.decoding import constraints as lexical
-from keras_transformer.decoding.common import NEG_INF
+from keras_transformer.decoding.common import NEG_INF, gather_rows, top_k, write_column
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.decoding.loop import Sampler, decode
 from keras_transformer.tokens import BOS_ID, EOS_ID
@@ -72,19 +72,10 @@ def check_alpha(alpha):
     return float(alpha)
 
 
-def _gather(x, indices):
-    """`x[b, indices[b, j]]` for x `(batch, n, ...)` and indices `(batch, m)`."""
-    batch, n, m = ops.shape(x)[0], ops.shape(x)[1], ops.shape(indices)[1]
-    flat = ops.reshape(indices + ops.arange(batch, dtype="int32")[:, None] * n, (-1,))
-    rows = ops.take(ops.reshape(x, (-1,) + tuple(ops.shape(x)[2:])), flat, axis=0)
-    return ops.reshape(rows, (batch, m) + tuple(ops.shape(x)[2:]))
-
-
 def _extended(seqs, beams, tokens, step):
     """`(batch, n, length + 1)`: the rows `beams` `(batch, n)` of `seqs`
     with `tokens` `(batch, n)` written at position `step + 1`."""
-    return ops.slice_update(_gather(seqs, beams), (ops.zeros_like(step), ops.zeros_like(step), step + 1),
-                            tokens[:, :, None])
+    return write_column(gather_rows(seqs, beams), tokens, step + 1)
 
 
 class BeamSampler(Sampler):
@@ -150,12 +141,11 @@ class BeamSampler(Sampler):
         and each new alive hypothesis's parent beam `(batch, beam)`."""
         if isinstance(state, ConstrainedBeamState):
             return self._extend_constrained(state, log_probs, step, limits, eos_id)
-        k, (batch, vocab) = self.beam_size, (ops.shape(log_probs)[0], log_probs.shape[-1])
-        active = ops.logical_not(self.done(state, step, limits))[:, None]  # (batch, 1)
-        candidates = state.alive_log_probs[:, :, None] + log_probs
+        k, vocab = self.beam_size, log_probs.shape[-1]
+        active = ops.expand_dims(ops.logical_not(self.done(state, step, limits)), 1)  # (batch, 1)
+        candidates = ops.expand_dims(state.alive_log_probs, 2) + log_probs
         # (batch, 2 * beam): the best extensions over all beams and tokens.
-        top_log_probs, top_indices = ops.top_k(ops.reshape(candidates, (batch, k * vocab)), 2 * k)
-        top_indices = ops.cast(top_indices, "int32")
+        top_log_probs, top_indices = top_k(ops.reshape(candidates, (-1, k * vocab)), 2 * k)
         top_beams, top_tokens = ops.floor_divide(top_indices, vocab), ops.mod(top_indices, vocab)  # (batch, 2 * beam)
         top_seqs = _extended(state.alive_seqs, top_beams, top_tokens, step)  # (batch, 2 * beam, length + 1)
         is_eos = ops.zeros_like(top_tokens, dtype="bool") if eos_id is None else ops.equal(top_tokens, eos_id)
@@ -166,8 +156,8 @@ class BeamSampler(Sampler):
         alive_candidates = ops.where(is_eos, NEG_INF, ops.maximum(top_log_probs, NEG_INF))
         alive_log_probs, chosen = ops.top_k(alive_candidates, k)  # (batch, beam)
         chosen = ops.cast(chosen, "int32")
-        state = BeamState(alive_seqs=_gather(top_seqs, chosen), alive_log_probs=alive_log_probs, **finished)
-        return state, _gather(top_beams, chosen)
+        state = BeamState(alive_seqs=gather_rows(top_seqs, chosen), alive_log_probs=alive_log_probs, **finished)
+        return state, gather_rows(top_beams, chosen)
 
     def _finished_pool(self, state, top_log_probs, top_seqs, is_eos, real, active, step, limits):
         """The finished fields after a step whose candidates, best first,
@@ -176,8 +166,8 @@ class BeamSampler(Sampler):
         `beam` ranks that end in EOS, or that reach their sentence's length
         limit as they are."""
         k = self.beam_size
-        at_limit = ops.greater_equal(step + 1, limits)[:, None]  # (batch, 1)
-        in_beam = ops.less(ops.arange(ops.shape(top_log_probs)[1]), k)[None, :]  # (1, n)
+        at_limit = ops.expand_dims(ops.greater_equal(step + 1, limits), 1)  # (batch, 1)
+        in_beam = ops.less(ops.arange(top_log_probs.shape[1] or ops.shape(top_log_probs)[1]), k)  # (n,)
         finishing = ops.logical_and(
             ops.logical_and(ops.logical_or(is_eos, at_limit), in_beam), ops.logical_and(active, real)
         )
@@ -185,9 +175,9 @@ class BeamSampler(Sampler):
         finished_scores, keep = ops.top_k(ops.concatenate([state.finished_scores, new_scores], axis=1), k)
         keep = ops.cast(keep, "int32")  # (batch, beam) of the pool and the candidates, (batch, beam + n)
         return dict(
-            finished_seqs=_gather(ops.concatenate([state.finished_seqs, top_seqs], axis=1), keep),
+            finished_seqs=gather_rows(ops.concatenate([state.finished_seqs, top_seqs], axis=1), keep),
             finished_scores=finished_scores,
-            finished_flags=_gather(ops.concatenate([state.finished_flags, finishing], axis=1), keep),
+            finished_flags=gather_rows(ops.concatenate([state.finished_flags, finishing], axis=1), keep),
         )
 
     def _extend_constrained(self, state, log_probs, step, limits, eos_id):
@@ -208,7 +198,7 @@ class BeamSampler(Sampler):
         indices, valid = ops.take_along_axis(indices, ops.cast(order, "int32"), axis=1), top_log_probs > NEG_INF
         top_beams, top_tokens = ops.floor_divide(indices, vocab), ops.mod(indices, vocab)  # (batch, m)
         top_seqs = _extended(state.alive_seqs, top_beams, top_tokens, step)  # (batch, m, length + 1)
-        progress = lexical.advance(_gather(state.alive_progress, top_beams), state.constraints, lengths, top_tokens,
+        progress = lexical.advance(gather_rows(state.alive_progress, top_beams), state.constraints, lengths, top_tokens,
                                    self.continues_word is not None)
         is_eos = ops.zeros_like(top_tokens, dtype="bool") if eos_id is None else ops.equal(top_tokens, eos_id)
         finished = self._finished_pool(state, top_log_probs, top_seqs, is_eos, valid, active, step, limits)
@@ -221,10 +211,10 @@ class BeamSampler(Sampler):
         alive_log_probs, best_first = ops.top_k(alive_log_probs, k)
         chosen = ops.take_along_axis(chosen, ops.cast(best_first, "int32"), axis=1)
         state = ConstrainedBeamState(
-            alive_seqs=_gather(top_seqs, chosen), alive_log_probs=alive_log_probs, **finished,
-            constraints=state.constraints, alive_progress=_gather(progress, chosen),
+            alive_seqs=gather_rows(top_seqs, chosen), alive_log_probs=alive_log_probs, **finished,
+            constraints=state.constraints, alive_progress=gather_rows(progress, chosen),
         )
-        return state, _gather(top_beams, chosen)
+        return state, gather_rows(top_beams, chosen)
 
     def result(self, state):
         # A sentence whose length limit is 0 (an all-padding source with

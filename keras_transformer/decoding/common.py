@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer import compat
 from keras_transformer.tokens import PAD_ID
 from keras_transformer.validation import check_non_negative_int
 
@@ -80,20 +81,22 @@ def output_limit(source_length, max_extra_length, max_length):
     return min(source_length + max_extra_length, max_length)
 
 
-def output_lengths(model, source_ids, max_length, max_extra_length):
+def output_lengths(model, source_ids, max_length, max_extra_length, dynamic=False):
     """The output buffer length and each sentence's own length limit.
 
     With `max_length=None` each sentence may produce up to its own source
     length (non-padding tokens) + `max_extra_length` tokens (the paper's
     "input length + 50"), capped by the model's `max_length`; the buffer is
-    the padded source length + `max_extra_length`, capped the same way, or,
-    for sources of a length unknown when tracing (a graph traced once for
-    every width), the model's `max_length`. A sentence therefore decodes
-    alike alone and next to longer ones. An explicit `max_length` applies
-    to every sentence.
+    the padded source length + `max_extra_length`, capped the same way. For
+    sources of a length unknown when tracing (a graph traced once for every
+    width), the buffer is that length as a tensor where the loop's shapes
+    may change (`dynamic`), else the model's `max_length`. A sentence
+    therefore decodes alike alone and next to longer ones. An explicit
+    `max_length` applies to every sentence.
 
     Returns:
-        `(length, limits)`: a Python int and an int32 tensor `(batch,)`.
+        `(length, limits)`: a Python int (a scalar tensor where `dynamic`
+        and the width is unknown) and an int32 tensor `(batch,)`.
     """
     cap = model_max_length(model)
     batch = ops.shape(source_ids)[0]
@@ -105,10 +108,13 @@ def output_lengths(model, source_ids, max_length, max_extra_length):
                 "Argument `source_ids` of unknown length needs a `max_length` (the output buffer is "
                 f"preallocated): the model's or the argument. Received: source_ids.shape={tuple(source_ids.shape)}"
             )
+        real = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)
+        if width is None and dynamic:
+            length = ops.maximum(ops.minimum(ops.shape(source_ids)[1] + max_extra_length, cap), 1)
+            return length, ops.minimum(real + max_extra_length, length)
         length = cap if width is None else width + max_extra_length
         if cap is not None:
             length = min(length, cap)
-        real = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)
         limits = ops.minimum(real + max_extra_length, length)
         return max(length, 1), limits
     if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 1:
@@ -150,6 +156,61 @@ def cache_lengths(model, length, use_cache):
     return tuple(lengths) + (length,)
 
 
+def top_k(x, k):
+    """`ops.top_k(x, k)` over the last axis of `x` `(rows, n)`, the same
+    values and indices (equal values by lower index), found in blocks.
+
+    The `k` largest values lie in the `k` blocks of the largest maxima
+    (equal maxima by lower block), so the search takes each block's
+    maximum, the `k` best blocks in their order along the axis, and the
+    `k` largest of their values. TensorFlow's `TopKV2` reads each value at a
+    much higher cost than a maximum does, and a step of beam search takes
+    the best `2 * beam` of `beam * vocab` candidates a sentence. Where `n`
+    has no divisor near the best block size, `ops.top_k` as it is.
+    """
+    n = x.shape[-1]
+    size = _block_size(n, k)
+    if size is None:
+        values, indices = ops.top_k(x, k)
+        return values, ops.cast(indices, "int32")
+    blocks = ops.reshape(x, (-1, n // size, size))  # (rows, blocks, size)
+    _, best = ops.top_k(ops.max(blocks, axis=-1), k)  # (rows, k)
+    best = ops.sort(ops.cast(best, "int32"), axis=-1)  # in their order along the axis
+    candidates = gather_rows(blocks, best)  # (rows, k, size)
+    values, within = ops.top_k(ops.reshape(candidates, (-1, k * size)), k)
+    within = ops.cast(within, "int32")
+    return values, gather_rows(best, within // size) * size + within % size
+
+
+def write_column(x, column, index):
+    """`x` `(..., L)` with `column` `(...)` written at position `index` of its last axis.
+
+    `ops.slice_update`, but on TensorFlow a select: its `slice_update` is
+    XLA's DynamicUpdateSlice, which TensorFlow without XLA (the exported
+    SavedModel) runs as a small XLA program of its own at every step.
+    """
+    if keras.backend.backend() == "tensorflow":
+        at = ops.equal(ops.arange(ops.shape(x)[-1], dtype="int32"), index)  # (L,)
+        return ops.where(at, column[..., None], x)
+    zero = ops.zeros_like(index)
+    return ops.slice_update(x, (zero,) * (len(x.shape) - 1) + (index,), column[..., None])
+
+
+def gather_rows(x, indices):
+    """`x[b, indices[b, j]]` for x `(batch, n, ...)` and indices `(batch, m)`."""
+    return compat.take(x, indices, axis=1, batch_dims=1)
+
+
+def _block_size(n, k):
+    """The divisor of `n` nearest the size that reads least, `sqrt(n / k)`,
+    if the blocks then save most of the reading; else None."""
+    if n is None or n < 64 * k:
+        return None
+    best = (n / k) ** 0.5
+    size = min((d for d in range(2, n) if n % d == 0), key=lambda d: abs(d - best), default=None)
+    return size if size is not None and best / 2 <= size <= 2 * best else None
+
+
 def log_softmax(logits):
     """Log-probabilities in float32, whatever the compute dtype."""
     return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
@@ -170,7 +231,7 @@ def step_logits(model, tokens, step, memory, source_mask, cache, length, grows=F
     if cache is not None:
         ids = ops.slice(tokens, (zero, step), (rows, 1))
         logits, cache = model.decode(ids, None, source_mask, cache=cache, cache_update_index=None if grows else step)
-        return logits[:, 0], cache
+        return ops.squeeze(logits, 1), cache
     logits = model.decode(tokens[:, :length], memory, source_mask)
     vocab = logits.shape[-1]
     return ops.slice(logits, (zero, step, zero), (rows, 1, vocab))[:, 0], cache

@@ -5,6 +5,7 @@ from typing import Any, NamedTuple
 from keras import ops
 
 from keras_transformer.decoding.beam_search import check_alpha, length_penalty
+from keras_transformer.decoding.common import write_column
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.decoding.loop import Sampler, decode
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
@@ -61,8 +62,7 @@ class GreedySampler(Sampler):
         going_on = ops.logical_not(state.finished)
         next_ids = ops.where(going_on, self.choose(log_probs, state, step), PAD_ID)  # (batch,)
         chosen = ops.take_along_axis(log_probs, next_ids[:, None], axis=-1)[:, 0]  # (batch,)
-        seqs = ops.slice_update(state.seqs, (ops.zeros_like(step), ops.zeros_like(step), step + 1),
-                                next_ids[:, None, None])
+        seqs = write_column(state.seqs, next_ids[:, None], step + 1)
         done = ops.greater_equal(step + 1, limits)
         if eos_id is not None:
             done = ops.logical_or(done, ops.equal(next_ids, eos_id))

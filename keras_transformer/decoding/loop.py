@@ -19,7 +19,7 @@ What becomes of the sentences that are done is a strategy the loop takes
   decoding fit in half of the batch they go on in a batch half as wide,
   then a quarter (`batch_widths`). Each width is another copy of the
   decoding step in a compiled function, which then compiles about twice as
-  long (CHANGELOG.md: tried and dropped).
+  long (benchmarks/README.md: tried and dropped).
 
 A sampler (a `Sampler`: called, it runs `decode` with itself) is an object
 with `width` (hypotheses, and so model rows, per sentence), `result_fields`
@@ -69,7 +69,7 @@ class Rows(NamedTuple):
 
     sentence: Any  # (batch,) int32: the row's sentence in the whole batch
     limit: Any  # (batch,) int32: its length limit
-    source_mask: Any  # (batch, source_length) bool: its source's padding mask
+    source_mask: Any  # (batch, 1, 1, source_length) bool: its source's padding mask, as attention reads it
     prefix: Any = ()  # (batch, prefix_length) int32: its target prefix, PAD after; () without prefixes
 
 
@@ -93,7 +93,7 @@ def reorder_cache(cache, flat_indices):
     cross-attention keys and values, a row a sentence, and the output
     projection) stays as it is.
     """
-    return _map_rows(lambda x: ops.take(x, flat_indices, axis=0), cache)
+    return _map_rows(lambda x: compat.take(x, flat_indices), cache)
 
 
 def _map_rows(fn, cache, *others):
@@ -108,7 +108,7 @@ def _map_rows(fn, cache, *others):
 def _take_sentences(cache, sentences):
     """`cache` with its cross-attention part (a row a sentence) of `sentences` only."""
     if isinstance(cache, dict) and "cross_attention" in cache:
-        cross = keras.tree.map_structure(lambda x: ops.take(x, sentences, axis=0), cache["cross_attention"])
+        cross = keras.tree.map_structure(lambda x: compat.take(x, sentences), cache["cross_attention"])
         return {**cache, "cross_attention": cross}
     return cache
 
@@ -120,16 +120,16 @@ def _loose(x, *axes):
 
 def _flat_rows(sentences, width):
     """The flat `(n * width,)` model rows of `sentences` `(n,)`."""
-    return ops.reshape(sentences[:, None] * width + ops.arange(width, dtype="int32")[None, :], (-1,))
+    return ops.reshape(ops.expand_dims(sentences, 1) * width + ops.arange(width, dtype="int32"), (-1,))
 
 
 def _take(hypotheses, sentences):
-    return hypotheses._replace(**{f: ops.take(getattr(hypotheses, f), sentences, axis=0) for f in hypotheses._fields})
+    return hypotheses._replace(**{f: compat.take(getattr(hypotheses, f), sentences) for f in hypotheses._fields})
 
 
 def _take_rows(rows, sentences):
     """`rows` of `sentences` `(n,)`."""
-    return rows._replace(**{f: ops.take(getattr(rows, f), sentences, axis=0) for f in rows._fields
+    return rows._replace(**{f: compat.take(getattr(rows, f), sentences) for f in rows._fields
                             if not isinstance(getattr(rows, f), tuple)})
 
 
@@ -182,7 +182,7 @@ class _Decoder:
         state, parents = self.extend(state, rows, ops.reshape(log_probs, (batch, width, log_probs.shape[-1])), cache)
         if parents is None:  # each hypothesis extends its own row
             return state, None
-        return state, ops.reshape(parents + ops.arange(batch, dtype="int32")[:, None] * width, (-1,))
+        return state, ops.reshape(parents + ops.expand_dims(ops.arange(batch, dtype="int32"), 1) * width, (-1,))
 
     def step(self, state, rows):
         state, flat = self.advance(state, rows)
@@ -211,20 +211,23 @@ class _Decoder:
 
         def body(s, r, results):
             s, flat = self.advance(s, r)
-            results = self.write_results(results, r.sentence, s)
             done = self.done(s, r)
-            keep = ops.cast(ops.nonzero(ops.logical_not(done))[0], "int32")  # (n,) sentences decoding on
-            keep_flat = _flat_rows(keep, self.sampler.width)
-            s = s._replace(hypotheses=_take(s.hypotheses, keep))
-            r = _take_rows(r, keep)
-            if self.use_cache:
-                # The self-attention part follows the reordering, which then
-                # gathers only the rows kept; the cross-attention part is
-                # gathered only when a sentence leaves.
-                cache = ops.cond(ops.any(done), lambda: _take_sentences(s.cache, keep), lambda: s.cache)
-                kept = keep_flat if flat is None else ops.take(flat, keep_flat, axis=0)
-                s = s._replace(cache=reorder_cache(cache, kept))
-            return s, r, results
+
+            def leave():
+                """The sentences done leave the batch, their results written;
+                the cache's rows and sentences follow those kept."""
+                keep = ops.cast(ops.nonzero(ops.logical_not(done))[0], "int32")  # (n,) sentences decoding on
+                keep_flat = _flat_rows(keep, self.sampler.width)
+                kept = keep_flat if flat is None else compat.take(flat, keep_flat)
+                cache = reorder_cache(_take_sentences(s.cache, keep), kept)
+                return self.write_results(results, r.sentence, s), _take(s.hypotheses, keep), _take_rows(r, keep), cache
+
+            def stay():
+                cache = s.cache if flat is None else reorder_cache(s.cache, flat)
+                return results, s.hypotheses, r, cache
+
+            results, hypotheses, r, cache = ops.cond(ops.any(done), leave, stay)
+            return LoopState(s.step, cache, hypotheses), r, results
 
         if self.results is None:
             self.results = tuple(getattr(state.hypotheses, f) for f in self.sampler.result_fields)
@@ -395,19 +398,21 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
     drop_finished = drop_finished if use_cache else False
     source_ids = check_source_ids(source_ids)
     ensure_built(model)
-    length, limits = output_lengths(model, source_ids, max_length, max_extra_length)
+    # Where the batch may change size, the cache grows a position a step
+    # (a model whose cache can grow, as `Transformer`'s; `extend_cache`
+    # tells it); where shapes are static, it grows in segments.
+    grows = use_cache and drop_finished is True and hasattr(model, "extend_cache")
+    length, limits = output_lengths(model, source_ids, max_length, max_extra_length, dynamic=drop_finished is True)
     batch, width = ops.shape(source_ids)[0], sampler.width
     memory = model.encode(source_ids)  # (batch, source_length, d_model)
-    # Where the batch may change size, the cache grows a position a step;
-    # where shapes are static, it grows in segments.
-    grows = use_cache and drop_finished is True and hasattr(model, "extend_cache")
     ends = (length,) if grows else cache_lengths(model, length, use_cache)
     if use_cache:
         cache, memory = model.init_cache(memory, None if grows else ends[0]), None  # a row a sentence
     else:
         cache, memory = {}, ops.repeat(memory, width, axis=0)  # (batch * width, source_length, d_model)
     prefix = () if target_prefix is None else ops.cast(ops.convert_to_tensor(target_prefix), "int32")
-    rows = Rows(ops.arange(batch, dtype="int32"), limits, ops.not_equal(source_ids, PAD_ID), prefix)
+    source_mask = ops.not_equal(source_ids, PAD_ID)[:, None, None, :]  # expanded once, not at every step
+    rows = Rows(ops.arange(batch, dtype="int32"), limits, source_mask, prefix)
     steering = {} if constraints is None else {"constraints": ops.convert_to_tensor(constraints)}
     state = LoopState(ops.convert_to_tensor(0, dtype="int32"), cache,
                       sampler.start(source_ids, length, bos_id, limits, **steering))

@@ -327,8 +327,8 @@ class MultiHeadAttention(keras.layers.Layer):
         takes keys and values as `(batch, S, heads, d_k)`, and TensorFlow
         without XLA (the exported SavedModel) would copy the whole cache
         into that layout at every step."""
-        rows = ops.shape(query)[0]
         single = len(query.shape) == 2  # (rows, d_model): one position a row, a decoding step
+        out_shape = (-1, self.d_model) if single else ops.shape(query)
         mask = _expand_mask(attention_mask)
         if self.cross_attention:
             if cache_update_index is not None:
@@ -338,13 +338,13 @@ class MultiHeadAttention(keras.layers.Layer):
             # keys and values: they go into the query axis of one attention.
             q = ops.reshape(self.query_dense(query), (ops.shape(k)[0], -1, self.num_heads, self.head_dim))
             output, scores = self._attention(q, k, v, mask, training, kv_axes="bnsh")  # (sentences, Q, heads, d_k)
-            output = self.output_dense(ops.reshape(output, ops.shape(query)))
+            output = self.output_dense(ops.reshape(output, out_shape))
             if not return_attention_scores:
                 return output
             # (sentences, heads, rows a sentence * T, S) -> (rows, heads, T, S)
             length = 1 if single else ops.shape(query)[1]
             scores = ops.reshape(scores, (ops.shape(k)[0], self.num_heads, -1, length, ops.shape(k)[2]))
-            scores = ops.reshape(ops.transpose(scores, (0, 2, 1, 3, 4)), (rows, self.num_heads, length, -1))
+            scores = ops.reshape(ops.transpose(scores, (0, 2, 1, 3, 4)), (-1, self.num_heads, length, ops.shape(k)[2]))
             return output, scores
 
         self._check_self_attention(value)
@@ -352,17 +352,17 @@ class MultiHeadAttention(keras.layers.Layer):
             raise ValueError("A self-attention cache takes no `use_causal_mask` (the cache's positions are causal).")
         qkv = self.query_key_value_dense(query)  # (rows, [T,] 3 * d_model)
         if single:  # (rows, 3, heads, 1, d_k): q, k and v head-major as they come
-            q, k, v = ops.unstack(ops.reshape(qkv, (rows, 3, self.num_heads, 1, self.head_dim)), 3, axis=1)
+            q, k, v = ops.unstack(ops.reshape(qkv, (-1, 3, self.num_heads, 1, self.head_dim)), 3, axis=1)
             q_axes, length = "bnqh", 1
         else:
             length = ops.shape(query)[1]
-            q, k, v = ops.unstack(ops.reshape(qkv, (rows, length, 3, self.num_heads, self.head_dim)), 3, axis=2)
+            q, k, v = ops.unstack(ops.reshape(qkv, (-1, length, 3, self.num_heads, self.head_dim)), 3, axis=2)
             k, v = ops.swapaxes(k, 1, 2), ops.swapaxes(v, 1, 2)  # (rows, heads, T, d_k)
             q_axes = "bqnh"
         past = _pair(cache)
         if cache_update_index is None:
             # A cache that grows: this step's keys and values are appended.
-            start = ops.shape(past[0])[2]
+            start = None if single else ops.shape(past[0])[2]
             cache = tuple(ops.concatenate([c, ops.cast(x, c.dtype)], axis=2) for c, x in zip(past, (k, v)))
         else:
             # A cache of fixed length: written at `cache_update_index`.
@@ -376,7 +376,7 @@ class MultiHeadAttention(keras.layers.Layer):
             visible = key_positions[None, :] <= query_positions[:, None]  # (T, L)
             mask = _merge_masks(mask, visible[None, None, :, :])
         output, scores = self._attention(q, k, v, mask, training, q_axes=q_axes, kv_axes="bnsh")
-        output = self.output_dense(ops.reshape(output, ops.shape(query)))  # (rows, [T,] d_model)
+        output = self.output_dense(ops.reshape(output, out_shape))  # (rows, [T,] d_model)
         return (output, cache, scores) if return_attention_scores else (output, cache)
 
     def _attention(self, q, k, v, mask, training, q_axes="bqnh", kv_axes="bsnh", use_causal_mask=False):

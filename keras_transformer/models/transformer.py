@@ -422,7 +422,7 @@ class Transformer(MultiWorkerFit, keras.Model):
             else:
                 logits = self.project(x)
         if single:
-            logits = logits[:, None]  # (batch, 1, vocab)
+            logits = ops.expand_dims(logits, 1)  # (batch, 1, vocab)
 
         results = (logits,)
         if cache is not None:

@@ -239,8 +239,11 @@ class _Decoder:
         shapes = (LoopState((), cache_shapes, keras.tree.map_structure(lambda x: _loose(x, 0), state.hypotheses)),
                   keras.tree.map_structure(lambda x: _loose(x, 0), rows),
                   keras.tree.map_structure(lambda x: tuple(x.shape), self.results))
+        # Sentences done leave at once, so the batch goes on while it has any
+        # (the first step's may stay to the second: `done` counts them).
         (state, rows, self.results) = compat.while_loop(
-            lambda s, r, w: self.going_on(s, r, end), body, (state, rows, self.results), shapes
+            lambda s, r, w: ops.logical_and(ops.less(s.step, end), ops.greater(ops.shape(r.sentence)[0], 0)),
+            body, (state, rows, self.results), shapes,
         )
         return state, rows
 

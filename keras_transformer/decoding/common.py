@@ -226,12 +226,11 @@ def step_logits(model, tokens, step, memory, source_mask, cache, length, grows=F
     buffer (later positions cannot influence position `step`) and takes
     position `step`.
     """
-    rows = ops.shape(tokens)[0]
-    zero = ops.zeros_like(step)
     if cache is not None:
-        ids = ops.slice(tokens, (zero, step), (rows, 1))
+        ids = ops.expand_dims(compat.take(tokens, step, axis=1), 1)  # (rows, 1)
         logits, cache = model.decode(ids, None, source_mask, cache=cache, cache_update_index=None if grows else step)
         return ops.squeeze(logits, 1), cache
+    rows, zero = ops.shape(tokens)[0], ops.zeros_like(step)
     logits = model.decode(tokens[:, :length], memory, source_mask)
     vocab = logits.shape[-1]
     return ops.slice(logits, (zero, step, zero), (rows, 1, vocab))[:, 0], cache

@@ -118,9 +118,11 @@ def _loose(x, *axes):
     return tuple(None if i in axes else d for i, d in enumerate(x.shape))
 
 
-def _flat_rows(sentences, width):
-    """The flat `(n * width,)` model rows of `sentences` `(n,)`."""
-    return ops.reshape(ops.expand_dims(sentences, 1) * width + ops.arange(width, dtype="int32"), (-1,))
+def _flat_rows(sentences, width, hypotheses=None):
+    """The flat `(n * width,)` model rows of `sentences` `(n,)`: each one's
+    `width` hypotheses, or those `hypotheses` `(n, width)` name."""
+    within = ops.arange(width, dtype="int32") if hypotheses is None else hypotheses
+    return ops.reshape(ops.expand_dims(sentences, 1) * width + within, (-1,))
 
 
 def _take(hypotheses, sentences):
@@ -177,12 +179,11 @@ class _Decoder:
         its own)."""
         width = self.sampler.width
         tokens = self.sampler.tokens(state.hypotheses)  # (batch, width, length + 1)
-        batch = ops.shape(tokens)[0]
-        log_probs, cache = self.logits(ops.reshape(tokens, (batch * width, self.length + 1)), state, rows)
-        state, parents = self.extend(state, rows, ops.reshape(log_probs, (batch, width, log_probs.shape[-1])), cache)
+        log_probs, cache = self.logits(ops.reshape(tokens, (-1, self.length + 1)), state, rows)
+        state, parents = self.extend(state, rows, ops.reshape(log_probs, (-1, width, log_probs.shape[-1])), cache)
         if parents is None:  # each hypothesis extends its own row
             return state, None
-        return state, ops.reshape(parents + ops.expand_dims(ops.arange(batch, dtype="int32"), 1) * width, (-1,))
+        return state, _flat_rows(ops.arange(ops.shape(parents)[0], dtype="int32"), width, parents)
 
     def step(self, state, rows):
         state, flat = self.advance(state, rows)

@@ -27,9 +27,9 @@ Blank, long and padded inputs follow the rules of
 `keras_transformer.preprocessor`, as `Translator.translate` does; they never
 fail the batch.
 
-The pieces of each bucket are decoded together in that bucket's own branch
-of the graph, so shapes are static inside the loop and a short sentence
-never pays for a long one in the same request. Within a bucket, a sentence
+The pieces of each bucket are decoded together, in a branch of the graph
+that calls the one search traced for any width, so a short sentence never
+pays for a long one in the same request. Within a bucket, a sentence
 leaves the batch at the step its beam search is done, and the bucket's
 sentences are split between `parallel_loops` loops that TensorFlow runs
 side by side. With `jit_compile=True` (XLA) the batch keeps its rows, or,
@@ -197,7 +197,7 @@ def graph_decoder(translator, jit_compile, parallel_loops, sampler=None):
 
 
 def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,
-                       one_search=False, steered=False):
+                       steered=False):
     """The graph function `inputs [batch] string -> dict of outputs`: the
     preprocessor's pieces, decoded by `sampler` (its `n_best` hypotheses),
     joined; with `details`, also each hypothesis's confidence and word
@@ -206,21 +206,19 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     constraints] string` too: each input's first piece starts its output
     with its prefix's tokens, and holds its constraints.
 
-    Each bucket's pieces are decoded by a search of its own in the graph,
-    or, with `one_search`, by one search traced for any width (a function
-    each bucket calls): a fifth of the graph to trace at export, for the
-    signatures beside `serving_default`. A nested function made
-    `serving_default`'s first call and its single sentences slower, so its
-    buckets keep searches of their own.
+    Each bucket's pieces are decoded together, by one search traced for
+    any width (a function each bucket calls): the search's output buffer
+    and cache follow the width the pieces have when the graph runs, so one
+    copy in the graph serves every bucket, traced once at export and
+    optimized once when a sentence first needs it.
     """
     import tensorflow as tf
 
     preprocessor = translator.preprocessor
     decode = graph_decoder(translator, jit_compile, parallel_loops, sampler)
-    if one_search:
-        ids = tf.TensorSpec([None, None], tf.int32)
-        specs = [ids, ids, tf.TensorSpec([None, None, None], tf.int32)] if steered else [ids]
-        decode = tf.function(decode, input_signature=specs, autograph=False)
+    ids = tf.TensorSpec([None, None], tf.int32)
+    specs = [ids, ids, tf.TensorSpec([None, None, None], tf.int32)] if steered else [ids]
+    decode = tf.function(decode, input_signature=specs, autograph=False)
     kinds = piece_kinds(translator.tokenizer) if details else None
 
     def decode_bucket(ids, width, steering=None):
@@ -515,13 +513,13 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
     text = tf.TensorSpec([None], tf.string, name="inputs")
     functions = {"serving_default": (build_translate_fn(translator, op, search, **options), [text])}
     if "details" in signatures:
-        functions["details"] = (build_translate_fn(translator, op, search, details=True, one_search=True, **options),
+        functions["details"] = (build_translate_fn(translator, op, search, details=True, **options),
                                 [text])
     if "sample" in signatures:
         def sample(inputs, seed, temperature, top_k, top_p):
             sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha)
             return build_translate_fn(translator, op, sampler, jit_compile=jit_compile, parallel_loops=parallel_loops,
-                                      details=True, one_search=True)(inputs)
+                                      details=True)(inputs)
 
         scalars = [tf.TensorSpec([], dtype, name=name) for name, dtype in (
             ("seed", tf.int32), ("temperature", tf.float32), ("top_k", tf.int32), ("top_p", tf.float32))]
@@ -530,7 +528,7 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
         functions["score"] = (build_score_fn(translator, op), [text, tf.TensorSpec([None], tf.string, name="targets")])
     if "steer" in signatures:
         functions["steer"] = (
-            build_translate_fn(translator, op, search, details=True, one_search=True, steered=True, **options),
+            build_translate_fn(translator, op, search, details=True, steered=True, **options),
             [text, tf.TensorSpec([None], tf.string, name="target_prefix"),
              tf.TensorSpec([None, None], tf.string, name="constraints")],
         )

@@ -165,11 +165,12 @@ def top_k(x, k):
     maximum, the `k` best blocks in their order along the axis, and the
     `k` largest of their values. TensorFlow's `TopKV2` reads each value at a
     much higher cost than a maximum does, and a step of beam search takes
-    the best `2 * beam` of `beam * vocab` candidates a sentence. Where `n`
-    has no divisor near the best block size, `ops.top_k` as it is.
+    the best `2 * beam` of `beam * vocab` candidates a sentence; so does
+    XLA's top-k on CPUs. PyTorch's eager `topk` does not, and there, as
+    where `n` has no divisor near the best block size, `ops.top_k` as it is.
     """
     n = x.shape[-1]
-    size = _block_size(n, k)
+    size = None if keras.backend.backend() == "torch" else _block_size(n, k)
     if size is None:
         values, indices = ops.top_k(x, k)
         return values, ops.cast(indices, "int32")

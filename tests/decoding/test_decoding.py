@@ -166,6 +166,25 @@ def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatc
             np.testing.assert_allclose(np_(scores), np_(expected[1]), atol=1e-6)
 
 
+def test_top_k_in_blocks_gives_numpys_largest_values_ties_to_the_lower_index():
+    # A beam step's candidates: 2 * beam of beam * vocab, in blocks; values
+    # drawn from a few integers tie often, and across blocks.
+    rng = np.random.default_rng(0)
+    # Two equal values whose blocks' maxima differ: the one in the block of
+    # the lower maximum comes first along the axis, and so first here.
+    tie = np.full((1, 20000), -100.0)
+    tie[0, [0, 50, 51, 900, 2000, 5000, 9000, 19999]] = [3, 9, 3, 8, 7, 6, 5, 4]
+    cases = [(x.astype("float32"), k) for x, k in (
+        (rng.normal(size=(5, 20000)), 8), (rng.integers(-5, 5, size=(5, 20000)), 8),
+        (rng.integers(-3, 3, size=(5, 32000)), 6), (rng.normal(size=(5, 17)), 3), (tie, 8))]
+    for x, k in cases:
+        expected = np.argsort(-x, axis=1, kind="stable")[:, :k]
+        got_values, got_indices = (np_(t) for t in common.top_k(x, k))
+        np.testing.assert_array_equal(got_values, np.take_along_axis(x, expected, axis=1))
+        if keras.backend.backend() != "torch":  # PyTorch's topk orders equal values as it likes
+            np.testing.assert_array_equal(got_indices, expected)
+
+
 def test_batch_widths_halve_twice_down_to_the_narrowest():
     assert loop.NARROWEST_WIDTH == 8
     assert loop.batch_widths(64) == [64, 32, 16]

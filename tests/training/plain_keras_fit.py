@@ -6,19 +6,16 @@ Builds the tiny Transformer in the strategy's scope, compiles it with the
 paper's optimizer, `LabelSmoothedCrossEntropy` and `MaskedAccuracy` (or a
 stock `SparseCategoricalCrossentropy`), then runs `fit`, `evaluate` and
 `predict` with no helper of this package. Writes the per-epoch losses, the
-evaluation, the predictions and the final weights to OUT.npz (the chief
-only, under multi-worker).
+evaluation, the predictions and the final weights to OUT.npz.
 
-Strategies: `one-device`, `mirrored` (two logical CPUs), `multi-worker`
-(`TF_CONFIG` set by the caller, one CPU per worker) and `data-parallel`
+Strategies: `one-device`, `mirrored` (two logical CPUs) and `data-parallel`
 (JAX, two host devices: `XLA_FLAGS=--xla_force_host_platform_device_count=2`).
-Logical devices, `TF_CONFIG` and `XLA_FLAGS` are fixed when TensorFlow or
-JAX starts, which is why each distributed case is a process of its own;
-the one-device run can also be `main([OUT.npz, ...])` in a TensorFlow process.
+Logical devices and `XLA_FLAGS` are fixed when TensorFlow or JAX starts,
+which is why each distributed case is a process of its own; the one-device
+run can also be `main([OUT.npz, ...])` in a TensorFlow process.
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -67,12 +64,9 @@ def strategy_scope(kind):
         return contextlib.nullcontext(), distribution.device_mesh.shape[0]
     import tensorflow as tf
 
-    if kind == "mirrored":
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    else:
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     return strategy.scope(), strategy.num_replicas_in_sync
 
 
@@ -80,7 +74,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("output")
     parser.add_argument("--strategy", default="one-device",
-                        choices=["one-device", "mirrored", "multi-worker", "data-parallel"])
+                        choices=["one-device", "mirrored", "data-parallel"])
     parser.add_argument("--input", default="numpy", choices=["numpy", "dataset"])
     parser.add_argument("--loss", default="ours", choices=["ours", "stock"])
     args = parser.parse_args(argv)
@@ -112,16 +106,14 @@ def main(argv=None):
         history = model.fit(dataset, epochs=EPOCHS, verbose=0)
         evaluation = model.evaluate(dataset, verbose=0)
         predictions = model.predict(dataset.map(lambda x, y: (x,)), verbose=0)
-    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
-    if task.get("index", 0) == 0:
-        np.savez(
-            args.output,
-            replicas=replicas,
-            losses=np.asarray(history.history["loss"]),
-            evaluation=np.asarray(evaluation),
-            predictions=np.asarray(predictions),
-            weights=np.concatenate([np.ravel(w) for w in model.get_weights()]),
-        )
+    np.savez(
+        args.output,
+        replicas=replicas,
+        losses=np.asarray(history.history["loss"]),
+        evaluation=np.asarray(evaluation),
+        predictions=np.asarray(predictions),
+        weights=np.concatenate([np.ravel(w) for w in model.get_weights()]),
+    )
 
 
 if __name__ == "__main__":

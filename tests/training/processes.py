@@ -6,6 +6,7 @@ test, not hang the suite. Tests call `stop` in a `finally`, so that a
 failed assertion leaves no process running.
 """
 
+import contextlib
 import json
 import os
 import socket
@@ -73,43 +74,34 @@ def results(output_dir, tag="worker0"):
     return [weights[k] for k in weights.files], losses
 
 
-def free_ports(count):
-    """`count` distinct ports free now, for TF_CONFIG workers that bind them later.
+@contextlib.contextmanager
+def held_ports(count):
+    """`count` ports that the OS picks, held here until the block ends, for
+    TF_CONFIG workers (started with `worker_env`) that bind them meanwhile.
 
-    A worker binds its port itself, after this returns, so the port cannot
-    stay held here. Ports the kernel hands out on its own (`bind(0)`,
-    outgoing connections) come from `ip_local_port_range`; these are picked
-    below that range, where nothing else is given them in the meantime, and
-    each is claimed with a file that only one test process of the run can
-    create (in tests/run.sh's folder for all passes, or pytest-xdist's for
-    its workers), so that tests running side by side never pick the same one.
+    Each is a socket bound with SO_REUSEPORT that never listens: while it is
+    open, the kernel gives its port to no other `bind(0)` or outgoing
+    connection, and another process can bind it only with SO_REUSEPORT as
+    well, as TensorFlow's gRPC server does under TF_GRPC_REUSE_PORT=1. So
+    the port passes from this process to its worker without a moment in
+    which it is free. Connections reach the worker's listening socket only.
     """
-    import random
-    import tempfile
-
+    sockets = []
     try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            ephemeral_start = int(f.read().split()[0])
-    except OSError:
-        ephemeral_start = 32768
-    claims = os.environ.get("KERAS_TRANSFORMER_TEST_SHARED") or os.path.join(
-        tempfile.gettempdir(), "keras-transformer-ports-" + os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid())))
-    claims = os.path.join(claims, "ports")
-    os.makedirs(claims, exist_ok=True)
-    ports, rng = [], random.Random()
-    while len(ports) < count:
-        port = rng.randrange(max(1024, ephemeral_start - 12000), ephemeral_start)
-        try:
-            os.close(os.open(os.path.join(claims, str(port)), os.O_CREAT | os.O_EXCL))
-        except FileExistsError:
-            continue  # another test's
-        with socket.socket() as s:
-            try:
-                s.bind(("localhost", port))
-            except OSError:
-                continue
-        ports.append(port)
-    return ports
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(("0.0.0.0", 0))  # the address TensorFlow's worker binds
+        yield [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def worker_env(ports, index):
+    """The environment of TF_CONFIG worker `index` of the cluster on `ports` (`held_ports`)."""
+    return {"TF_CONFIG": tf_config(ports, index), "TF_GRPC_REUSE_PORT": "1"}
 
 
 def tf_config(ports, index):

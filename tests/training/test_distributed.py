@@ -33,17 +33,18 @@ STEPS = ("--steps", 4, "--checkpoint-every", 1, "--pad", 0)
 def test_train_on_two_worker_processes_matches_one_device_and_only_the_chief_writes(tmp_path):
     # The strategies themselves are plain Keras (test_plain_keras.py); this is
     # what train() adds: one run directory, written by the chief only.
-    ports = processes.free_ports(2)
-    workers = [
-        processes.start(tmp_path / "workers", *STEPS, "--batch-size", 16, env={"TF_CONFIG": processes.tf_config(ports, i)})
-        for i in range(2)
-    ]
-    try:  # the one-device run in this process (the TensorFlow pass's), while the workers run
-        run_training.main([str(tmp_path / "single"), *map(str, STEPS), "--batch-size", "16", "--strategy", "one-device"])
-    except BaseException:
-        processes.stop(*workers)
-        raise
-    outputs = processes.run_all(*workers)  # kills the other if one fails
+    with processes.held_ports(2) as ports:
+        workers = [
+            processes.start(tmp_path / "workers", *STEPS, "--batch-size", 16, env=processes.worker_env(ports, i))
+            for i in range(2)
+        ]
+        try:  # the one-device run in this process (the TensorFlow pass's), while the workers run
+            run_training.main([str(tmp_path / "single"), *map(str, STEPS), "--batch-size", "16",
+                               "--strategy", "one-device"])
+        except BaseException:
+            processes.stop(*workers)
+            raise
+        outputs = processes.run_all(*workers)  # kills the other if one fails
     assert "multi-worker (2 replica(s), worker:1)" in outputs[1]
     (weights, losses), (single_weights, single_losses) = (
         processes.results(tmp_path / "workers", "worker0"),
@@ -68,7 +69,10 @@ def test_train_on_two_worker_processes_matches_one_device_and_only_the_chief_wri
     ids=["tensorflow", "jax-without-tensorflow"],
 )
 def test_run_killed_with_sigkill_resumes_to_the_same_weights(tmp_path, backend, extra):
-    args = ("--steps", 6, "--checkpoint-every", 2, "--dropout", 0.1, *extra)  # padded data, dropout on
+    # Padded data, dropout on, and two batches a step: the checkpoint of
+    # step 4 has consumed 8 batches, and the accumulated gradients start
+    # afresh with each step.
+    args = ("--steps", 6, "--checkpoint-every", 2, "--dropout", 0.1, "--accumulation", 2, *extra)
     started = []
     try:
         whole = processes.start(tmp_path / "whole", *args, backend=backend)
@@ -83,7 +87,7 @@ def test_run_killed_with_sigkill_resumes_to_the_same_weights(tmp_path, backend, 
         _, out = processes.run_all(whole, resumed)
     finally:
         processes.stop(*started)
-    assert "Resumed from" in out and "step 4, skipping 4 consumed batches" in out
+    assert "Resumed from" in out and "step 4, skipping 8 consumed batches" in out
     (whole_weights, whole_losses), (weights, losses) = (
         processes.results(tmp_path / "whole"),
         processes.results(tmp_path / "killed"),

@@ -1,4 +1,7 @@
-"""Plain Keras `fit`/`evaluate`/`predict` on every strategy, without `train()`.
+"""Plain Keras `fit`/`evaluate`/`predict` under a strategy, without `train()`.
+
+Multi-worker training is tests/training/test_distributed.py's, through
+`train()`, which runs Keras' own `fit` under MultiWorkerMirroredStrategy.
 
 Each case runs `plain_keras_fit.py` in fresh processes and compares it with
 the same script on one device, on the same global batches: the losses of
@@ -44,8 +47,7 @@ def one_device_run(tmp_path_factory):
     """`options -> path`: the script's one-device TensorFlow run with
     `options`, made once per module, in this process (the TensorFlow
     pass's: one device, nothing distributed), while the distributed
-    processes start. The script is deterministic, so the mirrored and the
-    multi-worker case compare with the same run of the same options."""
+    processes start."""
     from tests.training import plain_keras_fit
 
     paths = {}
@@ -77,18 +79,6 @@ def test_mirrored_strategy_over_two_cpus_matches_one_device(tmp_path, data, loss
     options = ("--input", data, "--loss", loss)
     mirrored = run(tmp_path / "mirrored.npz", "--strategy", "mirrored", *options)
     compare_with_one_device([mirrored], tmp_path / "mirrored.npz", options, one_device_run)
-
-
-@tensorflow_only
-def test_multi_worker_strategy_matches_one_device(tmp_path, one_device_run):
-    ports = processes.free_ports(2)
-    workers = [
-        run(tmp_path / f"worker{i}.npz", "--strategy", "multi-worker",
-            env={"TF_CONFIG": processes.tf_config(ports, i)})
-        for i in range(2)
-    ]
-    options = ("--input", "numpy", "--loss", "ours")  # the script's defaults
-    compare_with_one_device(workers, tmp_path / "worker0.npz", options, one_device_run)
 
 
 @pytest.mark.backend

@@ -33,21 +33,23 @@ def test_requests_already_waiting_join_the_batch_whatever_its_timeout():
     # With no timeout, the requests queued while the model was busy still go
     # in one batch: the timeout applies to requests yet to come, so a slow
     # event loop (a busy CPU) never splits what is already waiting.
-    release = threading.Event()
+    in_predict, release = threading.Event(), threading.Event()
 
     def predict(texts):
         if texts == ["first"]:
-            release.wait(10)
+            in_predict.set()
+            release.wait(30)
         return [t.upper() for t in texts]
 
     async def run(batcher):
         await batcher.start()
         try:
             first = asyncio.ensure_future(batcher.submit(["first"]))
-            while not batcher.batch_sizes:  # the first batch is in `predict`
-                await asyncio.sleep(0.001)
+            assert await asyncio.to_thread(in_predict.wait, 30)  # the first batch is in `predict`
             others = [asyncio.ensure_future(batcher.submit([f"r{i}"])) for i in range(5)]
-            await asyncio.sleep(0.05)  # all five are queued
+            # One turn of the event loop: each submit runs until it awaits its
+            # answer, its request queued (the queue has no bound: no wait).
+            await asyncio.sleep(0)
             release.set()
             return await asyncio.gather(first, *others)
         finally:

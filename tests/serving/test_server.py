@@ -130,19 +130,31 @@ def test_blank_output_is_configurable(run_server):
 
 
 def test_concurrent_clients_all_answered_correctly_and_batched(run_server):
-    calls, release = [], threading.Event()
+    calls, first_requests_queued = [], threading.Event()
 
-    def held_model(texts):  # the first call holds the model until the other clients' requests wait
+    def held_model(texts):  # the first call holds the model until every client's first request waits
         calls.append(len(texts))
-        release.wait(20)
+        first_requests_queued.wait(60)
         return [{"translations": t[::-1], "scores": -float(len(t))} for t in texts]
 
     app = create_app(held_model, "echo", limits=ServingLimits(max_instances=16, max_batch_size=16))
+    batcher, submitted = app.state.batcher, []
+    submit = batcher.submit
+
+    async def counted_submit(inputs):
+        # On the event loop: the eighth request is queued in the same step
+        # as the event is set, before the batcher can take the next batch.
+        submitted.append(inputs)
+        if len(submitted) == 8:
+            first_requests_queued.set()
+        return await submit(inputs)
+
+    batcher.submit = counted_submit
     server = run_server(app)
     errors = []
 
     def client(worker):
-        with httpx.Client(base_url=server.url, timeout=30) as http:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
             for i in range(25):
                 text = f"client {worker} request {i}"
                 r = http.post("/v1/models/echo:predict", json={"instances": [text]})
@@ -150,15 +162,9 @@ def test_concurrent_clients_all_answered_correctly_and_batched(run_server):
                     errors.append((worker, i, r.status_code, r.text))
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        done = pool.map(client, range(8))
-        deadline = time.monotonic() + 20
-        # Every client's first request is in the held call or queued behind it.
-        while (not calls or calls[0] + app.state.batcher._queue.qsize() < 8) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        release.set()
-        list(done)
+        list(pool.map(client, range(8)))
     assert errors == []
-    assert sum(calls) == 8 * 25  # none lost, none answered twice
+    assert sum(calls) == len(submitted) == 8 * 25  # none lost, none answered twice
     assert calls[0] + calls[1] >= 8  # the first eight requests took two model calls: batched
     assert max(calls) <= 16
 
@@ -222,6 +228,24 @@ def test_bind_socket_takes_a_free_port_and_names_a_port_it_cannot_bind():
             bind_socket("127.0.0.1", port)
     with pytest.raises(ValueError, match="Received: port=70000"):
         bind_socket("127.0.0.1", 70000)
+
+
+def test_the_latest_version_is_the_highest_number_and_an_export_goes_after_it(tmp_path):
+    from keras_transformer.saved_model import next_version
+    from keras_transformer.serving.predictor import latest_version
+
+    model = tmp_path / "model"
+    assert next_version(str(model)) == 1  # no folder yet
+    model.mkdir()
+    assert next_version(str(model)) == 1
+    with pytest.raises(FileNotFoundError, match="holds no numbered version folder"):
+        latest_version(str(model))
+    for name in ("9", "10", "2", "latest", "11a"):
+        (model / name).mkdir()
+    assert latest_version(str(model)) == ("10", str(model / "10"))  # 10 after 9, as numbers
+    assert next_version(str(model)) == 11
+    (model / "10" / "saved_model.pb").write_bytes(b"")
+    assert latest_version(str(model / "10")) == ("10", str(model / "10"))  # a version folder itself
 
 
 def test_a_version_folder_is_served_under_its_model_name(tmp_path):

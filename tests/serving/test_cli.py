@@ -10,6 +10,29 @@ from keras_transformer.cli import main
 from keras_transformer.decoding.defaults import BATCH_SIZE
 
 
+COMMANDS = ["train", "average-checkpoints", "preset", "export", "translate", "score", "evaluate", "serve"]
+
+
+def test_help_lists_the_commands_and_each_commands_help_names_all_its_options(capsys):
+    from keras_transformer.cli import build_parser
+
+    with pytest.raises(SystemExit) as exit:
+        main(["--help"])
+    assert exit.value.code == 0
+    text = capsys.readouterr().out
+    assert all(name in text for name in COMMANDS), text
+    commands = build_parser().commands
+    assert sorted(commands) == sorted(COMMANDS)
+    for name, parser in commands.items():
+        with pytest.raises(SystemExit) as exit:
+            main([name, "--help"])
+        assert exit.value.code == 0
+        text = capsys.readouterr().out
+        assert text.startswith(f"usage: keras-transformer {name} "), text
+        options = [option for action in parser._actions for option in action.option_strings]
+        assert options and [option for option in options if option not in text] == [], name
+
+
 @pytest.mark.parametrize(
     "argv, flag, value",
     [

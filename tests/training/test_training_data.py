@@ -32,11 +32,12 @@ def test_read_corpus_without_tensorflow_gives_every_pair_once_per_pass_in_a_few_
     train, valid, tokenizer = training_data.read_corpus("libreoffice_en_de", tokens_per_batch=1024, seed=3, vocab_size=400)
     assert callable(train) and callable(valid) and tokenizer.vocab_size == 400
     # Reference: each pair encoded on its own; source [ids, EOS], labels [ids, EOS].
-    expected = Counter()
+    references = []  # in the corpus's order
     for source, target in PAIRS:
         s, t = tokenizer.encode([source])[0], tokenizer.encode([target])[0]
         if len(s) + 1 <= 128 and len(t) + 2 <= 128:  # special tokens included: EOS; BOS and EOS
-            expected[(tuple(s) + (EOS_ID,), tuple(t) + (EOS_ID,))] += 1
+            references.append((tuple(s) + (EOS_ID,), tuple(t) + (EOS_ID,)))
+    expected = Counter(references)
     passes = [list(train(index)) for index in (0, 1)]
     for batches in passes:
         assert Counter(row for batch in batches for row in _rows(batch)) == expected
@@ -45,7 +46,14 @@ def test_read_corpus_without_tensorflow_gives_every_pair_once_per_pass_in_a_few_
         assert len(shapes) <= len(bucket_boundaries(128)) and all(rows * length <= 1024 for rows, length in shapes)
     orders = [[row for batch in batches for row in _rows(batch)] for batches in passes]
     assert orders[0] != orders[1]  # each pass reshuffled
-    assert [_rows(b) for b in valid(0)] == [_rows(b) for b in valid(0)]  # validation: in order, every time
+    # Validation: every pair once, in the corpus's order within each padded
+    # length (a batch holds pairs of one length bucket), and alike every pass.
+    validation = list(valid(0))
+    assert Counter(row for batch in validation for row in _rows(batch)) == expected
+    for length in {batch[0][0].shape[1] for batch in validation}:
+        rows = [row for batch in validation if batch[0][0].shape[1] == length for row in _rows(batch)]
+        assert rows == [row for row in references if row in set(rows)], length
+    assert [_rows(b) for b in valid(1)] == [_rows(b) for b in validation]
 
 
 def test_train_corpus_file_leaves_held_out_sources_out_and_is_checked(tmp_path, monkeypatch):

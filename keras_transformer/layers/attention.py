@@ -395,7 +395,12 @@ class MultiHeadAttention(keras.layers.Layer):
             mask = _merge_masks(mask, lower[None, None, :, :])
         if mask is not None:
             logits = ops.where(mask, logits, -1e9)
-        scores = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
+        if logits.shape[-1] == 1:
+            # One key, as at a search's first step: its weight is 1 whatever
+            # its logit (and `ops.softmax` warns on an axis of size 1).
+            scores = ops.ones_like(logits, dtype=self.compute_dtype)
+        else:
+            scores = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
         dropped = self.dropout(scores, training=training)
         return ops.einsum(f"bnqs,{kv_axes}->{q_axes}", dropped, v), scores
 

@@ -9,7 +9,6 @@ import concurrent.futures
 import json
 import socket
 import threading
-import time
 
 import httpx
 import pytest
@@ -18,11 +17,8 @@ from keras_transformer.serving import ServingLimits, create_app, serve
 from keras_transformer.serving.server import model_name
 
 
-def reverse_model(calls=None, delay=0.0):
+def reverse_model():
     def predict(texts):
-        if calls is not None:
-            calls.append(len(texts))
-        time.sleep(delay)
         return [{"translations": t[::-1], "scores": -float(len(t))} for t in texts]
 
     return predict
@@ -170,8 +166,19 @@ def test_concurrent_clients_all_answered_correctly_and_batched(run_server):
 
 
 def test_request_timeout_is_a_504(run_server):
-    server = run_server(create_app(reverse_model(delay=1.0), "slow", limits=ServingLimits(request_timeout_s=0.2)))
-    r = httpx.post(f"{server.url}/v1/models/slow:predict", json={"instances": ["a"]}, timeout=10)
+    # The model answers only once the client has its 504: the timeout, not
+    # the machine's speed, decides.
+    answered = threading.Event()
+
+    def predict(texts):
+        answered.wait(30)
+        return [{"translations": t} for t in texts]
+
+    server = run_server(create_app(predict, "slow", limits=ServingLimits(request_timeout_s=0.2)))
+    try:
+        r = httpx.post(f"{server.url}/v1/models/slow:predict", json={"instances": ["a"]}, timeout=10)
+    finally:
+        answered.set()
     assert r.status_code == 504 and "timed out" in r.json()["error"]
 
 

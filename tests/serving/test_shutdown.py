@@ -6,7 +6,6 @@ reached the server, so the request is in flight whatever the timing."""
 import os
 import signal
 import threading
-import time
 
 import httpx
 import pytest
@@ -19,13 +18,22 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def wait_until(condition, timeout):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+class Server(uvicorn.Server):
+    """A uvicorn server whose `should_exit`, once set (by a signal handler
+    or by the test), sets the event `exiting`."""
+
+    def __init__(self, config):
+        self.exiting = threading.Event()
+        super().__init__(config)
+
+    @property
+    def should_exit(self):
+        return self.exiting.is_set()
+
+    @should_exit.setter
+    def should_exit(self, value):
+        if value:
+            self.exiting.set()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -39,7 +47,7 @@ def test_a_signal_drains_the_request_in_flight_then_serving_returns(signum):
 
     sock = bind_socket("127.0.0.1", 0)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/models/echo:predict"
-    server = uvicorn.Server(uvicorn.Config(create_app(predict, "echo"), log_level="warning"))
+    server = Server(uvicorn.Config(create_app(predict, "echo"), log_level="warning"))
     answers = []
 
     def client():  # connects at once: the socket already listens
@@ -51,7 +59,7 @@ def test_a_signal_drains_the_request_in_flight_then_serving_returns(signum):
     def send_signal():
         if in_predict.wait(20):
             os.kill(os.getpid(), signum)
-            wait_until(lambda: server.should_exit, 10)  # the handler ran: now let the model answer
+            server.exiting.wait(10)  # the handler ran: now let the model answer
         signalled.set()
         server.should_exit = True  # in case the signal never arrived: the test fails, not hangs
 

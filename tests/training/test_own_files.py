@@ -119,9 +119,13 @@ def test_the_preset_command_writes_the_mean_of_the_runs_last_checkpoints(run, tm
         model.load_weights(path)
         weights.append([np.asarray(w, np.float64) for w in model.get_weights()])
     mean = [(a + b) / 2 for a, b in zip(*weights)]
+    card = tmp_path / "card.md"
+    card.write_text("# My model\n\nTrained on my pairs: « été », 😀.\n", encoding="utf-8")
     for dtype, tolerance in (("float32", 1e-6), ("float16", 1e-3)):
         out = tmp_path / f"preset_{dtype}"
-        assert main(["preset", str(run_dir), "--average", "2", "--weights-dtype", dtype, "--output", str(out)]) == 0
+        assert main(["preset", str(run_dir), "--average", "2", "--weights-dtype", dtype, "--output", str(out),
+                     "--model-card", str(card)]) == 0
+        assert (out / "README.md").read_text(encoding="utf-8") == card.read_text(encoding="utf-8")
         for got, want in zip(Transformer.from_preset(out).get_weights(), mean):
             np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
         assert open(out / "tokenizer.model", "rb").read() == open(run_dir / "tokenizer.model", "rb").read()

@@ -169,28 +169,17 @@ def test_paper_training_optimizer_defaults():
 
 @pytest.mark.backend
 @pytest.mark.slow
-def test_a_numpy_pass_function_trains_and_resumes_where_it_stopped(tmp_path):
-    # The input for machines without TensorFlow (JAX, PyTorch): every backend runs it.
-    data = numpy_passes(copy_task(24))  # 3 batches per pass: 4 steps cross a pass
-    straight = train(CONFIG, data, tmp_path / "a", validation_data=data, train_steps=4, checkpoint_every=2, **QUIET)
-    assert int(straight.optimizer.iterations) == 4
-    assert len(straight.history.history["val_loss"]) == 2
-    train(CONFIG, data, tmp_path / "b", train_steps=2, checkpoint_every=2, **QUIET)
-    resumed = train(CONFIG, data, tmp_path / "b", train_steps=4, checkpoint_every=2, **QUIET)
-    assert int(resumed.optimizer.iterations) == 4
-    for a, b in zip(weights_of(straight), weights_of(resumed)):
-        np.testing.assert_allclose(a, b, atol=1e-5)
-
-
-@pytest.mark.backend
-@pytest.mark.slow
 def test_steps_past_the_last_whole_interval_end_with_a_checkpoint_and_resume_to_the_same_weights(tmp_path):
-    # Intervals of 2 steps: a run of 5 ends with a 1-step interval, and
-    # checkpoints it. Every backend: `fit` stops that interval short on each.
-    data = numpy_passes(copy_task(24))  # 3 batches per pass
+    # A `pass -> NumPy batches` function, the input of machines without
+    # TensorFlow (JAX, PyTorch), for training and validation. Intervals of 2
+    # steps: a run of 5 ends with a 1-step interval, and checkpoints it.
+    # Every backend: `fit` stops that interval short on each.
+    data = numpy_passes(copy_task(24))  # 3 batches per pass: the steps cross passes
     checkpointed = lambda run: [c.step for c in list_checkpoints(os.path.join(tmp_path, run, "checkpoints"))]
-    straight = train(CONFIG, data, tmp_path / "straight", train_steps=5, checkpoint_every=2, **QUIET)
+    straight = train(CONFIG, data, tmp_path / "straight", validation_data=data, train_steps=5, checkpoint_every=2,
+                     **QUIET)
     assert int(straight.optimizer.iterations) == 5 and checkpointed("straight") == [2, 4, 5]
+    assert len(straight.history.history["val_loss"]) == 3  # a validation pass a checkpoint
 
     class Interrupt(keras.callbacks.Callback):
         """Interrupts the run in its third step, after the checkpoint of step 2."""

@@ -1,11 +1,17 @@
-"""Shared test setup: quiet logs, fixed seeds, the `backend` and `slow` markers, a tiny exported SavedModel."""
+"""Shared test setup: quiet logs, fixed seeds, the `backend` and `slow`
+markers, the run's folder of shared artifacts (tests/shared.py), and the
+order of the modules."""
 
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
+
+SHARED = "KERAS_TRANSFORMER_TEST_SHARED"  # tests/shared.py
 
 
 def pytest_configure(config):
@@ -19,19 +25,55 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "slow: takes tens of seconds on 2 CPU cores (training a model, starting processes, XLA compilation). "
-        "CI runs these; `-m 'not slow'` leaves them out of a quick run. Their modules run first.",
+        "CI runs these; `-m 'not slow'` leaves them out of a quick run.",
     )
     _share_the_cores_among_xdist_workers()
+    if not hasattr(config, "workerinput") and not os.environ.get(SHARED):
+        # A run without tests/run.sh: a folder for this run's shared
+        # artifacts, which the pytest-xdist workers, started later, inherit.
+        os.environ[SHARED] = config._keras_transformer_shared = tempfile.mkdtemp(prefix="keras-transformer-tests-")
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_keras_transformer_shared", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# The costliest modules, the heaviest first, as tests/run.sh's --durations
+# tables measure them on 2 CPU cores; the other modules run after them, in
+# their own order. A module's cost includes the shared artifacts it is
+# first to ask for (tests/shared.py).
+HEAVIEST_FIRST = (
+    "tests/decoding/test_decoding.py",
+    "tests/test_translate_speed.py",
+    "tests/training/test_train.py",
+    "tests/test_examples.py",
+    "tests/decoding/test_translator.py",
+    "tests/training/test_plain_keras.py",
+    "tests/export/test_xla_export.py",
+    "tests/training/test_distributed.py",
+    "tests/test_docs_code.py",
+    "tests/serving/test_output_paths.py",
+    "tests/training/test_own_files.py",
+    "tests/models/test_learning.py",
+    "tests/training/test_callbacks_and_cli.py",
+    "tests/test_benchmarks.py",
+    "tests/export/test_export.py",
+    "tests/test_wheel.py",
+    "tests/pipeline/test_one_pipeline.py",
+    "tests/serving/test_cli_process.py",
+    "tests/serving/test_serve_command.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
-    """The modules that hold a `slow` test first, in their order, then the
-    rest. pytest-xdist hands its workers a file at a time in this order
-    (tests/run.sh: --dist loadfile --no-loadscope-reorder); its default
-    order, most tests first, left the long modules of few tests to the
-    end, one worker running the last of them while the other waited."""
-    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)
+    """`HEAVIEST_FIRST`'s modules first, in that order, then the rest.
+    pytest-xdist hands its workers a module at a time in this order
+    (tests/run.sh: --dist loadfile --no-loadscope-reorder), so that no
+    worker is left running a long module at the end while the other waits."""
+    rank = {module: i for i, module in enumerate(HEAVIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 
 def _share_the_cores_among_xdist_workers():
@@ -53,35 +95,3 @@ def _seed_and_policy():
     keras.config.set_dtype_policy("float32")
     yield
     keras.config.set_dtype_policy("float32")
-
-
-SENTENCES = [
-    "Hello there.", "How are you?", "I am fine, thank you.", "Where is the station?",
-    "It costs 12 euros.", "Good morning to all!", "See you tomorrow.", "The cat sleeps.",
-]
-
-
-@pytest.fixture(scope="session")
-def tiny_saved_model(tmp_path_factory):
-    """An untrained tiny model, exported: its answers are checked against
-    the SavedModel itself, so it need not translate well. One bucket, so a
-    sentence is padded alike in every batch and decoded alike, and one
-    loop: half the graph to trace, and to load in each process that serves
-    it (tests/export checks the two loops)."""
-    import io
-
-    import sentencepiece as spm
-
-    from keras_transformer import Transformer
-    from keras_transformer.export import export
-
-    buffer = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(SENTENCES * 10), model_writer=buffer, vocab_size=60, model_type="bpe",
-        pad_id=0, unk_id=1, bos_id=2, eos_id=3, character_coverage=1.0, minloglevel=2,
-    )
-    keras.utils.set_random_seed(0)
-    model = Transformer(vocab_size=60, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=32, dropout_rate=0.0)
-    folder = str(tmp_path_factory.mktemp("saved") / "tiny")
-    export(model, buffer.getvalue(), folder, buckets=(16,), parallel_loops=1)  # one bucket: the source budget, 16
-    return folder

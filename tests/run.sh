@@ -7,9 +7,9 @@
 # model's own tests once more with the lowest Keras that setup.py allows. Data,
 # export, serving, the CLI and the benchmark scripts run once, on TensorFlow.
 # Each pass runs on two pytest-xdist workers, a test file at a time (--dist
-# loadfile: a module's fixtures, such as a trained model, are made once), the
-# files with a `slow` test first (tests/conftest.py). Skipped tests are listed
-# with their reasons, and the 25 slowest tests of each pass are printed.
+# loadfile: a module's fixtures are made once), the heaviest files first
+# (tests/conftest.py). Skipped tests are listed with their reasons, and the
+# 25 slowest tests of each pass are printed.
 # Python writes the bytecode of the modules it imports (the README's install
 # skips pip's compiling of every installed file), once, for every later
 # process, even where the environment says not to. XLA compiles without
@@ -25,8 +25,9 @@ export XLA_FLAGS="--xla_backend_optimization_level=0 ${XLA_FLAGS:-}"
 # --timeout (seconds): a test that hangs fails, with room left for the slowest.
 OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loadscope-reorder --strict-markers
          --timeout=900)
-# A folder for all three passes: the JAX and PyTorch passes load the model
-# that tests/models/test_learning.py trained in the TensorFlow pass.
+# A folder for all three passes: what several modules read (trained models,
+# SavedModels, reference translations: tests/shared.py) is made there once,
+# by whichever process asks first.
 export KERAS_TRANSFORMER_TEST_SHARED=$(mktemp -d)
 trap 'rm -rf "$KERAS_TRANSFORMER_TEST_SHARED"' EXIT
 torch_log=$KERAS_TRANSFORMER_TEST_SHARED/torch.log

@@ -189,17 +189,25 @@ def run_benchmark(tmp_path, engines, limit, extra=()):
         # BLEU and chrF are sacreBLEU's on these outputs against every reference.
         bleu, _, chrf, _ = corpus_bleu(outputs, references[:limit])
         assert (r["bleu"], r["chrf"]) == (pytest.approx(bleu.score), pytest.approx(chrf.score))
-    return report, results
+    return report, results, run.stdout
+
+
+ENGINES = ["translator-jax-bfloat16", "ctranslate2-float32", "ctranslate2-int8"]
 
 
 @pytest.fixture(scope="module")
-def ctranslate2_run(tmp_path_factory):
-    """CTranslate2 float32 and int8 on 4 sentences, its matrix library left as it is."""
-    return run_benchmark(tmp_path_factory.mktemp("ctranslate2"), ["ctranslate2-float32", "ctranslate2-int8"], limit=4)
+def benchmark_run(tmp_path_factory):
+    """`(report, results, stdout, compilation cache)`: the JAX engine in
+    bfloat16 with every option that reaches it, and CTranslate2 float32 and
+    int8, its matrix library left as it is, on 4 sentences in batches of 2."""
+    folder = tmp_path_factory.mktemp("benchmark")
+    cache = folder / "cache"
+    return (*run_benchmark(folder, ENGINES, limit=4, extra=["--narrow-batches", "--compilation-cache", str(cache)]),
+            cache)
 
 
-def test_benchmark_smoke_ctranslate2(ctranslate2_run):
-    report, results = ctranslate2_run
+def test_benchmark_smoke_ctranslate2(benchmark_run):
+    report, results, _, _ = benchmark_run
     assert report["sentences"] == 4 and report["ctranslate2"]["rescored_with_gnmt"]
     assert report["reference_engine"] is None  # translator-tf-float32 did not run
     assert report["machine"]["cpu_count"] and report["threads"] == 2
@@ -279,42 +287,30 @@ def test_a_list_of_pieces_is_a_vocabulary(tmp_path, tokenizer):
         transformer_spec(model, pieces[:-1])
 
 
-def test_a_jax_engine_with_narrow_batches_bfloat16_and_a_compilation_cache_without_bleu(tmp_path):
-    """One run of the JAX engine with every option that reaches it:
+def test_the_jax_engine_with_narrow_batches_bfloat16_and_a_compilation_cache(benchmark_run):
+    """The JAX engine with every option that reaches it:
     `--narrow-batches`: the engine's process records the flag its Translator
-    was made with (16 sentences in a batch of 16: widths 16 and 8), and the
-    table's warm-up column is the JSON's (for the Translator, mostly compiling).
-    `--compilation-cache DIR`: the compiled beam search lands in DIR/jax.
-    `translator-jax-bfloat16` translates with the model in the bfloat16 policy;
-    `--no-bleu` leaves BLEU and chrF out (a machine without sacrebleu) and keeps
-    the outputs to score."""
-    cache, output = tmp_path / "cache", tmp_path / "run.json"
-    command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", "16",
-               "--batch-size", "16", "--latency-sentences", "1", "--engines", "translator-jax-bfloat16",
-               "ctranslate2-float32", "--keep-outputs", "--narrow-batches", "--compilation-cache", str(cache),
-               "--no-bleu", "--output", str(output)]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads(output.read_text())
-    ours, theirs = report["results"]
+    was made with, and the table's warm-up column is the JSON's (for the
+    Translator, mostly compiling). `--compilation-cache DIR`: the compiled
+    beam search lands in DIR/jax. `translator-jax-bfloat16` translates with
+    the model in the bfloat16 policy."""
+    report, results, stdout, cache = benchmark_run
+    ours, theirs = results["translator-jax-bfloat16"], results["ctranslate2-float32"]
     assert report["translator_narrow_batches"] is True and ours["narrow_batches"] is True
-    table = [re.split(r"\s{2,}", line.strip()) for line in run.stdout.splitlines()]
+    table = [re.split(r"\s{2,}", line.strip()) for line in stdout.splitlines()]
     header, row = (next(r for r in table if r[0] == name) for name in ("engine", "translator-jax-bfloat16"))
     assert row[header.index("warm-up s")] == f"{ours['warmup_s']:.1f}"
     assert report["compilation_cache"] == str(cache)
     # `jit_pure`: the jitted function of keras_transformer.decoding.jit_decoder.
     assert [name for name in os.listdir(cache / "jax") if name.startswith("jit_pure-")], os.listdir(cache / "jax")
     assert report["device"] == "cpu" and report["machine"]["gpu"] is None
-    for result in report["results"]:
-        assert "bleu" not in result and "chrf" not in result
     assert ours["dtype_policy"] == "bfloat16" and "dtype_policy" not in theirs
     ours, theirs = report["outputs"]["translator-jax-bfloat16"], report["outputs"]["ctranslate2-float32"]
-    assert len(ours) == 16 and all(ours)
     # bfloat16 rounding may change a word, not the translation: most outputs match float32's.
-    assert sum(a == b for a, b in zip(ours, theirs)) >= 12, (ours, theirs)
+    assert sum(a == b for a, b in zip(ours, theirs)) >= 3, (ours, theirs)
 
 
-def test_device_sets_what_each_engines_process_sees():
+def test_device_sets_what_each_engines_process_sees(capsys):
     """`--device cpu` hides GPUs from every engine and keeps JAX on the CPU with `--threads`
     threads; `--device gpu` leaves the GPU to them. `ctranslate2-float16` needs a GPU.
     `--ct2-use-mkl` sets CTranslate2's CT2_USE_MKL (0 on Intel CPUs by default; `auto`, unset)."""
@@ -333,8 +329,10 @@ def test_device_sets_what_each_engines_process_sees():
         env = engine_environment(engine, gpu, parent)
         assert "CUDA_VISIBLE_DEVICES" not in env and "JAX_PLATFORMS" not in env
         assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x"
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exit:
         parse_args(["--engines", "ctranslate2-float16"])
+    assert exit.value.code == 2
+    assert "error: --engines ctranslate2-float16 needs --device gpu" in capsys.readouterr().err
     for flags, expected in (([], "0" if is_intel_cpu() else None), (["--ct2-use-mkl", "1"], "1"),
                             (["--ct2-use-mkl", "0"], "0"), (["--ct2-use-mkl", "auto"], None)):
         args = parse_args(["--engines", "ctranslate2-float32", *flags])
@@ -342,19 +340,23 @@ def test_device_sets_what_each_engines_process_sees():
         assert "CT2_USE_MKL" not in engine_environment("translator-jax-float32", args, {})
 
 
-def test_savedmodel_engine_replays_the_warmup_requests(tmp_path, tiny_saved_model):
-    """`--savedmodel-warmup`: a SavedModel's warm-up request (one per bucket: one here) runs at
+def test_savedmodel_engine_replays_the_warmup_requests(tmp_path):
+    """`--savedmodel-warmup`: a SavedModel's warm-up requests (one per bucket: two here) run at
     load, as TF Serving replays them, and the engine then translates; `--intra-op-threads` sizes
-    TensorFlow's intra-op pool."""
+    TensorFlow's intra-op pool; `--no-bleu`."""
+    from tests.export.copying import load_copying_export
+
     output = tmp_path / "run.json"
     command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", "2",
                "--batch-size", "2", "--latency-sentences", "1", "--engines", "savedmodel", "--savedmodel-warmup",
-               "--saved-model", os.path.join(tiny_saved_model, "1"), "--intra-op-threads", "1", "--keep-outputs",
-               "--output", str(output)]
+               "--saved-model", load_copying_export()[2], "--intra-op-threads", "1", "--keep-outputs",
+               "--no-bleu", "--output", str(output)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(output.read_text())
-    assert report["savedmodel_warmup"] is True and report["results"][0]["warmup_requests_replayed"] == 1
+    assert report["savedmodel_warmup"] is True and report["results"][0]["warmup_requests_replayed"] == 2
     # `--intra-op-threads 1` reached TensorFlow in the engine's process; the inter-op pool is --threads.
     assert report["results"][0]["tensorflow_threads"] == {"intra_op": 1, "inter_op": 2}
-    assert len(report["outputs"]["savedmodel"]) == 2  # an untrained model's translations
+    assert len(report["outputs"]["savedmodel"]) == 2  # the copying model's translations of the two sentences
+    # `--no-bleu` leaves BLEU and chrF out (a machine without sacrebleu) and keeps the outputs to score.
+    assert "bleu" not in report["results"][0] and "chrf" not in report["results"][0]

@@ -3,7 +3,6 @@ sentences, a different permutation for each length: its alignments have a
 known answer, and it translates unseen sentences (tests/decoding/test_translator.py,
 tests/serving/test_output_paths.py)."""
 
-import fcntl
 import os
 
 import keras
@@ -17,8 +16,8 @@ WORDS = "a big small red old cat dog bird fish sees likes chases eats blue".spli
 # Target word j is source word PERMUTATIONS[n][j], for a source of n words:
 # drawn at random, but none the identity.
 PERMUTATIONS = {2: [1, 0], 3: [2, 0, 1], 4: [1, 3, 0, 2], 5: [4, 1, 2, 0, 3]}
-# A folder that tests/run.sh gives every pass (tests/models/test_learning.py).
-SHARED = "KERAS_TRANSFORMER_TEST_SHARED"
+# The best translations its SavedModels return (tests/shared.py).
+N_BEST = 3
 
 
 def sentences(count, seed):
@@ -35,30 +34,27 @@ def permute(sentence):
     return " ".join(words[i] for i in PERMUTATIONS[len(words)])
 
 
-def train_permuting_model():
-    """`(model, tokenizer, training sentences, held-out sentences)`: a
-    one-layer Transformer that learned the permutations (most of 50
-    unseen sentences exactly).
-
-    Under tests/run.sh the first test process to ask trains it and saves it
-    in the shared folder; the others, the JAX and PyTorch passes' included,
-    wait for it and load it. Their tests check decoding, scoring and
-    alignments on their backend with weights TensorFlow learned; training on
-    each backend is tests/training's. Run alone, each process trains its own.
-    """
+def training_sentences():
+    """`(training sentences, 50 held-out sentences)`."""
     train = sentences(2000, seed=0)
-    held_out = [s for s in sentences(120, seed=1) if s not in set(train)][:50]
-    targets = [permute(s) for s in train]
-    shared = os.environ.get(SHARED)
-    if not shared:
-        return (*train_copy_model(train, targets=targets, epochs=30, batch_size=64), train, held_out)
-    folder = os.path.join(shared, "permuting")
-    with open(folder + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not os.path.isdir(folder):
-            model, tokenizer = train_copy_model(train, targets=targets, epochs=30, batch_size=64)
-            partial = folder + ".partial"
-            tokenizer.save(partial)  # makes the folder
-            model.save(os.path.join(partial, "model.keras"))
-            os.replace(partial, folder)
-    return keras.saving.load_model(os.path.join(folder, "model.keras")), SubwordTokenizer.load(folder), train, held_out
+    return train, [s for s in sentences(120, seed=1) if s not in set(train)][:50]
+
+
+def train_permuting_model():
+    """`(model, tokenizer)`: a one-layer Transformer trained on TensorFlow
+    to permute the training sentences (it gets most of the 50 held-out
+    ones exactly), the recipe of tests/shared.py's `permuting`."""
+    train, _ = training_sentences()
+    return train_copy_model(train, targets=[permute(s) for s in train], epochs=30, batch_size=64)
+
+
+def permuting_model():
+    """`(model, tokenizer, training sentences, held-out sentences)`: the
+    model trained once per test run (tests/shared.py), loaded here. The
+    tests of every backend check decoding, scoring and alignments with the
+    weights TensorFlow learned; training on each backend is tests/training's."""
+    from tests import shared
+
+    folder = shared.path("permuting")
+    model = keras.saving.load_model(os.path.join(folder, "model.keras"))
+    return (model, SubwordTokenizer.load(folder), *training_sentences())

@@ -17,7 +17,7 @@ from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from tests.decoding.toy_models import CopyModel, WordTokenizer
 from tests.decoding.permuting import WORDS as PERMUTING_WORDS
-from tests.decoding.permuting import PERMUTATIONS, permute, sentences, train_permuting_model
+from tests.decoding.permuting import PERMUTATIONS, permute, permuting_model, sentences
 from tests.decoding.trained_copy import padded
 
 pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
@@ -100,7 +100,7 @@ def test_translate_needs_a_tokenizer_and_strings():
 @pytest.fixture(scope="module")
 def permuting():
     """The model trained to permute its words (tests/decoding/permuting.py)."""
-    return train_permuting_model()
+    return permuting_model()
 
 
 @pytest.fixture(scope="module")

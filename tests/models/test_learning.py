@@ -18,63 +18,66 @@ from keras_transformer.training.synthetic import copy_task
 pytestmark = [pytest.mark.backend, pytest.mark.slow]  # every backend; trains a model
 
 VOCAB = 16
-# A folder that tests/run.sh gives every pass: the model trained by the first
-# (TensorFlow) pass is saved there, and the JAX and PyTorch passes load it.
-SHARED = "KERAS_TRANSFORMER_TEST_SHARED"
+
+
+def reversal_data():
+    """`(training data, held-out inputs, held-out labels)` of the reversal task."""
+    train = copy_task(6000, length=10, vocab_size=VOCAB, seed=0, reverse=True)
+    (test_source, test_target_in), test_y = copy_task(600, length=10, vocab_size=VOCAB, seed=1, reverse=True)
+    # Held out: drop the test sequences that also occur in training.
+    seen = {tuple(s) for s in train[0][0]}
+    new = np.array([tuple(s) not in seen for s in test_source])
+    assert new.sum() > 400
+    keep = np.flatnonzero(new)[:128]
+    return train, (test_source[keep], test_target_in[keep]), test_y[keep]
+
+
+def train_reversal_model():
+    """A 2-layer Transformer (the tiny preset's depth at half its width)
+    trained for 5 epochs: the recipe of tests/shared.py's `learned_reversal`,
+    on TensorFlow.
+
+    d_model 64 learns the task in 5 epochs (470 steps) to 0.98-0.99
+    held-out token accuracy, in about half the time the tiny preset's width
+    took for 0.95-0.97.
+    """
+    (train_x, train_y), _, _ = reversal_data()
+    keras.utils.set_random_seed(0)
+    model = Transformer(vocab_size=VOCAB, num_layers=2, d_model=64, num_heads=4, d_ff=256, max_length=16)
+    model.compile(
+        optimizer=paper_optimizer(d_model=128, warmup_steps=100),  # the tiny preset's rates, a short warm-up
+        loss=LabelSmoothedCrossEntropy(label_smoothing=0.1),
+    )
+    warnings = []  # a model that learns is not flagged as stalled
+    stalled = StalledTrainingWarning(frequency_loss(train_y, VOCAB), warmup_steps=100,
+                                     checkpoint_every=len(train_y) // 64, log=warnings.append)
+    model.fit(train_x, train_y, batch_size=64, epochs=5, verbose=0, callbacks=[stalled])
+    assert warnings == [] and stalled.first_step < 5 * len(train_y) // 64  # checked at the last epochs
+    return model
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A 2-layer Transformer (the tiny preset's depth at half its width)
-    after 5 epochs, and what the tests compare with: a namespace of the
-    `model`, the held-out `inputs` and `labels`, the model's `logits` and
-    greedy `outputs` on them, and `path`, the model saved as a `.keras` file
-    (each quantization test loads its own copy).
+def trained():
+    """The model of `train_reversal_model`, made once per test run
+    (tests/shared.py) and loaded here, and what the tests compare with: a
+    namespace of the `model`, the held-out `inputs` and `labels` (128
+    sentences, one batch), the model's `logits` and greedy `outputs` on
+    them, and `path`, its `.keras` file (each quantization test loads its
+    own copy).
 
-    d_model 64 learns the task in 5 epochs (470 steps) to 0.98-0.99
-    held-out token accuracy on TensorFlow, JAX and PyTorch, in about half
-    the time the tiny preset's width took for 0.95-0.97. The held-out set
-    is cut to 128 sentences (one batch), enough for the comparisons below.
-    The logits come from calling the model, not `predict`, and the greedy
-    outputs from `greedy_decode` as it is: on TensorFlow each `predict` or
-    XLA compile is another trace of the model, tens of seconds of the suite.
-
-    Under tests/run.sh only the TensorFlow pass trains it; the JAX and
-    PyTorch passes load its `.keras` file (`SHARED`), so there these tests
-    check the trained model's predictions, greedy decoding and quantization
-    on that backend. Training on those backends is checked by
-    tests/training/test_train.py (bfloat16: the loss falls below any
-    source-blind model's). Run alone, each backend trains its own.
+    Every backend checks the model TensorFlow trained: its predictions,
+    greedy decoding and quantization on that backend. Training on each
+    backend is tests/training/test_train.py's (bfloat16: the loss falls
+    below any source-blind model's). The logits come from calling the
+    model, not `predict`, and the greedy outputs from `greedy_decode` as it
+    is: on TensorFlow each `predict` or XLA compile is another trace of the
+    model.
     """
-    keras.utils.set_random_seed(0)
-    train_x, train_y = copy_task(6000, length=10, vocab_size=VOCAB, seed=0, reverse=True)
-    (test_source, test_target_in), test_y = copy_task(600, length=10, vocab_size=VOCAB, seed=1, reverse=True)
-    # Held out: drop the test sequences that also occur in training.
-    seen = {tuple(s) for s in train_x[0]}
-    new = np.array([tuple(s) not in seen for s in test_source])
-    assert new.sum() > 400
-    shared = os.path.join(os.environ[SHARED], "learned_reversal.keras") if os.environ.get(SHARED) else None
-    if shared and os.path.exists(shared):
-        model = keras.saving.load_model(shared)  # trained by an earlier pass of tests/run.sh
-    else:
-        model = Transformer(vocab_size=VOCAB, num_layers=2, d_model=64, num_heads=4, d_ff=256, max_length=16)
-        model.compile(
-            optimizer=paper_optimizer(d_model=128, warmup_steps=100),  # the tiny preset's rates, a short warm-up
-            loss=LabelSmoothedCrossEntropy(label_smoothing=0.1),
-        )
-        warnings = []  # a model that learns is not flagged as stalled
-        stalled = StalledTrainingWarning(frequency_loss(train_y, VOCAB), warmup_steps=100,
-                                         checkpoint_every=len(train_y) // 64, log=warnings.append)
-        model.fit(train_x, train_y, batch_size=64, epochs=5, verbose=0, callbacks=[stalled])
-        assert warnings == [] and stalled.first_step < 5 * len(train_y) // 64  # checked at the last epochs
-        if shared:
-            model.save(shared + ".partial.keras")
-            os.replace(shared + ".partial.keras", shared)
-    path = shared or str(tmp_path_factory.mktemp("learned") / "float.keras")
-    if not shared:
-        model.save(path)
-    keep = np.flatnonzero(new)[:128]
-    inputs, labels = (test_source[keep], test_target_in[keep]), test_y[keep]
+    from tests import shared
+
+    path = os.path.join(shared.path("learned_reversal"), "model.keras")
+    model = keras.saving.load_model(path)
+    _, inputs, labels = reversal_data()
     return types.SimpleNamespace(
         model=model, inputs=inputs, labels=labels, logits=logits_of(model, inputs),
         outputs=greedy_outputs(model, inputs[0]), path=path,

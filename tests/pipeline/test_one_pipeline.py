@@ -6,21 +6,18 @@ exactly the budget and one just over it, blank inputs, emoji, non-Latin
 scripts, full-width text that NFKC normalizes) are translated by the `tatoeba_en_fr` preset with its defaults but
 `BUCKETS`:
 - by `Translator` on TensorFlow (the reference);
-- by the SavedModel that `Translator.export` writes, behind the REST
-  server (tests/export loads such a SavedModel in a process with only
+- by the SavedModel that `keras-transformer export` writes, behind the
+  REST server (tests/export loads such a SavedModel in a process with only
   tensorflow and tensorflow-text's ops);
 - by `Translator` on JAX, and on PyTorch for the edge cases but the
   budget's two (their long outputs decode step by step there).
 
-Under tests/run.sh the TensorFlow pass writes its translations to the
-folder every pass shares, and the JAX and PyTorch passes compare with them;
-run alone, those passes make the reference in a TensorFlow process.
+The reference translations are made once per test run, on TensorFlow
+(tests/shared.py), by whichever pass asks first.
 """
 
 import json
 import os
-import subprocess
-import sys
 
 import httpx
 import keras
@@ -39,8 +36,6 @@ PRESET = "tatoeba_en_fr"
 # branches to trace and export.
 BUCKETS = (16, 32)
 SOURCES = 300
-REFERENCE_FILE = "one_pipeline_translations.json"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def one_piece_word(tokenizer):
@@ -74,90 +69,100 @@ def edge_cases(tokenizer, sources):
     }
 
 
-@pytest.fixture(scope="module")
-def inputs():
+def over_budget_parts(edges, tokenizer):
+    """`{name: parts}`: what the preprocessor's rules say each over-budget
+    input is translated as, the parts' translations joined by a space:
+    `over_long` as its sentences, each on its own; `one_over_the_budget`
+    (no sentence end) in windows of `source_budget - 1` ids, which are
+    `exactly_the_budget`'s words and the one word left."""
+    from keras_transformer.preprocessor import split_sentences
+
+    return {
+        "over_long": split_sentences(edges["over_long"]),
+        "one_over_the_budget": [edges["exactly_the_budget"], one_piece_word(tokenizer)],
+    }
+
+
+def texts():
+    """`(texts, edge cases)`: the test sources, the edge cases and their parts, as every pass translates them."""
     tokenizer = SubwordTokenizer.from_preset(PRESET)
-    sources, references = datasets.load_references(PRESET, "test")
+    sources, _ = datasets.load_references(PRESET, "test")
     edges = edge_cases(tokenizer, sources[SOURCES:])
-    return sources[:SOURCES], references[:SOURCES], edges
+    parts = [part for parts in over_budget_parts(edges, tokenizer).values() for part in parts]
+    return sources[:SOURCES] + list(edges.values()) + parts, edges
 
 
-def reference_translations(sources, edges, tmp_path):
-    """The TensorFlow pass's translations, from the shared folder or made now."""
-    shared = os.environ.get("KERAS_TRANSFORMER_TEST_SHARED")
-    path = os.path.join(shared, REFERENCE_FILE) if shared else None
-    if path is None or not os.path.exists(path):
-        path = str(tmp_path / REFERENCE_FILE)
-        code = ("import json, sys\nfrom keras_transformer import Translator\n"
-                f"texts = json.load(open(sys.argv[1]))\njson.dump(Translator.from_preset({PRESET!r}, buckets={BUCKETS!r})"
-                ".translate(texts), "
-                "open(sys.argv[2], 'w'))")
-        texts = str(tmp_path / "texts.json")
-        json.dump(sources + list(edges.values()), open(texts, "w"))
-        env = dict(os.environ, KERAS_BACKEND="tensorflow", PYTHONPATH=ROOT)
-        run = subprocess.run([sys.executable, "-c", code, texts, path], env=env, capture_output=True, text=True,
-                             timeout=600)
-        assert run.returncode == 0, run.stderr[-2000:]
-    return json.load(open(path))
+def reference_translations():
+    """`{text: translation}` of `texts()` by the preset on TensorFlow, made
+    once per test run (tests/shared.py), whichever pass asks first."""
+    from tests import shared
+
+    with open(os.path.join(shared.path("one_pipeline_translations"), "translations.json"), encoding="utf-8") as f:
+        made = json.load(f)
+    return dict(zip(made["texts"], made["translations"]))
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the reference and the SavedModel: TensorFlow")
-def test_the_translator_its_saved_model_and_the_server_translate_alike(inputs, tmp_path, run_server):
-    from keras_transformer.serving import create_app, load_saved_model_predictor
+def test_the_translator_its_saved_model_and_the_server_translate_alike(tmp_path, run_server):
+    from keras_transformer import presets
+    from keras_transformer.cli import main
+    from keras_transformer.serving import ServingLimits, create_app, load_saved_model_predictor
 
-    sources, references, edges = inputs
-    texts = sources + list(edges.values())
-    translator = Translator.from_preset(PRESET, buckets=BUCKETS)
-    expected = translator.translate(texts)
-    shared = os.environ.get("KERAS_TRANSFORMER_TEST_SHARED")
-    if shared:
-        with open(os.path.join(shared, REFERENCE_FILE + ".partial"), "w") as f:
-            json.dump(expected, f)
-        os.replace(os.path.join(shared, REFERENCE_FILE + ".partial"), os.path.join(shared, REFERENCE_FILE))
-    check_the_rules(dict(zip(edges, expected[SOURCES:])), edges)
+    inputs, edges = texts()
+    expected = reference_translations()  # the Translator's, in this (TensorFlow) process
+    translations = {name: expected[text] for name, text in edges.items()}
+    check_the_rules(translations, edges, SubwordTokenizer.from_preset(PRESET), expected)
     # A model that translates: the card's BLEU is on all 1,918 sources; an untrained one scores about 0.
-    assert corpus_bleu(expected[:SOURCES], references)[0].score > 50
+    sources, references = datasets.load_references(PRESET, "test")
+    assert corpus_bleu([expected[s] for s in sources[:SOURCES]], references[:SOURCES])[0].score > 50
 
-    # One decoding loop a bucket: half the graph to trace and load; that two
-    # loops translate as one is tests/export's test_parallel_loops_translate_as_one.
-    path = translator.export(str(tmp_path / "saved" / PRESET), warmup_batch_sizes=(), parallel_loops=1)
-    predict, version = load_saved_model_predictor(os.path.dirname(path))
-    server = run_server(create_app(predict, PRESET, version))
+    # `keras-transformer export` of the preset (the README's), with one
+    # decoding loop a bucket: half the graph to trace and load; that more
+    # loops translate as one is tests/export's. The preset's name and
+    # metadata go into the SavedModel's.
+    folder = tmp_path / "saved" / PRESET
+    assert main(["export", PRESET, "--output-dir", str(folder), "--buckets", *map(str, BUCKETS),
+                 "--parallel-loops", "1", "--no-warmup"]) == 0
+    with open(folder / "1" / "assets.extra" / "metadata.json", encoding="utf-8") as f:
+        metadata = json.load(f)
+    assert (metadata["preset"], metadata["preset_metadata"]) == (PRESET, presets.load_metadata(PRESET))
+    assert metadata["buckets"][:-1] == list(BUCKETS)
+    predict, version = load_saved_model_predictor(str(folder))
+    # The server's timeout, the client's: on a busy machine a batch may take longer than the default 30 s.
+    server = run_server(create_app(predict, PRESET, version, limits=ServingLimits(request_timeout_s=300)))
     served = []
-    for start in range(0, len(texts), 64):
-        r = httpx.post(f"{server.url}/v1/models/{PRESET}:predict", json={"instances": texts[start : start + 64]},
+    for start in range(0, len(inputs), 64):
+        r = httpx.post(f"{server.url}/v1/models/{PRESET}:predict", json={"instances": inputs[start : start + 64]},
                        timeout=300)
         assert r.status_code == 200, r.text
         served += [p["translations"] for p in r.json()["predictions"]]
-    assert served == expected
+    assert served == [expected[text] for text in inputs]
 
 
-def check_the_rules(translations, edges):
+def check_the_rules(translations, edges, tokenizer, expected):
     """What the preprocessor's rules promise of the edge cases' translations."""
     assert [translations[name] for name in ("empty", "spaces", "tab", "no_break_space", "mixed_blank")] == [""] * 5
-    # Split at its sentence ends, each translated: far longer than any one sentence's translation.
-    assert translations["over_long"].count(" ") > 0.5 * edges["over_long"].count(" ")
-    assert translations["exactly_the_budget"] and translations["one_over_the_budget"]
+    for name, parts in over_budget_parts(edges, tokenizer).items():
+        assert len(parts) > 1 and translations[name] == " ".join(expected[part] for part in parts), name
     assert translations["non_nfkc"] == translations["nfkc"]  # the tokenizer normalizes text (NFKC) on every path
 
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="TensorFlow is the reference; PyTorch: the edge cases")
-def test_the_translator_on_jax_translates_as_on_tensorflow(inputs, tmp_path):
-    sources, _, edges = inputs
-    expected = reference_translations(sources, edges, tmp_path)
+def test_the_translator_on_jax_translates_as_on_tensorflow():
+    inputs, _ = texts()
+    expected = reference_translations()
     # Batches of 16: under jax.jit every row of a batch decodes until its
     # longest output is done, so the budget's inputs (outputs of about 200
     # tokens) keep 16 rows decoding instead of 64.
     translator = Translator.from_preset(PRESET, buckets=BUCKETS, batch_size=16)
-    assert translator.translate(sources + list(edges.values())) == expected
+    assert translator.translate(inputs) == [expected[text] for text in inputs]
 
 
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="TensorFlow is the reference; JAX: every source")
-def test_the_translator_on_pytorch_translates_the_edge_cases_as_on_tensorflow(inputs, tmp_path):
-    sources, _, edges = inputs
-    expected = dict(zip(edges, reference_translations(sources, edges, tmp_path)[SOURCES:]))
+def test_the_translator_on_pytorch_translates_the_edge_cases_as_on_tensorflow():
+    _, edges = texts()
+    expected = reference_translations()
     # Not the budget's two inputs: outputs of about 200 tokens, each step
     # eager here (TensorFlow and JAX translate them).
-    names = [name for name in edges if "budget" not in name]
-    translations = Translator.from_preset(PRESET, buckets=BUCKETS).translate([edges[name] for name in names])
-    assert translations == [expected[name] for name in names]
+    inputs = [text for name, text in edges.items() if "budget" not in name]
+    assert Translator.from_preset(PRESET, buckets=BUCKETS).translate(inputs) == [expected[text] for text in inputs]

@@ -106,11 +106,19 @@ def start_up_lines(plain_import):
 
 
 @pytest.fixture(scope="module")
-def translated(without_server_packages, tiny_saved_model):
+def saved_model():
+    """A SavedModel's model folder (the copying model's, tests/export/copying.py)."""
+    from tests.export.copying import load_copying_export
+
+    return os.path.dirname(load_copying_export()[2])
+
+
+@pytest.fixture(scope="module")
+def translated(without_server_packages, saved_model):
     """The pip script (or, without one, `main()` under `python -c`) translating
     two sentences with a SavedModel, the server packages unimportable,
     the start-up lines hidden by the command itself."""
-    argv = ["translate", tiny_saved_model, "I love you.", "Where is the station?"]
+    argv = ["translate", saved_model, "Hello there.", "Where is the station?"]
     if SCRIPT is None:
         return run_command(*argv)
     return run_process([SCRIPT, *argv], pythonpath=without_server_packages)
@@ -118,11 +126,12 @@ def translated(without_server_packages, tiny_saved_model):
 
 def test_translate_needs_no_server_package(translated):
     assert translated.returncode == 0, translated.stderr[-3000:]
-    assert len(translated.stdout.splitlines()) == 2  # only the translations on standard output (an untrained model's)
+    assert translated.stdout.splitlines()[0] == "Hello there."  # only the translations on standard output
+    assert len(translated.stdout.splitlines()) == 2
 
 
-def test_serve_without_server_packages_is_one_line_naming_the_extra(tiny_saved_model):
-    served = run_command("serve", tiny_saved_model)
+def test_serve_without_server_packages_is_one_line_naming_the_extra(saved_model):
+    served = run_command("serve", saved_model)
     assert served.returncode == 1 and "Traceback" not in served.stderr
     own = [line for line in served.stderr.splitlines() if not TENSORFLOW_START_UP.search(line)]
     assert own == [

@@ -12,17 +12,16 @@ its environment) is one test:
   example's; every file, folder, preset and corpus such a command reads
   exists, unless an earlier command of the same document writes it
   (`printf ... > FILE` writes FILE);
-- the cheap ones run as processes, as written except their output directory
-  (moved to a temporary one), with a timeout, all at once: `translate` of
-  sentences given as arguments, with a preset or the SavedModel an earlier
-  `export` of the same document writes, once that one is done (a translate
-  command's comment is its output; a ```json block right after its bash
-  block shows its JSON lines), `evaluate` with `--limit`, `export` of a
-  preset. A command that several documents show runs once;
-- the rest (training, serving, WMT14, the test suite, files and standard
-  input), and every command of a ```bash no-run block, are checked as above
-  and not run: too slow or long-running here, or of a cheap kind whose run
-  the suite's time leaves to its own tests (MAX_RUNS).
+- a `translate` of sentences given as arguments, in a ```bash block, whose
+  comment (or the ```json block right after its bash block) shows its
+  output, runs in this process with the preset behind its model (itself,
+  or the preset an earlier `export` of the same document exported with the
+  defaults), and prints that output; docs/decoding.md's commands run in
+  tests/serving/test_cli_outputs.py;
+- every other command (installing, training, exporting, serving,
+  evaluating, WMT14, the test suite, files and standard input, and every
+  command of a ```bash no-run block) is checked as above and not run: each
+  kind runs in the tests of what it does.
 
 A command a document shows before the code can run it goes into PENDING,
 an xfail(strict=True) naming why. A command of a kind this file does not
@@ -37,9 +36,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
-import time
 from typing import NamedTuple, Optional
 
 import pytest
@@ -52,11 +48,6 @@ DOCUMENTS = ["README.md"] + sorted(
     for pattern in (("docs", "*.md"), ("keras_transformer", "zoo", "*", "README.md"))
     for p in glob.glob(os.path.join(ROOT, *pattern))
 )
-RUN_TIMEOUT_S = 420  # all cheap commands together, with room for a busy machine
-# The cheap commands that run, all documents together. Each is a process of
-# several CPU-seconds in a suite that CI runs within a time budget: show more
-# cheap commands in a ```bash no-run block, or move one, rather than raise this.
-MAX_RUNS = 5
 
 # Exact command lines that cannot run yet -> why; each is an
 # xfail(strict=True): once it works, the entry must go.
@@ -304,128 +295,65 @@ def check_cli_inputs(args, command):
             check_model(args.from_preset, command)
 
 
-def run_key(command):
-    """What makes two shown commands one run: the same words, the same environment."""
-    return (command.env, tuple(command.argv))
-
-
-def producer(path, runs):
-    """`(key, output)` of the cheap command of `runs` that writes `path` (its
-    `output` or a folder inside), or None."""
-    path = os.path.normpath(path)
-    for command in runs:
-        for out in outputs_of(parse_cli(cli_argv(command.argv))):
-            if path == os.path.normpath(out) or path.startswith(os.path.normpath(out) + os.sep):
-                return run_key(command), os.path.normpath(out)
-    return None
-
-
-def runnable(args, command, runs=()):
-    """Why `command` is not run here, or None for a cheap one that is (its
-    model may come from one of the cheap commands `runs` before it in its document)."""
+def preset_behind(model, command):
+    """The shipped preset whose translations `model` gives: itself, or the
+    preset that an earlier `export` of `command`'s document writes to the
+    SavedModel folder `model` (a SavedModel translates as the preset it
+    was exported from with the defaults: tests/export, and
+    `Translator.from_saved_model`); else None."""
     from keras_transformer.presets import list_presets
 
-    if not command.run:
-        return "shown in a ```bash no-run block"
-    if args.command not in ("translate", "evaluate", "export"):
-        return f"`{args.command}` is not run here (slow or long-running; its own tests run it)"
-    model = args.model
-    if not (model in list_presets() or os.path.exists(os.path.join(ROOT, model)) or producer(model, runs)):
-        return f"its model {model!r} comes from an earlier command that is not run here"
-    if args.command == "evaluate" and args.limit is None:
-        return "evaluate without --limit translates the whole split (minutes on a CPU)"
-    if args.command == "translate" and not args.text:
-        return "translate of a file or standard input"
+    if model in list_presets():
+        return model
+    path = os.path.normpath(model)
+    for earlier in COMMANDS:
+        rest = cli_argv(earlier.argv)
+        if earlier.doc != command.doc or earlier.line >= command.line or (rest or [None])[0] != "export":
+            continue
+        args = parse_cli(rest)
+        out = os.path.normpath(args.output_dir)
+        exported_with_defaults = rest[1:] == [args.model, "--output-dir", args.output_dir]
+        if exported_with_defaults and args.model in list_presets() and (path == out or path.startswith(out + os.sep)):
+            return args.model
     return None
 
 
-def run_argv(argv, out_dir):
-    """`argv` with its output directory (`--output-dir`) moved to `out_dir`."""
-    argv = list(argv)
-    for flag in ("--output-dir", "--output"):
-        for i, word in enumerate(argv):
-            if word == flag:
-                argv[i + 1] = os.path.join(out_dir, os.path.basename(os.path.normpath(argv[i + 1])))
-            elif word.startswith(flag + "="):
-                value = word.split("=", 1)[1]
-                argv[i] = f"{flag}={os.path.join(out_dir, os.path.basename(os.path.normpath(value)))}"
-    return argv
+def shown_output(command):
+    """Why `command`'s output is not checked here, or None for a translate
+    command of a ```bash block whose comment or ```json block shows its
+    output: it runs in this process, with the preset behind its model.
+    docs/decoding.md's commands are tests/serving/test_cli_outputs.py's, and
+    every other command only parsed: each runs, in its own kind, in the
+    tests of what it does."""
+    if not command.run:
+        return "shown in a ```bash no-run block"
+    if command.doc == "docs/decoding.md":
+        return "tests/serving/test_cli_outputs.py runs the guide's commands"
+    rest = cli_argv(command.argv)
+    if rest is None or rest[:1] != ["translate"] or command.env:
+        return "not a translate command in a fresh shell's environment"
+    if not (command.comment or command.shown):
+        return "no output shown"
+    args = parse_cli(rest)
+    if not args.text or args.output:
+        return "translate of a file or standard input"
+    if preset_behind(args.model, command) is None:
+        return f"its model {args.model!r} is neither a preset nor a preset's SavedModel exported with the defaults"
+    return None
 
 
-def cheap_commands():
-    """`{run key: [each document's Command of it]}` of the commands that run
-    here (`runnable`), PENDING ones left out, in the order first shown."""
-    cheap = {}
-    for doc in DOCUMENTS:
-        earlier = []  # this document's cheap commands so far
-        for command in (c for c in COMMANDS if c.doc == doc):
-            rest = cli_argv(command.argv)
-            if rest is None or " ".join(command.argv) in PENDING:
-                continue
-            try:
-                args = parse_cli(rest)
-            except AssertionError:
-                continue  # test_document_command reports it
-            if runnable(args, command, earlier) is None:
-                earlier.append(command)
-                cheap.setdefault(run_key(command), []).append(command)
-    return cheap
+def run_as(command):
+    """The arguments `command` runs with here: its model replaced by the preset behind it."""
+    rest = cli_argv(command.argv)
+    model = parse_cli(rest).model
+    return tuple(preset_behind(model, command) if word == model else word for word in rest)
 
 
-RUNS = cheap_commands()
-
-
-def start(command, env):
-    environment = dict(os.environ)
-    environment.pop("KERAS_BACKEND", None)  # a fresh shell after the README's install: the default backend
-    environment["PATH"] = os.path.dirname(sys.executable) + os.pathsep + environment.get("PATH", "")  # the venv
-    environment.update(env)
-    return subprocess.Popen(
-        command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-@pytest.fixture(scope="module")
-def processes(tmp_path_factory):
-    """The cheap commands, started together, each whose model an earlier
-    one writes once that one is done: `{run key: [argv as run, Popen or
-    None, out_dir, (producer's key, its output) or None, env]}`."""
-    started = {}
-    for key, shown in RUNS.items():
-        first = shown[0]
-        out_dir = str(tmp_path_factory.mktemp(re.sub(r"[^A-Za-z0-9_]", "_", f"{first.doc}_L{first.line}")))
-        command, args = run_argv(first.argv, out_dir), parse_cli(cli_argv(first.argv))
-        earlier = [c for c in COMMANDS if c.doc == first.doc and c.line < first.line and run_key(c) in RUNS]
-        made_by = None if args.command == "export" else producer(args.model, earlier)
-        env = dict(first.env)
-        started[key] = [command, None if made_by else start(command, env), out_dir, made_by, env]
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    yield started, deadline
-    for _, popen, _, _, _ in started.values():
-        if popen is not None and popen.poll() is None:
-            popen.kill()
-            popen.communicate(timeout=30)
-
-
-def finished(processes, key):
-    """`(argv, stdout, stderr, out_dir)` of the run `key`; it must exit 0."""
-    started, deadline = processes
-    command, popen, out_dir, made_by, env = started[key]
-    if popen is None:  # its model is the output of an earlier command: where that one wrote it
-        producer_key, output = made_by
-        moved = os.path.join(finished(processes, producer_key)[3], os.path.basename(output))
-        model = os.path.normpath(parse_cli(cli_argv(command)).model)
-        command = [moved + model[len(output):] if os.path.normpath(w) == model else w for w in command]
-        popen = started[key][1] = start(command, env)
-    try:
-        stdout, stderr = popen.communicate(timeout=max(1.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        popen.kill()
-        popen.communicate(timeout=30)
-        raise AssertionError(f"{command} ran past the {RUN_TIMEOUT_S} s timeout") from None
-    assert popen.returncode == 0, f"{command} exited {popen.returncode}:\n{stderr[-3000:]}"
-    return command, stdout, stderr, out_dir
+SHOWN = [c for c in COMMANDS if cli_argv(c.argv) is not None and shown_output(c) is None]
+# {arguments: the commands that run so}: each run once.
+SHOWN_RUNS = {}
+for _command in SHOWN:
+    SHOWN_RUNS.setdefault(run_as(_command), []).append(_command)
 
 
 def check_translate(args, command, stdout):
@@ -451,37 +379,6 @@ def check_translate(args, command, stdout):
             for name, value in expected.items():
                 if isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
                     assert row[name] == value, f"{command.where}: shown {name} {value!r}, output {row[name]!r}"
-
-
-def check_evaluate(args, command, stdout):
-    from keras_transformer import Translator, datasets
-    from keras_transformer.evaluation import corpus_bleu
-
-    sources, references = datasets.load_references(args.corpus, args.split)
-    sources, references = sources[: args.limit], references[: args.limit]
-    assert f"{len(sources)} sources" in stdout.split("\n"), (command.where, stdout)
-    bleu = re.search(r"^BLEU = ([0-9.]+) ", stdout, re.M)
-    chrf = re.search(r"^chrF2 = ([0-9.]+) ", stdout, re.M)
-    assert bleu and chrf, (command.where, stdout)
-    # The scores of the preset's translations made here, in this process, against every reference.
-    expected_bleu, _, expected_chrf, _ = corpus_bleu(Translator.from_preset(args.model).translate(sources), references)
-    assert (bleu.group(1), chrf.group(1)) == (f"{expected_bleu.score:.2f}", f"{expected_chrf.score:.2f}"), stdout
-
-
-def check_export(args, command, stdout, out_dir):
-    from keras_transformer import presets
-
-    target = os.path.join(out_dir, os.path.basename(os.path.normpath(args.output_dir)))
-    version = os.path.join(target, "1")
-    assert stdout.strip().endswith(f"Exported {version}"), (command.where, stdout)
-    assert os.path.isfile(os.path.join(version, "saved_model.pb"))
-    with open(os.path.join(version, "assets.extra", "metadata.json"), encoding="utf-8") as f:
-        metadata = json.load(f)
-    if args.model in presets.list_presets() or os.path.isfile(os.path.join(ROOT, args.model, "config.json")):
-        with open(os.path.join(presets.preset_directory(args.model), "metadata.json"), encoding="utf-8") as f:
-            assert metadata["preset_metadata"] == json.load(f) and metadata["preset"] == args.model
-    if args.buckets:
-        assert metadata["buckets"][:-1] == sorted(args.buckets), metadata["buckets"]
 
 
 @pytest.mark.parametrize(
@@ -545,29 +442,23 @@ def test_document_command(command):
         pytest.fail(f"{where}: no check for {' '.join(argv)!r}; add one to this file")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("key", list(RUNS), ids=[_id(shown[0]) for shown in RUNS.values()])
-def test_document_command_runs(key, processes):
-    _, stdout, _, out_dir = finished(processes, key)
-    for command in RUNS[key]:  # each document that shows it
-        args = parse_cli(cli_argv(command.argv))
-        {"translate": lambda: check_translate(args, command, stdout),
-         "evaluate": lambda: check_evaluate(args, command, stdout),
-         "export": lambda: check_export(args, command, stdout, out_dir)}[args.command]()
+@pytest.mark.parametrize("argv", list(SHOWN_RUNS), ids=[_id(commands[0]) for commands in SHOWN_RUNS.values()])
+def test_document_commands_print_the_output_they_show(argv, capsys):
+    from keras_transformer.cli import main
+
+    capsys.readouterr()
+    assert main(list(argv)) == 0, argv
+    out = capsys.readouterr().out
+    for command in SHOWN_RUNS[argv]:  # each document line that shows it
+        check_translate(parse_cli(cli_argv(command.argv)), command, out)
 
 
-def test_the_documents_show_each_cheap_command_kind():
-    # So that test_document_command_runs is never an empty, silently skipped set.
-    from keras_transformer.presets import list_presets
-
-    parsed = [parse_cli(cli_argv(shown[0].argv)) for shown in RUNS.values()]
-    kinds = {(args.command, args.model in list_presets()) for args in parsed}
-    assert {("translate", True), ("translate", False), ("evaluate", True), ("export", True)} <= kinds, kinds
-
-
-def test_the_documents_run_few_commands():
-    # The suite's time: each run is a process of several CPU-seconds.
-    assert len(RUNS) <= MAX_RUNS, [shown[0].where for shown in RUNS.values()]
+def test_the_documents_show_outputs_that_are_checked():
+    # So that test_document_commands_print_the_output_they_show is never an
+    # empty, silently skipped set: every translation the README shows is among them.
+    readme = [c for c in COMMANDS if c.doc == "README.md" and (cli_argv(c.argv) or [None])[0] == "translate"
+              and c.comment and c.run]
+    assert readme and all(c in SHOWN for c in readme), [c.where for c in readme if c not in SHOWN]
 
 
 def test_the_readme_starts_with_the_main_job_and_the_tests():

@@ -59,16 +59,22 @@ def expected_output(translator, argv):
 
 def test_the_decoding_guides_examples_run_as_written_and_return_what_python_does(translator, tmp_path, monkeypatch,
                                                                                   capsys):
-    # Each command of its bash blocks, whose output is the Python API's (its
-    # Python blocks and the values they show run in tests/test_docs_code.py).
+    # Each command of its bash blocks, whose output is the Python API's and,
+    # where the guide shows it, that output (its Python blocks and the values
+    # they show run in tests/test_docs_code.py).
     import os
     import re
     import shlex
     import subprocess
 
+    from keras_transformer.cli import parse_arguments
+    from tests.test_readme_commands import check_translate, document_commands
+
     guide = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "decoding.md"), encoding="utf-8").read()
+    shown = [c for c in document_commands("docs/decoding.md")
+             if c.run and c.argv[1:2] == ["translate"] and (c.comment or c.shown)]
     monkeypatch.chdir(tmp_path)
-    commands = 0
+    commands = checked = 0
     for block in re.findall(r"```bash\n(.*?)```", guide, re.S):
         for line in block.splitlines():
             code = line.split(" #")[0].strip()
@@ -78,10 +84,16 @@ def test_the_decoding_guides_examples_run_as_written_and_return_what_python_does
             assert code.startswith("keras-transformer "), f"a command this test does not know: {code!r}"
             argv = shlex.split(code)[1:]
             assert main(argv) == 0, code
-            out, expected = capsys.readouterr().out.splitlines(), expected_output(translator, argv)
+            printed = capsys.readouterr().out
+            out, expected = printed.splitlines(), expected_output(translator, argv)
             if expected and isinstance(expected[0], dict):
                 assert_rows_close(json_lines("\n".join(out)), expected)
             else:
                 assert out == expected
+            for command in shown:  # and the output the guide shows after it
+                if command.argv[1:] == argv:
+                    check_translate(parse_arguments(argv), command, printed)
+                    checked += 1
             commands += 1
     assert commands == 3  # translate with n-best and alignments, score, sampling over a file
+    assert checked == len(shown) > 0  # its JSON lines shown after the first

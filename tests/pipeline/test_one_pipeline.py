@@ -128,7 +128,7 @@ def test_the_translator_its_saved_model_and_the_server_translate_alike(tmp_path,
     assert (metadata["preset"], metadata["preset_metadata"]) == (PRESET, presets.load_metadata(PRESET))
     assert metadata["buckets"][:-1] == list(BUCKETS)
     predict, version = load_saved_model_predictor(str(folder))
-    # The server's timeout, the client's: on a busy machine a batch may take longer than the default 30 s.
+    # The server's timeout, the client's: on a busy machine a batch may outlast the server's default.
     server = run_server(create_app(predict, PRESET, version, limits=ServingLimits(request_timeout_s=300)))
     served = []
     for start in range(0, len(inputs), 64):

@@ -19,8 +19,8 @@ from tests.decoding.permuting import N_BEST, WORDS, permute, permuting_model, se
 from tests.helpers import assert_rows_close
 
 # A request's first call of a signature runs its graph functions for the
-# first time: on a busy machine that takes longer than the server's default
-# 30 s. The client's timeout decides here, as long as the server's.
+# first time: on a busy machine that may outlast the server's default
+# timeout. The client's timeout decides here, and the server's is as long.
 TIMEOUT_S = 300
 LIMITS = ServingLimits(request_timeout_s=TIMEOUT_S)
 

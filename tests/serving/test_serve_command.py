@@ -28,7 +28,7 @@ from tests.export.copying import SENTENCES, load_copying_export
 LONG = "Where is the station? How are you? I am fine, thank you."
 NAME = "copying"
 # Every request's timeout, the server's (--request-timeout) and its
-# clients': on a busy machine a batch may take longer than the default 30 s.
+# clients': on a busy machine a batch may outlast the server's default.
 TIMEOUT_S = 300
 
 

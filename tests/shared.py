@@ -102,11 +102,12 @@ def permuting_export(folder):
 
 @recipe
 def permuting_xla_export(folder):
-    """The same, compiled by XLA, with narrowing batches, `1`."""
-    _export_permuting(folder, jit_compile=True, narrow_batches=True)
+    """The same, compiled by XLA, with narrowing batches, `1`: each decoding
+    loop once (no `details`, whose search is serving_default's)."""
+    _export_permuting(folder, jit_compile=True, narrow_batches=True, signatures=("sample", "score", "steer"))
 
 
-def _export_permuting(folder, jit_compile=False, narrow_batches=False):
+def _export_permuting(folder, jit_compile=False, narrow_batches=False, signatures=None):
     import keras
 
     from keras_transformer import SubwordTokenizer, Translator
@@ -117,7 +118,7 @@ def _export_permuting(folder, jit_compile=False, narrow_batches=False):
     model = keras.saving.load_model(os.path.join(model_folder, "model.keras"))
     translator = Translator(model, SubwordTokenizer.load(model_folder), narrow_batches=narrow_batches)
     translator.export(folder, n_best=N_BEST, jit_compile=jit_compile, parallel_loops=None if jit_compile else 1,
-                      warmup_batch_sizes=(), signatures=SIGNATURES)
+                      warmup_batch_sizes=(), signatures=SIGNATURES if signatures is None else signatures)
 
 
 @recipe

@@ -5,7 +5,6 @@ from keras_transformer import Transformer
 from keras_transformer.attention_plot import cross_attention_weights, plot_attention
 
 
-@pytest.mark.backend
 def test_cross_attention_weights_are_distributions_over_real_source_tokens():
     model = Transformer(vocab_size=30, num_layers=2, d_model=16, num_heads=4, d_ff=32)
     weights = cross_attention_weights(model, [5, 6, 7, 3, 0, 0], [2, 9, 10])

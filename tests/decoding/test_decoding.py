@@ -19,7 +19,10 @@ from tests.decoding.toy_models import EOS, BigramModel, CopyModel
 # The decoding loop's module: its batch widths for `drop_finished="halves"`.
 loop = importlib.import_module("keras_transformer.decoding.loop")
 
-pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+# `backend` (tests/run.sh runs those on JAX and PyTorch too): the loop's
+# backend-specific parts, that is narrowing, top-k and jax.jit, against
+# NumPy. The rest of the search's rules are Python over keras.ops and run
+# on TensorFlow; tests/pipeline compares whole translations across backends.
 
 TINY = dict(vocab_size=24, num_layers=2, d_model=16, num_heads=2, d_ff=32, dropout_rate=0.0, max_length=32)
 
@@ -127,6 +130,7 @@ SAMPLERS = {"beam": (beam_search, dict(beam_size=3, num_return=3), 3), "greedy":
 SAMPLER_CASES = [(5, "beam"), (None, "beam"), (None, "greedy")]
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("eos_id, sampler", SAMPLER_CASES)
 def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatch, eos_id, sampler):
     # Length limits 3, 6 and 9 (no extra length). Without EOS each sentence
@@ -166,6 +170,7 @@ def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatc
             np.testing.assert_allclose(np_(scores), np_(expected[1]), atol=1e-6)
 
 
+@pytest.mark.backend
 def test_top_k_in_blocks_gives_numpys_largest_values_ties_to_the_lower_index():
     # A beam step's candidates: 2 * beam of beam * vocab, in blocks; values
     # drawn from a few integers tie often, and across blocks.
@@ -400,6 +405,7 @@ def exhaustive(log_probs, length, alpha):
     return sorted(found, key=lambda x: -x[0])
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("seed, alpha", [(0, 0.0), (1, 0.6), (2, 2.0)])
 def test_wide_beam_equals_exhaustive_search(seed, alpha):
     # 4 tokens, 3 steps: a beam of 36 holds every candidate, so beam search
@@ -522,6 +528,7 @@ def test_xla_compiled_tf_function_matches_eager(monkeypatch):
     np.testing.assert_array_equal(np_(fn(sources())[0]), np_(beam_search(model, sources(), beam_size=2, max_length=6)[0]))
 
 
+@pytest.mark.backend
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="jax.jit test; the TensorFlow pass runs the XLA tf.function test")
 def test_jax_jit_matches_eager(monkeypatch):
     model = tiny_model()

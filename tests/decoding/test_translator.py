@@ -20,7 +20,10 @@ from tests.decoding.permuting import WORDS as PERMUTING_WORDS
 from tests.decoding.permuting import PERMUTATIONS, permute, permuting_model, sentences
 from tests.decoding.trained_copy import padded
 
-pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+# `backend` (also on JAX and PyTorch): a trained model against decoding by
+# hand, and the backend's random numbers. The Translator's own rules are
+# Python and run on TensorFlow; tests/pipeline compares whole translations
+# across backends.
 
 WORDS = "the cat sat on a mat and dog ran far".split()
 
@@ -151,6 +154,7 @@ def by_hand(trained):
     return greedy_by_hand(model, tokenizer.processor, train[:8] + held_out)
 
 
+@pytest.mark.backend
 def test_greedy_translations_of_a_trained_model_equal_decoding_by_hand(trained, by_hand):
     model, tokenizer, train, held_out = trained
     texts = train[:8] + [""] + held_out + ["   "]
@@ -295,6 +299,7 @@ def test_scores_of_the_searchs_own_outputs_are_the_scores_it_reported(permuting)
     assert text.log_probs == pytest.approx(ids.log_probs)
 
 
+@pytest.mark.backend
 def test_sampling_is_seeded_per_sentence_and_cut_to_the_top_tokens(permuting):
     model, tokenizer, _, held_out = permuting
     translator = Translator(model, tokenizer, batch_size=64)
@@ -311,17 +316,15 @@ def test_sampling_is_seeded_per_sentence_and_cut_to_the_top_tokens(permuting):
         assert translator.translate(held_out, sampler=RandomSampler(seed=3, **hot, **cut)) == greedy
 
 
-# "auto" is another decoding path on TensorFlow only (its graph without XLA).
-@pytest.mark.parametrize("jit_compile", [True, "auto"] if keras.backend.backend() == "tensorflow" else [True])
-def test_target_prefixes_start_each_output_and_are_scored_once(permuting, monkeypatch, jit_compile):
+def test_target_prefixes_start_each_output_and_are_scored_once(permuting, monkeypatch):
     # Each prefix is a word the model would not start with: the source's
-    # first word (no permutation keeps it first). "auto" on TensorFlow: the
-    # graph at once (no eager steps).
+    # first word (no permutation keeps it first). The graph at once (no
+    # eager steps); XLA's steering: tests/export/test_xla_export.py.
     import keras_transformer.translator
 
     monkeypatch.setattr(keras_transformer.translator, "EAGER_STEPS", 0)
     model, tokenizer, _, held_out = permuting
-    translator = Translator(model, tokenizer, jit_compile=jit_compile)
+    translator = Translator(model, tokenizer)
     texts = held_out[:12]
     prefixes = [s.split()[0] if i % 3 else "" for i, s in enumerate(texts)]  # every third without one
     plain = translator.translate(texts)
@@ -331,14 +334,14 @@ def test_target_prefixes_start_each_output_and_are_scored_once(permuting, monkey
         owners = [i for i, hypotheses in enumerate(found) for _ in hypotheses]
         for i, h in zip(owners, outputs):
             assert h.text.startswith(prefixes[i]), (texts[i], prefixes[i], h.text)
-    # On token ids, each sampler (once a backend): the outputs start with the
+    # On token ids, each sampler: the outputs start with the
     # prefix's ids, and the search's score of each is `score_ids` of the same
     # ids (the prefix's tokens counted once).
     sources = [ids + [EOS_ID] for ids in tokenizer.encode(texts)]
     prefix_ids = tokenizer.encode(prefixes)
     batch, prefix = padded(sources), padded([ids or [0] for ids in prefix_ids])
     samplers = (BeamSampler(4, 0.6, num_return=2), get_sampler(1, 0.6), RandomSampler(seed=3, temperature=2.0))
-    for sampler in samplers if jit_compile is True else ():
+    for sampler in samplers:
         tokens, scores = (ops.convert_to_numpy(x) for x in sampler(model, batch, 50, False, prefix))
         tokens, scores = tokens.reshape(len(texts), -1, tokens.shape[-1]), scores.reshape(len(texts), -1)
         pairs = [(i, row[: list(row).index(EOS_ID) + 1].tolist(), score)
@@ -363,15 +366,14 @@ def test_target_prefixes_start_each_output_and_are_scored_once(permuting, monkey
         translator.translate(texts[:1], target_prefix=[" ".join(["cat"] * 60)])
 
 
-@pytest.mark.parametrize("jit_compile", [True, "auto"] if keras.backend.backend() == "tensorflow" else [True])
-def test_constraints_appear_in_each_output_and_leave_other_sentences_unchanged(permuting, monkeypatch, jit_compile):
+def test_constraints_appear_in_each_output_and_leave_other_sentences_unchanged(permuting, monkeypatch):
     # Each constraint is a word absent from the sentence's translation;
     # every third sentence has none, every fourth two.
     import keras_transformer.translator
 
     monkeypatch.setattr(keras_transformer.translator, "EAGER_STEPS", 0)
     model, tokenizer, _, held_out = permuting
-    translator = Translator(model, tokenizer, jit_compile=jit_compile)
+    translator = Translator(model, tokenizer)
     texts = held_out[:12]
     plain = translator.translate(texts)
     absent = [[w for w in PERMUTING_WORDS if w not in t.split()] for t in plain]
@@ -387,29 +389,28 @@ def test_constraints_appear_in_each_output_and_leave_other_sentences_unchanged(p
     with_cat = [t for t in held_out if "cat" in t.split()][:4]
     assert all("c" in t.split() for t in translator.translate(with_cat, constraints=[["c"]] * len(with_cat)))
     assert translator.translate(texts, constraints=[[]] * len(texts)) == plain
-    # On token ids (once a backend): each output holds its phrases' ids, and
-    # the search's score of each is `score_ids` of the same ids.
-    if jit_compile is True:
-        sources = [ids + [EOS_ID] for ids in tokenizer.encode(texts)]
-        phrase_ids = [tokenizer.encode(c) if c else [] for c in constraints]
-        array = np.zeros((len(texts), 2, 1), "int32")
-        for i, phrases in enumerate(phrase_ids):
-            for j, ids in enumerate(phrases):
-                array[i, j, : len(ids)] = ids
-        sampler = BeamSampler(4, 0.6, num_return=4)
-        tokens, scores = (ops.convert_to_numpy(x) for x in sampler(model, padded(sources), 50, False, None, array))
-        pairs = [(i, row[: list(row).index(EOS_ID) + 1].tolist(), score)
-                 for i, (rows, row_scores) in enumerate(zip(tokens, scores))
-                 for row, score in zip(rows, row_scores) if EOS_ID in row]
-        assert len(pairs) >= len(texts)
-        for i, ids, _ in pairs:
-            assert all(f" {_joined(p)} " in f" {_joined(ids)} " for p in phrase_ids[i]), (texts[i], constraints[i], ids)
-            assert PAD_ID not in ids, ids
-        for i in range(len(texts)):  # each hypothesis once
-            found = [tuple(ids) for j, ids, _ in pairs if j == i]
-            assert len(set(found)) == len(found), found
-        given = translator.score_ids([sources[i] for i, _, _ in pairs], [ids for _, ids, _ in pairs])
-        np.testing.assert_allclose([g.score for g in given], [score for _, _, score in pairs], atol=1e-4)
+    # On token ids: each output holds its phrases' ids, and the search's
+    # score of each is `score_ids` of the same ids.
+    sources = [ids + [EOS_ID] for ids in tokenizer.encode(texts)]
+    phrase_ids = [tokenizer.encode(c) if c else [] for c in constraints]
+    array = np.zeros((len(texts), 2, 1), "int32")
+    for i, phrases in enumerate(phrase_ids):
+        for j, ids in enumerate(phrases):
+            array[i, j, : len(ids)] = ids
+    sampler = BeamSampler(4, 0.6, num_return=4)
+    tokens, scores = (ops.convert_to_numpy(x) for x in sampler(model, padded(sources), 50, False, None, array))
+    pairs = [(i, row[: list(row).index(EOS_ID) + 1].tolist(), score)
+             for i, (rows, row_scores) in enumerate(zip(tokens, scores))
+             for row, score in zip(rows, row_scores) if EOS_ID in row]
+    assert len(pairs) >= len(texts)
+    for i, ids, _ in pairs:
+        assert all(f" {_joined(p)} " in f" {_joined(ids)} " for p in phrase_ids[i]), (texts[i], constraints[i], ids)
+        assert PAD_ID not in ids, ids
+    for i in range(len(texts)):  # each hypothesis once
+        found = [tuple(ids) for j, ids, _ in pairs if j == i]
+        assert len(set(found)) == len(found), found
+    given = translator.score_ids([sources[i] for i, _, _ in pairs], [ids for _, ids, _ in pairs])
+    np.testing.assert_allclose([g.score for g in given], [score for _, _, score in pairs], atol=1e-4)
     greedy = Translator(model, tokenizer, beam_size=1)
     assert greedy.translate(texts[:2], constraints=[[], []]) == greedy.translate(texts[:2])
     with pytest.raises(ValueError, match=r"`constraints` needs beam search: a translator with beam_size >= 2"):

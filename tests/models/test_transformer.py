@@ -8,7 +8,9 @@ from keras import ops
 
 from keras_transformer import Transformer, TransformerConfig
 
-pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
+# `backend` (also on JAX and PyTorch): the model's weights, saving, inputs
+# and cache. Masks, causality and mixed precision are checked against NumPy
+# layer by layer on every backend (tests/layers); here on TensorFlow.
 
 TINY = dict(vocab_size=50, num_layers=2, d_model=16, num_heads=4, d_ff=32, max_length=32)
 
@@ -26,6 +28,7 @@ def analytic_parameter_count(vocab_size, num_layers, d_model, d_ff, **_):
     return vocab_size * d_model + num_layers * (encoder + decoder)
 
 
+@pytest.mark.backend
 def test_separate_vocabularies_and_learned_positions_add_their_weights():
     model = Transformer(**TINY, target_vocab_size=30, learned_positions=True)
     model.build(((None, None), (None, None)))
@@ -72,6 +75,7 @@ def test_target_padding_leaves_real_positions_unchanged():
     np.testing.assert_allclose(ops.convert_to_numpy(model((source, padded)))[:, :4], logits, atol=1e-5)
 
 
+@pytest.mark.backend
 def test_cached_decoding_equals_full_pass():
     model = Transformer(**TINY)
     source, target = ids(2, 6), ids(2, 5)
@@ -97,6 +101,7 @@ def test_cross_attention_weights_for_plots():
     assert np.all(w[..., 4:] < 1e-7)
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_config_and_keras_file_round_trip(tmp_path, norm_first):
     model = Transformer(**TINY, norm_first=norm_first, learned_positions=True)
@@ -114,12 +119,14 @@ def test_config_and_keras_file_round_trip(tmp_path, norm_first):
     np.testing.assert_array_equal(ops.convert_to_numpy(loaded((source, target))), expected)
 
 
+@pytest.mark.backend
 def test_numpy_integer_sizes_are_accepted_as_ints():
     model = Transformer(**{k: np.int64(v) for k, v in TINY.items()})
     assert model((ids(1, 5), ids(1, 4))).shape == (1, 4, 50)
     assert all(type(model.get_config()[k]) is int for k in TINY)
 
 
+@pytest.mark.backend
 def test_cache_longer_than_max_length_is_refused():
     model = Transformer(**TINY)
     memory = model.encode(ids(1, 5))
@@ -127,6 +134,7 @@ def test_cache_longer_than_max_length_is_refused():
         model.init_cache(memory, 33)
 
 
+@pytest.mark.backend
 def test_float_ids_are_cast_as_keras_embedding_casts_them():
     # Keras builds a model under a tf.distribute strategy from a batch
     # averaged across replicas, whose ids are float32.
@@ -137,6 +145,7 @@ def test_float_ids_are_cast_as_keras_embedding_casts_them():
     np.testing.assert_array_equal(cast, expected)
 
 
+@pytest.mark.backend
 def test_wrong_inputs_give_clear_errors():
     model = Transformer(**TINY)
     with pytest.raises(ValueError, match="source_ids"):

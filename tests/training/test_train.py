@@ -12,10 +12,12 @@ from keras_transformer.training.optimizer import paper_training_optimizer
 from tests.training.tasks import TINY, copy_task, numpy_passes, source_blind_loss, weights_of
 
 CONFIG = dict(vocab_size=20, **TINY, dropout_rate=0.0)
-# Output-directory and resume logic is backend-independent Python; its
-# end-to-end runs through `fit` need only one backend. Training itself
-# (`backend`: accumulation, precision, the NumPy input and its resume, the
-# time limit) runs on every backend, like checkpoints' save and restore.
+# Output-directory, resume and time-limit logic is backend-independent
+# Python; its end-to-end runs through `fit` need only one backend. One
+# training step through each backend's trainer (`backend`: accumulated
+# micro-batches against one big step) runs on every backend, like
+# checkpoints' save and restore; tests/training/test_distributed.py trains
+# and resumes on JAX without TensorFlow.
 tensorflow_only = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="end-to-end resume runs once, on TensorFlow"
 )
@@ -52,7 +54,6 @@ def test_accumulated_micro_batches_equal_one_big_step(tmp_path):
     assert compared > 0.9 * sum(w.size for w in weights_of(big))
 
 
-@pytest.mark.backend
 def test_mixed_precision_policies():
     config = TransformerConfig(**CONFIG)
     fp16 = build_model(config, "mixed_float16", TrainingOptions(), 1, "auto")
@@ -92,7 +93,6 @@ def assert_float32_statistics(norm):
     np.testing.assert_allclose(out, expected, rtol=2**-7, atol=1e-3)
 
 
-@pytest.mark.backend
 @pytest.mark.slow
 def test_mixed_bfloat16_learns_with_float32_variables_and_statistics(tmp_path):
     data = copy_task(1024)
@@ -167,7 +167,6 @@ def test_paper_training_optimizer_defaults():
     assert optimizer.gradient_accumulation_steps is None
 
 
-@pytest.mark.backend
 @pytest.mark.slow
 def test_steps_past_the_last_whole_interval_end_with_a_checkpoint_and_resume_to_the_same_weights(tmp_path):
     # A `pass -> NumPy batches` function, the input of machines without
@@ -209,7 +208,6 @@ def test_an_empty_pass_is_a_clear_error(tmp_path):
         train(CONFIG, lambda index: iter(()), tmp_path, train_steps=2, checkpoint_every=2, **QUIET)
 
 
-@pytest.mark.backend
 def test_time_limit_stops_at_the_first_checkpoint_after_it(tmp_path):
     from keras_transformer.training import TimeLimit, latest_checkpoint
 

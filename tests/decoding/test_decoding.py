@@ -281,29 +281,17 @@ def test_halves_with_a_batch_size_known_only_when_the_graph_runs(monkeypatch):
     monkeypatch.setattr(model, "decode", plain)
     xla = tf.function(lambda s: beam_search(model, s, drop_finished="halves", **kwargs), autograph=False,
                       input_signature=spec, jit_compile=True)
-    for batch in (source, source[:1]):  # narrowing, and a sentence alone (its widths 1, 0, 0)
-        tokens, scores = xla(batch)
-        np.testing.assert_array_equal(np_(tokens), np_(expected[0])[: len(batch)])
-        np.testing.assert_allclose(np_(scores), np_(expected[1])[: len(batch)], atol=1e-5)
+    # A sentence alone: its widths 1, 0 and 0 (XLA's narrowing of a whole
+    # batch: tests/export/test_xla_export.py).
+    tokens, scores = xla(source[:1])
+    np.testing.assert_array_equal(np_(tokens), np_(expected[0])[:1])
+    np.testing.assert_allclose(np_(scores), np_(expected[1])[:1], atol=1e-5)
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None])
 def test_drop_finished_takes_false_true_or_halves(value):
     with pytest.raises(ValueError, match="drop_finished"):
         beam_search(tiny_model(), sources(), drop_finished=value)
-
-
-def test_compiled_beam_search_over_several_segments_matches_eager(monkeypatch):
-    # Segments of 3, 6 and 13 positions, compiled as the Translator
-    # compiles them (XLA on TensorFlow, jax.jit on JAX).
-    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
-    model = tiny_model()
-    kwargs = dict(beam_size=3, max_length=13, eos_id=None)
-    assert cache_lengths(model, 13, True) == (3, 6, 13)
-    expected = beam_search(model, sources(), **kwargs)
-    compiled = jit_decoder(model, beam_search, **kwargs)(sources())
-    np.testing.assert_array_equal(np_(compiled[0]), np_(expected[0]))
-    np.testing.assert_allclose(np_(compiled[1]), np_(expected[1]), atol=1e-5)
 
 
 def test_extend_cache_pads_the_self_attention_part_with_zeros():

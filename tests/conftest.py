@@ -43,28 +43,42 @@ def pytest_unconfigure(config):
 # The costliest modules, the heaviest first, as tests/run.sh's --durations
 # tables measure them on 2 CPU cores; the other modules run after them, in
 # their own order. A module's cost includes the shared artifacts it is
-# first to ask for (tests/shared.py).
-HEAVIEST_FIRST = (
-    "tests/decoding/test_decoding.py",
-    "tests/test_translate_speed.py",
-    "tests/training/test_train.py",
-    "tests/test_examples.py",
-    "tests/decoding/test_translator.py",
-    "tests/training/test_plain_keras.py",
-    "tests/export/test_xla_export.py",
-    "tests/training/test_distributed.py",
-    "tests/test_docs_code.py",
-    "tests/serving/test_output_paths.py",
-    "tests/training/test_own_files.py",
-    "tests/models/test_learning.py",
-    "tests/training/test_callbacks_and_cli.py",
-    "tests/test_benchmarks.py",
-    "tests/export/test_export.py",
-    "tests/test_wheel.py",
-    "tests/pipeline/test_one_pipeline.py",
-    "tests/serving/test_cli_process.py",
-    "tests/serving/test_serve_command.py",
-)
+# first to ask for (tests/shared.py): the XLA export's module makes the
+# permuting model and its exports before the modules that read them start,
+# while the other worker runs modules that need none.
+HEAVIEST_FIRST = {
+    "tensorflow": (
+        "tests/export/test_xla_export.py",
+        "tests/training/test_own_files.py",
+        "tests/test_docs_code.py",
+        "tests/test_translate_speed.py",
+        "tests/decoding/test_translator.py",
+        "tests/training/test_train.py",
+        "tests/decoding/test_decoding.py",
+        "tests/serving/test_output_paths.py",
+        "tests/training/test_callbacks_and_cli.py",
+        "tests/export/test_export.py",
+        "tests/models/test_learning.py",
+        "tests/pipeline/test_one_pipeline.py",
+        "tests/training/test_distributed.py",
+        "tests/serving/test_cli_process.py",
+        "tests/test_examples.py",
+        "tests/training/test_plain_keras.py",
+        "tests/test_benchmarks.py",
+        "tests/test_wheel.py",
+        "tests/serving/test_serve_command.py",
+    ),
+    # The `backend` passes (JAX, PyTorch): their processes and the preset first.
+    "other": (
+        "tests/pipeline/test_one_pipeline.py",
+        "tests/training/test_distributed.py",
+        "tests/training/test_plain_keras.py",
+        "tests/models/test_learning.py",
+        "tests/decoding/test_decoding.py",
+        "tests/decoding/test_translator.py",
+        "tests/training/test_train.py",
+    ),
+}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -72,7 +86,8 @@ def pytest_collection_modifyitems(config, items):
     pytest-xdist hands its workers a module at a time in this order
     (tests/run.sh: --dist loadfile --no-loadscope-reorder), so that no
     worker is left running a long module at the end while the other waits."""
-    rank = {module: i for i, module in enumerate(HEAVIEST_FIRST)}
+    heaviest = HEAVIEST_FIRST["tensorflow" if keras.backend.backend() == "tensorflow" else "other"]
+    rank = {module: i for i, module in enumerate(heaviest)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 

@@ -208,7 +208,10 @@ def sources_of_lengths(lengths):
     return source
 
 
-@pytest.mark.parametrize("eos_id, sampler", SAMPLER_CASES)
+# Beam search without EOS also on JAX and PyTorch (`backend`): jax.jit's
+# narrowing is tested only here.
+@pytest.mark.parametrize("eos_id, sampler", [
+    pytest.param(*case, marks=pytest.mark.backend) if case == (None, "beam") else case for case in SAMPLER_CASES])
 def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_id, sampler):
     # Four sentences with length limits 5, 2, 9 and 3 (no extra length),
     # segments of 3 and 9 positions, widths of 4, 2 and 1 sentences.
@@ -240,8 +243,8 @@ def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_
         assert set(rows[1:]) <= {4 * width, 2 * width, width}, rows
         if eos_id is None:
             assert rows == [4] + [4 * width] * 2 + [2 * width] * 2 + [width] * 4, rows
-        if keras.backend.backend() == "tensorflow" and sampler == "beam":
-            return  # XLA's narrowing beam search: test_translator.py's narrowing test and the test below
+        if keras.backend.backend() == "tensorflow":
+            return  # XLA's narrowing: the test below, and tests/export/test_xla_export.py
         compiled = compile_narrowed(source)
     np.testing.assert_array_equal(np_(compiled[0]), np_(expected[0]))
     np.testing.assert_allclose(np_(compiled[1]), np_(expected[1]), atol=1e-5)

@@ -20,14 +20,13 @@ sentence is done. With terminology constraints it is lexically
 constrained beam search (`keras_transformer.decoding.constraints`).
 """
 
-import numbers
 from typing import Any, NamedTuple
 
 import numpy as np
 from keras import ops
 
 from keras_transformer.decoding import constraints as lexical
-from keras_transformer.decoding.common import NEG_INF, gather_rows, top_k, write_column
+from keras_transformer.decoding.common import NEG_INF, check_alpha, gather_rows, length_penalty, top_k, write_column
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.decoding.loop import Sampler, decode
 from keras_transformer.tokens import BOS_ID, EOS_ID
@@ -55,21 +54,6 @@ class ConstrainedBeamState(NamedTuple):
     finished_flags: Any
     constraints: Any  # (batch, constraints, length) int32: phrases, PAD after
     alive_progress: Any  # (batch, beam, constraints) int32: tokens met of each phrase, its length + 1 once met
-
-
-def length_penalty(length, alpha):
-    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016).
-
-    `length` counts the output tokens, EOS included.
-    """
-    length = ops.cast(length, "float32")
-    return ops.power((5.0 + length) / 6.0, alpha)
-
-
-def check_alpha(alpha):
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha >= 0:
-        raise ValueError(f"Argument `alpha` must be a number >= 0. Received: alpha={alpha!r}")
-    return float(alpha)
 
 
 def _extended(seqs, beams, tokens, step):

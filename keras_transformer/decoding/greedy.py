@@ -4,9 +4,8 @@ from typing import Any, NamedTuple
 
 from keras import ops
 
-from keras_transformer.decoding.beam_search import check_alpha, length_penalty
-from keras_transformer.decoding.common import write_column
-from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
+from keras_transformer.decoding.common import check_alpha, length_penalty, write_column
+from keras_transformer.decoding.defaults import ALPHA, MAX_EXTRA_LENGTH
 from keras_transformer.decoding.loop import Sampler, decode
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
@@ -28,14 +27,15 @@ class GreedySampler(Sampler):
     Args:
         alpha: float >= 0. The score of an output is its log-probability
             (EOS included) over the GNMT length penalty of its length, as
-            beam search scores; 0, the default, gives the plain sum.
+            beam search scores (by default with its `ALPHA`); 0 gives the
+            plain sum.
     """
 
     width = 1
     num_return = 1
     result_fields = ("seqs", "log_probs", "lengths")
 
-    def __init__(self, alpha=0.0):
+    def __init__(self, alpha=ALPHA):
         self.alpha = check_alpha(alpha)
 
     def start(self, source_ids, length, bos_id, limits):
@@ -132,5 +132,5 @@ def greedy_decode(
     >>> tokens.shape
     (1, 8)
     """
-    return decode(model, source_ids, GreedySampler(), max_length, bos_id, eos_id, use_cache, max_extra_length,
+    return decode(model, source_ids, GreedySampler(alpha=0.0), max_length, bos_id, eos_id, use_cache, max_extra_length,
                   drop_finished)

@@ -29,4 +29,4 @@ from keras_transformer.models import ARCHITECTURES, Transformer, TransformerConf
 from keras_transformer.presets import list_presets
 from keras_transformer.schedules import TransformerSchedule, paper_optimizer
 
-__version__ = "0.1.0"
+from keras_transformer.version import __version__

@@ -21,7 +21,7 @@ from keras_transformer.layers import (
     ReversibleEmbedding,
 )
 from keras_transformer.data.tokenizer import SubwordTokenizer
-from keras_transformer.decoding.sampling import RandomSampler
+from keras_transformer.decoding.random_sampling import RandomSampler
 from keras_transformer.translator import Hypothesis, TokenScores, Translator
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy

@@ -23,6 +23,13 @@ Example:
 
 import os
 
+import keras
+
+from keras_transformer import presets
+from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.models.config import ARCHITECTURES
+from keras_transformer.models.transformer import Transformer
+
 PRESET, SAVED_MODEL, RUN, KERAS_FILE = "preset", "SavedModel", "training run", ".keras file"
 
 
@@ -36,13 +43,11 @@ def preset_path(name):
     >>> preset_path("saved_models/tatoeba_en_fr") is None
     True
     """
-    from keras_transformer.models.config import ARCHITECTURES
-    from keras_transformer.presets import CONFIG_FILE, list_presets, preset_directory
 
-    if name in list_presets() or os.path.isfile(os.path.join(name, CONFIG_FILE)):
-        return preset_directory(name)
+    if name in presets.list_presets() or os.path.isfile(os.path.join(name, presets.CONFIG_FILE)):
+        return presets.preset_directory(name)
     if name in ARCHITECTURES and not os.path.exists(name):
-        preset_directory(name)  # raises: an architecture has no weights
+        presets.preset_directory(name)  # raises: an architecture has no weights
     return None
 
 
@@ -51,25 +56,21 @@ def model_kind(path_or_name, weights=None):
     names (any other folder is taken for a SavedModel folder, whose loading
     says what it lacks); raises `no_such_model` if it names nothing. A
     finished run's folder is also a preset: with `weights`, it is a run."""
-    from keras_transformer.training.manifest import read_manifest
-
-    if weights is not None and os.path.isdir(path_or_name) and read_manifest(path_or_name) is not None:
+    if weights is not None and os.path.isdir(path_or_name) and _read_manifest(path_or_name) is not None:
         return RUN
     if preset_path(path_or_name) is not None:
         return PRESET
     if path_or_name.endswith(".keras"):
         return KERAS_FILE
     if os.path.isdir(path_or_name):
-        return RUN if read_manifest(path_or_name) is not None else SAVED_MODEL
+        return RUN if _read_manifest(path_or_name) is not None else SAVED_MODEL
     raise no_such_model(path_or_name)
 
 
 def no_such_model(model):
     """The error for a MODEL that is none of the kinds above."""
-    from keras_transformer.presets import list_presets
-
     return FileNotFoundError(
-        f"No model at {model!r}: expected a shipped preset (one of {list_presets()}), a preset "
+        f"No model at {model!r}: expected a shipped preset (one of {presets.list_presets()}), a preset "
         f"directory (config.json), a SavedModel folder (saved_models/<name>), a .keras file or a training "
         f"run folder with --weights. Received: model={model!r}"
     )
@@ -102,9 +103,6 @@ def load_model(path_or_name, tokenizer=None, weights=None, quantize=None):
 
 
 def _load_preset(name, tokenizer, weights):
-    from keras_transformer import presets
-    from keras_transformer.data.tokenizer import SubwordTokenizer
-
     no_tokenizer_with_preset(name, tokenizer)
     if weights is not None:
         raise ValueError(f"--weights is for a training run folder; the preset {name!r} has its own "
@@ -116,13 +114,8 @@ def _load_preset(name, tokenizer, weights):
 def load_keras_model(path, weights=None):
     """A `.keras` file, or a training run folder (`run.json`) with `weights`
     (e.g. the output of `average-checkpoints`)."""
-    import keras
-
-    from keras_transformer.models.transformer import Transformer
-    from keras_transformer.training.manifest import read_manifest
-
     if os.path.isdir(path):
-        manifest = read_manifest(path)
+        manifest = _read_manifest(path)
         if manifest is None or not weights:
             raise SystemExit(
                 f"{path!r} is a folder: expected a training run (run.json) and --weights "
@@ -139,7 +132,6 @@ def load_keras_model(path, weights=None):
 
 def load_tokenizer(path):
     """The `SubwordTokenizer` of the `.model` file given as `--tokenizer`."""
-    from keras_transformer.data.tokenizer import SubwordTokenizer
 
     if isinstance(path, SubwordTokenizer):
         return path
@@ -174,3 +166,12 @@ def no_options_with_saved_model(model, **given):
             f"{names} applies to a preset or a .keras model; a SavedModel translates as it was "
             f"exported. Received: model={model!r}, {values}"
         )
+
+
+def _read_manifest(path):
+    """A run folder's manifest (`run.json`), or None."""
+    # The training package (its strategies and callbacks) loads only when a
+    # folder may be a run, not with `import keras_transformer`.
+    from keras_transformer.training.manifest import read_manifest
+
+    return read_manifest(path)

@@ -78,7 +78,7 @@ def check_steering(target_prefix, constraints, count, beam_size, sampler):
     the call's, must take them)."""
     prefixes = per_sentence("target_prefix", target_prefix, count, check_strings)
     phrases = per_sentence("constraints", constraints, count, check_phrase_lists)
-    if phrases and any(phrases) and not getattr(sampler, "takes_constraints", False):
+    if phrases and any(phrases) and not sampler.takes_constraints:
         check_constraints_searchable(beam_size, sampler)
     return prefixes, phrases
 

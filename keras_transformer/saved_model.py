@@ -50,8 +50,7 @@ from keras_transformer.compat import keep_cond_functional
 from keras_transformer.decoding.common import length_penalty
 from keras_transformer.decoding.common import NEG_INF, ensure_built
 from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
-from keras_transformer.decoding.samplers import BeamSampler
-from keras_transformer.decoding.sampling import RandomSampler
+from keras_transformer.decoding import BeamSampler, RandomSampler
 from keras_transformer.decoding.scoring import force_decode
 from keras_transformer.decoding.runner import graph_decoder
 from keras_transformer.request_checks import check_constraints_searchable, check_n_best, scoring_limits

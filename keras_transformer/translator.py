@@ -7,7 +7,7 @@ from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.decoding.common import model_max_length, penalty_value
 from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.decoding.runner import EAGER_STEPS, DecodeRunner, Steering
-from keras_transformer.decoding.samplers import BeamSampler, RandomSampler, get_sampler
+from keras_transformer.decoding import BeamSampler, RandomSampler, get_sampler
 from keras_transformer.outputs import Hypothesis, TokenScores, prediction  # noqa: F401 - also of this module
 from keras_transformer.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, first_pieces, join_pieces
 from keras_transformer.tokens import EOS_ID, pack_source, unpack_output

@@ -67,7 +67,7 @@ def decoding_options(args):
 
 def add_output_arguments(p):
     """What a translation returns, and sampling instead of the search
-    (`Translator.hypotheses`, `keras_transformer.decoding.sampling`)."""
+    (`Translator.hypotheses`, `keras_transformer.decoding.random_sampling`)."""
     p.add_argument("--scores", action="store_true",
                    help="write JSON lines with each translation's score and confidence")
     p.add_argument("--n-best", type=positive_int, default=1, metavar="N",
@@ -101,7 +101,7 @@ def output_options(args):
     given = {name: value for name, value in given.items() if value is not None}
     if not given and args.seed is None:
         return outputs, None
-    from keras_transformer.decoding.sampling import RandomSampler
+    from keras_transformer.decoding.random_sampling import RandomSampler
 
     return outputs, RandomSampler(top_k=given.get("topk", 0), top_p=given.get("topp", 1.0),
                                   temperature=given.get("temperature", 1.0), seed=0 if args.seed is None else args.seed)

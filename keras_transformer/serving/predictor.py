@@ -29,6 +29,7 @@ import numpy as np
 
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
+from keras_transformer.decoding.random_sampling import RandomSampler
 from keras_transformer.request_checks import (
     check_n_best,
     check_score_length,
@@ -41,7 +42,7 @@ from keras_transformer.validation import check_phrases
 
 @dataclasses.dataclass(frozen=True)
 class Sampling:
-    """Sampling's settings (`keras_transformer.decoding.sampling.RandomSampler`)."""
+    """Sampling's settings (`keras_transformer.decoding.random_sampling.RandomSampler`)."""
 
     seed: int = 0
     temperature: float = 1.0
@@ -49,8 +50,6 @@ class Sampling:
     top_p: float = 1.0
 
     def __post_init__(self):
-        from keras_transformer.decoding.sampling import RandomSampler
-
         RandomSampler(top_k=self.top_k, top_p=self.top_p, temperature=self.temperature, seed=self.seed)  # checks
 
 

@@ -10,8 +10,7 @@ import pytest
 from keras import ops
 
 from keras_transformer import Translator
-from keras_transformer.decoding.samplers import BeamSampler, get_sampler
-from keras_transformer.decoding.sampling import RandomSampler
+from keras_transformer.decoding import BeamSampler, RandomSampler, get_sampler
 from keras_transformer.decoding import beam_search, jit_decoder
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.runner import DECODER_CACHE_SIZE

@@ -94,7 +94,8 @@ def load_model(path_or_name, tokenizer=None, weights=None, quantize=None):
             tokenizer = os.path.join(path_or_name, "tokenizer.model")  # the run's own
         if tokenizer is None:
             raise ValueError("--tokenizer is required with a .keras file or a run folder (its SentencePiece .model "
-                             f"file; only a preset carries its own). Received: model={path_or_name!r}, --tokenizer=None")
+                             "file; only a preset carries its own). "
+                             f"Received: model={path_or_name!r}, --tokenizer=None")
         model = load_keras_model(path_or_name, weights)
         tokenizer = load_tokenizer(tokenizer)
     if quantize:

@@ -103,14 +103,14 @@ def check_length_policy(length_policy):
 
 def tokenize_graph(op, strings):
     """Ids of `strings` `(n,)` by the SentencePiece `op`: ragged int32 `(n, None)`."""
-    import tensorflow as tf
+    import tensorflow as tf  # the graph face only: not the Python face's
 
     return tf.cast(op.tokenize(strings), tf.int32)
 
 
 def _blank_graph(strings):
     """`is_blank` of each of `strings` `(n,)`, in TensorFlow ops."""
-    import tensorflow as tf
+    import tensorflow as tf  # the graph face only: not the Python face's
 
     return tf.strings.regex_full_match(strings, _RE2_SPACE + "*")
 
@@ -153,7 +153,7 @@ def padded_rows(rows, batch_size):
 def power_of_two_graph(rows):
     """`power_of_two` of a scalar int32 tensor, in TensorFlow ops (the
     SavedModel's XLA batches, which may hold any number of rows)."""
-    import tensorflow as tf
+    import tensorflow as tf  # the graph face only: not the Python face's
 
     powers = tf.constant([2**i for i in range(31)], tf.int32)
     return tf.gather(powers, tf.searchsorted(powers, rows[None])[0])
@@ -365,7 +365,7 @@ class TranslationPreprocessor:
         TensorFlow drops the resources of eager ops whenever
         `tf.random.set_seed` clears its kernel cache.
         """
-        import tensorflow_text as tf_text
+        import tensorflow_text as tf_text  # the graph face only: not the Python face's
 
         return tf_text.SentencepieceTokenizer(model=self.tokenizer.model_proto)
 
@@ -378,7 +378,7 @@ class TranslationPreprocessor:
         """`pieces` in TensorFlow ops: `inputs` `(batch,)` string to a ragged
         int32 `(pieces, None)` of packed source ids and their owners
         `(pieces,)`, with the op of `graph_tokenizer()` (a new one if None)."""
-        import tensorflow as tf
+        import tensorflow as tf  # the graph face only: not the Python face's
 
         op = self.graph_tokenizer() if op is None else op
 
@@ -404,7 +404,7 @@ class TranslationPreprocessor:
 
     def _windows_graph(self, ids, owners):
         """`windows` of each row of the ragged `ids`, their owners repeated."""
-        import tensorflow as tf
+        import tensorflow as tf  # the graph face only: not the Python face's
 
         lengths = tf.cast(ids.row_lengths(), tf.int32)
         count = (lengths + self.room - 1) // self.room  # (n,): windows per row, at least 1
@@ -423,7 +423,7 @@ class TranslationPreprocessor:
 
         Returns `(texts, scores)`, `(count, n)` each.
         """
-        import tensorflow as tf
+        import tensorflow as tf  # the graph face only: not the Python face's
 
         texts = []
         for column in range(translations.shape[1]):
@@ -463,7 +463,7 @@ class TranslationPreprocessor:
         """`training_pairs` in TensorFlow ops: `sources` and `targets` `(n,)`
         string to ragged int32 packed ids `(kept, None)` each, and the counts
         `(4,)` int64, with the op of `graph_tokenizer()`."""
-        import tensorflow as tf
+        import tensorflow as tf  # the graph face only: not the Python face's
 
         check_length_policy(length_policy)
         source_ids, target_ids = tokenize_graph(op, sources), tokenize_graph(op, targets)  # (n, None) each

@@ -86,7 +86,7 @@ def read_translator_parts(path):
     Args:
         path: a model folder (its latest version) or one version folder.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     from keras_transformer.data.tokenizer import SubwordTokenizer
     from keras_transformer.models.transformer import Transformer
@@ -134,7 +134,7 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     copy in the graph serves every bucket, traced once at export and
     optimized once when a sentence first needs it.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     preprocessor = translator.preprocessor
     search = functools.partial(translator.runner.search(sampler, static_shapes=jit_compile), translator.model)
@@ -219,7 +219,7 @@ def _piece_details(translator, source, ids, kinds, n_best):
     `source` `(rows * n_best, width)` and `ids` `(rows * n_best, length)`.
     Returns `(lengths, links, source words, inside a word, target words)`,
     each `(rows, n_best, ...)`."""
-    import tensorflow as tf
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     lengths = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
     _, attention = force_decode(translator.model, source, ids, ALIGNMENT_LAYER)
@@ -231,7 +231,7 @@ def _piece_details(translator, source, ids, kinds, n_best):
 def build_score_fn(translator, op):
     """The graph function `(inputs, targets) [batch] string -> dict of
     outputs`: `Translator.score`, each side tokenized whole and packed."""
-    import tensorflow as tf
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     limits = scoring_limits(translator.preprocessor.max_length)
 
@@ -366,7 +366,7 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
     tokenizer's model file in `assets/` (for tools such as the
     `sentencepiece` package; the graph's op carries the same bytes) and an
     empty `assets.extra/`."""
-    import tensorflow as tf
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     op = translator.preprocessor.graph_tokenizer()  # the SentencePiece op that the graph runs and the SavedModel tracks
     search = translator.sampler

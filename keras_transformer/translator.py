@@ -271,8 +271,8 @@ class Translator:
         steering = [Steering(prefix_ids[owner], phrase_ids[owner]) if first else Steering([], [])
                     for owner, first in zip(owners, first_pieces(owners))]
         for piece, owner, steer in zip(pieces, owners, steering):
-            checks.check_piece_room(steer, len(piece), self.max_extra_length, self.preprocessor.max_length, owner,
-                                    None if prefixes is None else prefixes[owner], None if phrases is None else phrases[owner])
+            given = [None if values is None else values[owner] for values in (prefixes, phrases)]
+            checks.check_piece_room(steer, len(piece), self.max_extra_length, self.preprocessor.max_length, owner, *given)
         return steering if any(s.prefix or s.constraints for s in steering) else None
 
     def _sampler(self, n_best, sampler):

@@ -262,9 +262,10 @@ def check_instances(instances, signatures, n_best, score_lengths=None):
             forced = sum(count(text) - 1 for text in texts)  # without their EOS
             room = steering_room(count(instance.inputs), max_extra_length, max_length)
             if not leaves_room(forced, room):
+                prefix, phrases = (instance.target_prefix or "")[:40], len(instance.constraints or ())
                 raise ValueError(f"`target_prefix` and `constraints` force {forced} tokens; the translation may have "
-                                 f"at most {room}, so they must be shorter. Received: target_prefix="
-                                 f"{(instance.target_prefix or '')[:40]!r}, {len(instance.constraints or ())} constraints")
+                                 f"at most {room}, so they must be shorter. Received: target_prefix={prefix!r}, "
+                                 f"{phrases} constraints")
         if instance.targets is not None and score_lengths is not None:
             count, max_length, _ = score_lengths
             for name, text, most in zip(("inputs", "targets"), (instance.inputs, instance.targets),

@@ -246,13 +246,22 @@ def join_details_graph(log_probs, lengths, links, source_count, inside, target_c
     pairs = tf.strings.join([tf.strings.as_string(links + source_base[:, :, None]), "-",
                              tf.strings.as_string(tf.range(tf.shape(links)[-1])[None, None, :] + target_base[:, :, None])])
     pieces = tf.strings.strip(tf.strings.reduce_join(tf.where(valid, pairs + " ", ""), axis=-1))  # (pieces, n_best)
-    alignments = []
-    for column in range(n_best):
-        piece = pieces[:, column]
+    return confidences, join_columns_graph(pieces, owners, count, n_best)
+
+
+def join_columns_graph(strings, owners, count, columns):
+    """Each of `count` texts' non-empty `strings` `(pieces, columns)`, joined
+    with a space per column, in TensorFlow ops: `(count, columns)`."""
+    import tensorflow as tf  # the graph face
+
+    joined = []
+    for column in range(columns):
+        piece = strings[:, column]
         kept = tf.strings.length(piece) > 0
-        grouped = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(piece, kept), tf.boolean_mask(owners, kept), nrows=count)
-        alignments.append(tf.strings.reduce_join(grouped, axis=1, separator=" "))
-    return confidences, tf.stack(alignments, axis=1)
+        grouped = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(piece, kept), tf.boolean_mask(owners, kept),
+                                                    nrows=count)
+        joined.append(tf.strings.reduce_join(grouped, axis=1, separator=" "))
+    return tf.stack(joined, axis=1)
 
 
 class TranslationPreprocessor:
@@ -425,15 +434,8 @@ class TranslationPreprocessor:
         """
         import tensorflow as tf  # the graph face only: not the Python face's
 
-        texts = []
-        for column in range(translations.shape[1]):
-            translation = translations[:, column]
-            kept = tf.strings.length(translation) > 0
-            grouped = tf.RaggedTensor.from_value_rowids(
-                tf.boolean_mask(translation, kept), tf.boolean_mask(owners, kept), nrows=count
-            )
-            texts.append(tf.strings.reduce_join(grouped, axis=1, separator=" "))
-        return tf.stack(texts, axis=1), tf.math.unsorted_segment_mean(scores, owners, count)
+        texts = join_columns_graph(translations, owners, count, translations.shape[1])
+        return texts, tf.math.unsorted_segment_mean(scores, owners, count)
 
     # ------------------------------------------------------------ training pairs
     def training_pairs(self, pairs, length_policy="drop"):

@@ -180,10 +180,10 @@ def translator_engine(args):
 
     from keras_transformer import Translator
 
-    translator = Translator.from_preset(args.preset, batch_size=args.batch_size)
-    translator._eager_steps = 0  # the graph from the first call: its steady state is what is profiled
+    # The graph from the first call: its steady state is what is profiled.
+    translator = Translator.from_preset(args.preset, batch_size=args.batch_size, eager_steps=0)
     translate = translator.translate
-    decode = translator._decoder(translator.sampler)[1]
+    decode = translator.runner.decoder(translator.sampler)
     source = tf.TensorSpec([None, None], tf.int32)
     graph = tf.function(lambda s: decode(s), input_signature=[source], autograph=False).get_concrete_function()
     return translate, {"loop_bodies": loop_bodies(graph.graph.as_graph_def())}

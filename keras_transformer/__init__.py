@@ -21,7 +21,7 @@ from keras_transformer.layers import (
     ReversibleEmbedding,
 )
 from keras_transformer.data.tokenizer import SubwordTokenizer
-from keras_transformer.decoding.sampling import RandomSampler
+from keras_transformer.decoding.random_sampling import RandomSampler
 from keras_transformer.translator import Hypothesis, TokenScores, Translator
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
@@ -29,4 +29,4 @@ from keras_transformer.models import ARCHITECTURES, Transformer, TransformerConf
 from keras_transformer.presets import list_presets
 from keras_transformer.schedules import TransformerSchedule, paper_optimizer
 
-__version__ = "0.1.0"
+from keras_transformer.version import __version__

@@ -88,8 +88,3 @@ def word_links(attention, source_ids, target_ids, kinds):
     links = ops.where(exists, ops.cast(ops.argmax(per_word, axis=-1), "int32"), -1)
     inside = ops.equal(ops.take(ops.convert_to_tensor(kinds), ops.cast(source_ids, "int32")[:, 0]), CONTINUES)
     return links, source_count, ops.logical_and(inside, source_count > 0), target_count
-
-
-def pharaoh(links):
-    """`"s-t s-t ..."` of `[(s, t)]` links."""
-    return " ".join(f"{s}-{t}" for s, t in links)

@@ -18,6 +18,12 @@ the SavedModel export, the server and the command line.
   order, and the input's score is the mean of its pieces' scores. With
   `long_inputs="truncate"` an input keeps its first `source_budget - 1` ids
   instead.
+- **Joining.** A text's pieces come back as one translation: their texts
+  joined with one space (empty ones left out), the mean of their scores,
+  the mean log-probability of all their tokens as its confidence, and
+  their word links, each piece's words numbered after those of the pieces
+  before it (a window that starts inside a word goes on with that word). A
+  text's target prefix and constraints steer its first piece only.
 - **Padding.** Where a batch may hold any number of rows (the SavedModel,
   the `Translator` on TensorFlow), a source is padded to the smallest of the
   `buckets` that holds it, whatever else its batch holds. Where each shape
@@ -49,8 +55,13 @@ Example:
 import itertools
 import re
 
+import numpy as np
+
+
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.tokens import (
+    EOS_ID,
+    PAD_ID,
     pack_source,
     pack_source_ragged,
     pack_target,
@@ -92,14 +103,14 @@ def check_length_policy(length_policy):
 
 def tokenize_graph(op, strings):
     """Ids of `strings` `(n,)` by the SentencePiece `op`: ragged int32 `(n, None)`."""
-    import tensorflow as tf
+    import tensorflow as tf  # the graph face only: not the Python face's
 
     return tf.cast(op.tokenize(strings), tf.int32)
 
 
 def _blank_graph(strings):
     """`is_blank` of each of `strings` `(n,)`, in TensorFlow ops."""
-    import tensorflow as tf
+    import tensorflow as tf  # the graph face only: not the Python face's
 
     return tf.strings.regex_full_match(strings, _RE2_SPACE + "*")
 
@@ -123,13 +134,134 @@ def resolve_buckets(buckets, budget):
     return sorted({b for b in buckets if b < budget} | {budget})
 
 
+def round_up(length, multiple=PAD_MULTIPLE):
+    """`length` up to a multiple of `multiple`: a compiled batch's padded length."""
+    return -(-length // multiple) * multiple
+
+
+def power_of_two(count):
+    """The smallest power of two >= `count` (1 for 0)."""
+    return 1 << max(count - 1, 0).bit_length()
+
+
 def padded_rows(rows, batch_size):
     """A compiled batch's rows: `rows` up to a power of two, at most
     `max(batch_size, rows)`."""
-    padded = 1
-    while padded < rows:
-        padded *= 2
-    return min(padded, max(batch_size, rows))
+    return min(power_of_two(rows), max(batch_size, rows))
+
+
+def power_of_two_graph(rows):
+    """`power_of_two` of a scalar int32 tensor, in TensorFlow ops (the
+    SavedModel's XLA batches, which may hold any number of rows)."""
+    import tensorflow as tf  # the graph face only: not the Python face's
+
+    powers = tf.constant([2**i for i in range(31)], tf.int32)
+    return tf.gather(powers, tf.searchsorted(powers, rows[None])[0])
+
+
+def first_pieces(owners):
+    """Whether each piece (of `owners`, in order) is its text's first: the
+    piece its steering goes to."""
+    seen = set()
+    return [owner not in seen and not seen.add(owner) for owner in owners]
+
+
+def join_pieces(texts, scores, log_probs, lengths, links=None):
+    """`(text, score, confidence, alignment)` of one text from its pieces'
+    `texts`, `scores`, total `log_probs` and `lengths` (tokens, EOS
+    included), and, if given, their `links`, each `(links, source words,
+    starts inside a word, target words)` (the rule above)."""
+    tokens = sum(lengths)
+    confidence = sum(log_probs) / tokens if tokens else 0.0
+    alignment = None if links is None else pharaoh(offset_links(links))
+    return " ".join(t for t in texts if t), float(np.mean(scores)), confidence, alignment
+
+
+def pharaoh(links):
+    """`"s-t s-t ..."` of `[(s, t)]` links."""
+    return " ".join(f"{s}-{t}" for s, t in links)
+
+
+def offset_links(pieces):
+    """The links of a text's pieces, each `(links, source words, continues
+    a word, target words)`, as links of the whole text."""
+    links, source_base, target_base = [], 0, 0
+    for piece_links, source_words, continues, target_words in pieces:
+        base = source_base - 1 if continues and source_base else source_base
+        links += [(s + base, t + target_base) for s, t in piece_links]
+        source_base, target_base = base + source_words, target_base + target_words
+    return links
+
+
+def first_pieces_graph(owners, count):
+    """`first_pieces` in TensorFlow ops: `(first, position of the owner's
+    first piece)`, `(pieces,)` each, of `owners` over `count` texts."""
+    import tensorflow as tf  # the graph face
+
+    position = tf.range(tf.size(owners))
+    start = tf.gather(tf.math.unsorted_segment_min(position, owners, count), owners)
+    return start == position, start
+
+
+def steering_graph(op, target_prefix, constraints, owners, count):
+    """Each piece's target prefix ids, ragged `(pieces, None)`, and
+    constraint ids `(pieces, constraints, phrase_length)`, PAD after each:
+    its text's for the text's first piece, none for the others."""
+    import tensorflow as tf  # the graph face
+
+    first, _ = first_pieces_graph(owners, count)  # (pieces,)
+    gathered = tf.gather(tokenize_graph(op, target_prefix), owners)  # (pieces, None)
+    lengths = tf.where(first, gathered.row_lengths(), tf.zeros_like(gathered.row_lengths()))
+    prefixes = tf.RaggedTensor.from_tensor(gathered.to_tensor(default_value=PAD_ID), lengths=lengths)
+    # (count * constraints, phrase_length + 1): "" has no tokens; a PAD column at least.
+    phrases = tf.pad(tokenize_graph(op, tf.reshape(constraints, [-1])).to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]])
+    phrases = tf.reshape(phrases, [count, tf.shape(constraints)[1], tf.shape(phrases)[1]])
+    phrases = tf.where(first[:, None, None], tf.gather(phrases, owners), PAD_ID)  # (pieces, constraints, length)
+    return prefixes, phrases
+
+
+def join_details_graph(log_probs, lengths, links, source_count, inside, target_count, owners, count, n_best):
+    """`join_pieces`' confidence and alignment in TensorFlow ops: each
+    text's `(count, n_best)` from its pieces' total `log_probs`, `lengths`,
+    `links` `(pieces, n_best, length)` (-1 where none), source words, whether
+    each starts inside a word, and target words, `(pieces, n_best)` each."""
+    import tensorflow as tf  # the graph face
+
+    total = tf.math.unsorted_segment_sum(log_probs, owners, count)
+    tokens = tf.math.unsorted_segment_sum(tf.cast(lengths, tf.float32), owners, count)
+    confidences = tf.math.divide_no_nan(total, tokens)  # (count, n_best)
+    _, first = first_pieces_graph(owners, count)  # each piece's owner's first piece
+    position = tf.range(tf.size(owners))
+
+    def before(values, inclusive=False):
+        """The sum of `values` `(pieces, n_best)` over the owner's pieces before each (or up to it)."""
+        running = tf.cumsum(values, axis=0, exclusive=not inclusive)
+        start = tf.gather(tf.cumsum(values, axis=0, exclusive=True), first)
+        return running - start
+
+    continues = tf.cast(tf.logical_and(inside, (position > first)[:, None]), tf.int32)
+    source_base = before(source_count) - before(continues, inclusive=True)  # (pieces, n_best)
+    target_base = before(target_count)
+    valid = links >= 0  # (pieces, n_best, length)
+    pairs = tf.strings.join([tf.strings.as_string(links + source_base[:, :, None]), "-",
+                             tf.strings.as_string(tf.range(tf.shape(links)[-1])[None, None, :] + target_base[:, :, None])])
+    pieces = tf.strings.strip(tf.strings.reduce_join(tf.where(valid, pairs + " ", ""), axis=-1))  # (pieces, n_best)
+    return confidences, join_columns_graph(pieces, owners, count, n_best)
+
+
+def join_columns_graph(strings, owners, count, columns):
+    """Each of `count` texts' non-empty `strings` `(pieces, columns)`, joined
+    with a space per column, in TensorFlow ops: `(count, columns)`."""
+    import tensorflow as tf  # the graph face
+
+    joined = []
+    for column in range(columns):
+        piece = strings[:, column]
+        kept = tf.strings.length(piece) > 0
+        grouped = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(piece, kept), tf.boolean_mask(owners, kept),
+                                                    nrows=count)
+        joined.append(tf.strings.reduce_join(grouped, axis=1, separator=" "))
+    return tf.stack(joined, axis=1)
 
 
 class TranslationPreprocessor:
@@ -173,7 +305,7 @@ class TranslationPreprocessor:
         order = sorted(range(len(lengths)), key=lambda i: lengths[i])
         if compiled:
             chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-            return [(c, min(-(-lengths[c[-1]] // PAD_MULTIPLE) * PAD_MULTIPLE, self.source_budget)) for c in chunks]
+            return [(c, min(round_up(lengths[c[-1]]), self.source_budget)) for c in chunks]
         batches = []
         for width, members in itertools.groupby(order, key=lambda i: self.bucket(lengths[i])):
             members = list(members)
@@ -194,10 +326,8 @@ class TranslationPreprocessor:
     def _split(self, text, tokens):
         if is_blank(text) or not tokens:
             return []
-        if len(tokens) <= self.room:
-            return [tokens]
-        if self.long_inputs == "truncate":
-            return [tokens[: self.room]]
+        if len(tokens) <= self.room or self.long_inputs == "truncate":
+            return self.windows(tokens)
         sentences = split_sentences(text)
         return [
             window
@@ -205,6 +335,20 @@ class TranslationPreprocessor:
             if not is_blank(sentence)
             for window in self.windows(ids)
         ]
+
+    def id_pieces(self, sources):
+        """`pieces` of model-ready ids (EOS last, no padding): `(ids,
+        owners)`; a source over the budget in `windows` of its ids, each
+        packed, and an empty one without a piece."""
+        ids, owners = [], []
+        for index, source in enumerate(sources):
+            if len(source) > self.source_budget:
+                windows = [pack_source(w) for w in self.windows(source[:-1] if source[-1] == EOS_ID else source)]
+            else:
+                windows = [source] if source else []
+            ids += windows
+            owners += [index] * len(windows)
+        return ids, owners
 
     def windows(self, ids):
         """`ids` (no EOS) in windows of at most `room` ids, or truncated."""
@@ -230,7 +374,7 @@ class TranslationPreprocessor:
         TensorFlow drops the resources of eager ops whenever
         `tf.random.set_seed` clears its kernel cache.
         """
-        import tensorflow_text as tf_text
+        import tensorflow_text as tf_text  # the graph face only: not the Python face's
 
         return tf_text.SentencepieceTokenizer(model=self.tokenizer.model_proto)
 
@@ -243,7 +387,7 @@ class TranslationPreprocessor:
         """`pieces` in TensorFlow ops: `inputs` `(batch,)` string to a ragged
         int32 `(pieces, None)` of packed source ids and their owners
         `(pieces,)`, with the op of `graph_tokenizer()` (a new one if None)."""
-        import tensorflow as tf
+        import tensorflow as tf  # the graph face only: not the Python face's
 
         op = self.graph_tokenizer() if op is None else op
 
@@ -269,7 +413,7 @@ class TranslationPreprocessor:
 
     def _windows_graph(self, ids, owners):
         """`windows` of each row of the ragged `ids`, their owners repeated."""
-        import tensorflow as tf
+        import tensorflow as tf  # the graph face only: not the Python face's
 
         lengths = tf.cast(ids.row_lengths(), tf.int32)
         count = (lengths + self.room - 1) // self.room  # (n,): windows per row, at least 1
@@ -288,17 +432,10 @@ class TranslationPreprocessor:
 
         Returns `(texts, scores)`, `(count, n)` each.
         """
-        import tensorflow as tf
+        import tensorflow as tf  # the graph face only: not the Python face's
 
-        texts = []
-        for column in range(translations.shape[1]):
-            translation = translations[:, column]
-            kept = tf.strings.length(translation) > 0
-            grouped = tf.RaggedTensor.from_value_rowids(
-                tf.boolean_mask(translation, kept), tf.boolean_mask(owners, kept), nrows=count
-            )
-            texts.append(tf.strings.reduce_join(grouped, axis=1, separator=" "))
-        return tf.stack(texts, axis=1), tf.math.unsorted_segment_mean(scores, owners, count)
+        texts = join_columns_graph(translations, owners, count, translations.shape[1])
+        return texts, tf.math.unsorted_segment_mean(scores, owners, count)
 
     # ------------------------------------------------------------ training pairs
     def training_pairs(self, pairs, length_policy="drop"):
@@ -328,7 +465,7 @@ class TranslationPreprocessor:
         """`training_pairs` in TensorFlow ops: `sources` and `targets` `(n,)`
         string to ragged int32 packed ids `(kept, None)` each, and the counts
         `(4,)` int64, with the op of `graph_tokenizer()`."""
-        import tensorflow as tf
+        import tensorflow as tf  # the graph face only: not the Python face's
 
         check_length_policy(length_policy)
         source_ids, target_ids = tokenize_graph(op, sources), tokenize_graph(op, targets)  # (n, None) each

@@ -31,6 +31,7 @@ import keras
 
 from keras_transformer.architectures import ARCHITECTURES
 from keras_transformer.compat import sublayers
+from keras_transformer.version import __version__
 
 ZOO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo")
 CONFIG_FILE = "config.json"
@@ -164,7 +165,7 @@ def save_model(model, directory, weights_dtype="float32", model_card=None, metad
     os.makedirs(directory, exist_ok=True)
     metadata = {
         "keras_version": keras.__version__,
-        "keras_transformer_version": _package_version(),
+        "keras_transformer_version": __version__,
         "parameter_count": int(model.count_params()),
         "weights_dtype": weights_dtype,
         **(metadata or {}),
@@ -186,9 +187,3 @@ def save_model(model, directory, weights_dtype="float32", model_card=None, metad
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return directory
-
-
-def _package_version():
-    from keras_transformer import __version__
-
-    return __version__

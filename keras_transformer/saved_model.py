@@ -37,6 +37,7 @@ with the translator's `narrow_batches`, narrows to its half and then its
 quarter as its sentences finish.
 """
 
+import functools
 import json
 import os
 import shutil
@@ -46,13 +47,14 @@ import keras
 
 from keras_transformer.alignment import piece_kinds, word_links
 from keras_transformer.compat import keep_cond_functional
-from keras_transformer.decoding.beam_search import length_penalty
-from keras_transformer.decoding.common import NEG_INF
+from keras_transformer.decoding.common import length_penalty
+from keras_transformer.decoding.common import NEG_INF, ensure_built
 from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
-from keras_transformer.decoding.samplers import BeamSampler
-from keras_transformer.decoding.sampling import RandomSampler
-from keras_transformer.decoding.scoring import force_decode, scoring_limits
-from keras_transformer.preprocessor import tokenize_graph
+from keras_transformer.decoding import BeamSampler, RandomSampler
+from keras_transformer.decoding.scoring import force_decode
+from keras_transformer.decoding.runner import graph_decoder
+from keras_transformer.request_checks import check_constraints_searchable, check_n_best, scoring_limits
+from keras_transformer.preprocessor import join_details_graph, steering_graph, tokenize_graph
 from keras_transformer.serving.warmup import check_batch_sizes, write_warmup_requests
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, pack_source_ragged
 from keras_transformer.validation import check_bool, check_positive
@@ -84,10 +86,9 @@ def read_translator_parts(path):
     Args:
         path: a model folder (its latest version) or one version folder.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     from keras_transformer.data.tokenizer import SubwordTokenizer
-    from keras_transformer.decoding.common import ensure_built
     from keras_transformer.models.transformer import Transformer
     from keras_transformer.serving.predictor import latest_version, read_metadata
 
@@ -117,85 +118,6 @@ def read_translator_parts(path):
     return model, tokenizer, metadata
 
 
-def _parallel_search(search, source, parallel_loops, num_return, **steering):
-    """`search` over `parallel_loops` parts of the rows, each its own loop.
-
-    The parts do not depend on one another, so TensorFlow's inter-op
-    threads run their loops side by side, where one loop's small ops, each
-    waiting on the last, leave a second core mostly idle. Each loop is a
-    copy of the beam search in the graph: a nested `tf.function` would keep
-    one, but it ran single sentences slower (benchmarks/README.md: tried and
-    dropped). A part may be empty (fewer rows than parts): its
-    loop is skipped, so one sentence runs one loop's ops, not two.
-    """
-    import tensorflow as tf
-
-    per_row = [num_return] if num_return > 1 else []  # (rows, [n,] length) ids, (rows, [n]) scores
-
-    def part_search(part, part_steering):
-        def run():
-            ids, scores = search(part, **part_steering)
-            return tf.cast(ids, tf.int32), tf.cast(scores, tf.float32)
-
-        empty = lambda: (tf.zeros([0, *per_row, 1], tf.int32), tf.zeros([0, *per_row], tf.float32))  # noqa: E731
-        return tf.cond(tf.shape(part)[0] > 0, run, empty)
-
-    rows = tf.shape(source)[0]
-    bounds = [rows * i // parallel_loops for i in range(parallel_loops + 1)]
-    parts = [part_search(source[start:end], {name: x[start:end] for name, x in steering.items()})
-             for start, end in zip(bounds, bounds[1:])]
-    length = tf.reduce_max([tf.shape(ids)[-1] for ids, _ in parts])
-    # Parts stop at their own lengths: PAD the shorter ones' ids.
-    ids = [
-        tf.pad(ids, [[0, 0]] * (ids.shape.rank - 1) + [[0, length - tf.shape(ids)[-1]]], constant_values=PAD_ID)
-        for ids, _ in parts
-    ]
-    return tf.concat(ids, 0), tf.concat([scores for _, scores in parts], 0)
-
-
-def _rows_to_a_power_of_two(search, source, **steering):
-    """`search` with the rows of `source` (and of its `steering`) filled up to a
-    power of two with copies of its last row (they stop with it): XLA
-    compiles once per shape."""
-    import tensorflow as tf
-
-    rows = tf.shape(source)[0]
-    powers = tf.constant([2**i for i in range(31)], tf.int32)
-    padded = tf.gather(powers, tf.searchsorted(powers, rows[None])[0])  # the smallest power >= rows
-    filled = tf.minimum(tf.range(padded), rows - 1)
-    ids, scores = search(tf.gather(source, filled), **{name: tf.gather(x, filled) for name, x in steering.items()})
-    return ids[:rows], scores[:rows]
-
-
-def graph_decoder(translator, jit_compile, parallel_loops, sampler=None):
-    """`decode(source, prefix=None, constraints=None) -> (ids, scores)`:
-    `translator`'s sampler (or `sampler`) over a bucket's padded sources
-    `(rows, width)`, each output starting with its target prefix `(rows,
-    prefix_length)` and holding its constraints `(rows, constraints,
-    phrase_length)` (`decoding.loop.decode`), in a
-    TensorFlow graph traced for any number of rows: compiled with XLA (rows
-    filled up to a power of two), or in `parallel_loops` loops whose
-    sentences leave the batch as they finish."""
-    import tensorflow as tf
-
-    sampler = sampler or translator.sampler
-    drop_finished = translator.drop_finished(static_shapes=jit_compile)
-
-    def search(source, prefix=None, constraints=None):
-        return sampler(translator.model, source, translator.max_extra_length, drop_finished, prefix, constraints)
-
-    def given(prefix, constraints):
-        return {name: x for name, x in (("prefix", prefix), ("constraints", constraints)) if x is not None}
-
-    if jit_compile:
-        compiled = tf.function(search, jit_compile=True, autograph=False)
-        return lambda source, prefix=None, constraints=None: _rows_to_a_power_of_two(
-            compiled, source, **given(prefix, constraints))
-    num_return = sampler.get_config().get("num_return", 1)
-    return lambda source, prefix=None, constraints=None: _parallel_search(
-        search, source, parallel_loops, num_return, **given(prefix, constraints))
-
-
 def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,
                        steered=False):
     """The graph function `inputs [batch] string -> dict of outputs`: the
@@ -212,10 +134,11 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     copy in the graph serves every bucket, traced once at export and
     optimized once when a sentence first needs it.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     preprocessor = translator.preprocessor
-    decode = graph_decoder(translator, jit_compile, parallel_loops, sampler)
+    search = functools.partial(translator.runner.search(sampler, static_shapes=jit_compile), translator.model)
+    decode = graph_decoder(search, jit_compile, parallel_loops, sampler.get_config().get("num_return", 1))
     ids = tf.TensorSpec([None, None], tf.int32)
     specs = [ids, ids, tf.TensorSpec([None, None, None], tf.int32)] if steered else [ids]
     decode = tf.function(decode, input_signature=specs, autograph=False)
@@ -249,7 +172,7 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         ids, owners = preprocessor.pieces_graph(inputs, op)  # (pieces, None), (pieces,)
         steering = None
         if steered:
-            steering = _piece_steering(op, target_prefix, constraints, owners, tf.size(inputs))
+            steering = steering_graph(op, target_prefix, constraints, owners, tf.size(inputs))
         # Each piece goes to the smallest bucket that holds it, and each
         # bucket's pieces are decoded together.
         lengths = tf.cast(ids.row_lengths(), tf.int32)  # (pieces,)
@@ -274,7 +197,9 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         text, scores = preprocessor.join_graph(stitched[0], stitched[1], owners, tf.size(inputs))  # (batch, n_best)
         outputs = {"translations": text[:, 0], "scores": scores[:, 0]}
         if details:
-            confidences, alignments = _join_details(translator, stitched, owners, tf.size(inputs), n_best)
+            _, piece_scores, lengths, *links = stitched  # (pieces, n_best, ...)
+            log_probs = piece_scores * length_penalty(lengths, translator.alpha)
+            confidences, alignments = join_details_graph(log_probs, lengths, *links, owners, tf.size(inputs), n_best)
             # An input without pieces (blank) has one empty translation, as from `Translator.hypotheses`.
             has_piece = tf.math.unsorted_segment_sum(tf.ones_like(owners), owners, tf.size(inputs)) > 0
             scores = tf.where(has_piece[:, None] | (tf.range(n_best) == 0)[None, :], scores, NEG_INF)
@@ -288,32 +213,13 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     return translate
 
 
-def _piece_steering(op, target_prefix, constraints, owners, count):
-    """Each piece's target prefix ids, ragged `(pieces, None)`, and
-    constraint ids `(pieces, constraints, phrase_length)`, PAD after each:
-    its input's for the input's first piece (as `Translator._steering`),
-    none for the others."""
-    import tensorflow as tf
-
-    position = tf.range(tf.size(owners))
-    first = tf.gather(tf.math.unsorted_segment_min(position, owners, count), owners) == position  # (pieces,)
-    gathered = tf.gather(tokenize_graph(op, target_prefix), owners)  # (pieces, None)
-    lengths = tf.where(first, gathered.row_lengths(), tf.zeros_like(gathered.row_lengths()))
-    prefixes = tf.RaggedTensor.from_tensor(gathered.to_tensor(default_value=PAD_ID), lengths=lengths)
-    # (count * constraints, phrase_length + 1): "" has no tokens; a PAD column at least.
-    phrases = tf.pad(tokenize_graph(op, tf.reshape(constraints, [-1])).to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]])
-    phrases = tf.reshape(phrases, [count, tf.shape(constraints)[1], tf.shape(phrases)[1]])
-    phrases = tf.where(first[:, None, None], tf.gather(phrases, owners), PAD_ID)  # (pieces, constraints, length)
-    return prefixes, phrases
-
-
 def _piece_details(translator, source, ids, kinds, n_best):
     """Each hypothesis's length (its tokens, EOS included) and word links
     (`keras_transformer.alignment.word_links`) over a bucket's pieces;
     `source` `(rows * n_best, width)` and `ids` `(rows * n_best, length)`.
     Returns `(lengths, links, source words, inside a word, target words)`,
     each `(rows, n_best, ...)`."""
-    import tensorflow as tf
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     lengths = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
     _, attention = force_decode(translator.model, source, ids, ALIGNMENT_LAYER)
@@ -322,48 +228,10 @@ def _piece_details(translator, source, ids, kinds, n_best):
                  for x in (lengths, links, source_count, inside, target_count))
 
 
-def _join_details(translator, stitched, owners, count, n_best):
-    """Each input's confidence and Pharaoh alignment `(count, n_best)` from
-    its pieces' (`Translator.hypotheses`): the mean log-probability of all
-    their tokens, and their links, each piece's words numbered after those
-    of the pieces before it (a window that starts inside a word goes on
-    with that word)."""
-    import tensorflow as tf
-
-    _, scores, lengths, links, source_count, inside, target_count = stitched  # (pieces, n_best, ...)
-    log_probs = scores * length_penalty(lengths, translator.alpha)  # (pieces, n_best)
-    total = tf.math.unsorted_segment_sum(log_probs, owners, count)
-    tokens = tf.math.unsorted_segment_sum(tf.cast(lengths, tf.float32), owners, count)
-    confidences = tf.math.divide_no_nan(total, tokens)  # (count, n_best)
-    position = tf.range(tf.size(owners))
-    first = tf.gather(tf.math.unsorted_segment_min(position, owners, count), owners)  # each piece's owner's first piece
-
-    def before(values, inclusive=False):
-        """The sum of `values` `(pieces, n_best)` over the owner's pieces before each (or up to it)."""
-        running = tf.cumsum(values, axis=0, exclusive=not inclusive)
-        start = tf.gather(tf.cumsum(values, axis=0, exclusive=True), first)
-        return running - start
-
-    continues = tf.cast(tf.logical_and(inside, (position > first)[:, None]), tf.int32)
-    source_base = before(source_count) - before(continues, inclusive=True)  # (pieces, n_best)
-    target_base = before(target_count)
-    valid = links >= 0  # (pieces, n_best, length)
-    pairs = tf.strings.join([tf.strings.as_string(links + source_base[:, :, None]), "-",
-                             tf.strings.as_string(tf.range(tf.shape(links)[-1])[None, None, :] + target_base[:, :, None])])
-    pieces = tf.strings.strip(tf.strings.reduce_join(tf.where(valid, pairs + " ", ""), axis=-1))  # (pieces, n_best)
-    alignments = []
-    for column in range(n_best):
-        piece = pieces[:, column]
-        kept = tf.strings.length(piece) > 0
-        grouped = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(piece, kept), tf.boolean_mask(owners, kept), nrows=count)
-        alignments.append(tf.strings.reduce_join(grouped, axis=1, separator=" "))
-    return confidences, tf.stack(alignments, axis=1)
-
-
 def build_score_fn(translator, op):
     """The graph function `(inputs, targets) [batch] string -> dict of
     outputs`: `Translator.score`, each side tokenized whole and packed."""
-    import tensorflow as tf
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     limits = scoring_limits(translator.preprocessor.max_length)
 
@@ -392,7 +260,6 @@ def _tokenize(op, texts):
 
 def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version):
     """`parallel_loops` resolved (2 without XLA, 1 with); `ValueError`s name a bad argument."""
-    check_positive("n_best", n_best)
     check_bool("jit_compile", jit_compile)
     if parallel_loops is None:
         parallel_loops = 1 if jit_compile else PARALLEL_LOOPS
@@ -410,9 +277,7 @@ def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup
     check_batch_sizes(warmup_batch_sizes, len(translator.preprocessor.buckets), name="warmup_batch_sizes")
     if version is not None:
         check_positive("version", version)
-    beam_size = translator.sampler.get_config()["beam_size"]
-    if n_best > beam_size:
-        raise ValueError(f"Argument `n_best` must be at most `beam_size`={beam_size}. Received: n_best={n_best}")
+    check_n_best(n_best, translator.beam_size)
     if translator.tokenizer is None:
         raise ValueError("Exporting needs the translator's tokenizer. Received: tokenizer=None")
     if not translator.model.built:
@@ -465,9 +330,8 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
     parallel_loops = _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version)
     if isinstance(signatures, str) or not set(signatures) <= set(SIGNATURES):
         raise ValueError(f"Argument `signatures` must hold names of {SIGNATURES}. Received: signatures={signatures!r}")
-    if "steer" in signatures and translator.beam_size < 2:
-        raise ValueError("The `steer` signature's constraints need beam search: export a translator with "
-                         f"beam_size >= 2. Received: beam_size={translator.beam_size}")
+    if "steer" in signatures:  # the `steer` signature takes constraints
+        check_constraints_searchable(translator.beam_size)
     target = os.path.join(export_dir, str(version or next_version(export_dir)))
     if os.path.exists(target):
         raise FileExistsError(f"{target!r} already exists; pass another `version`")
@@ -502,7 +366,7 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
     tokenizer's model file in `assets/` (for tools such as the
     `sentencepiece` package; the graph's op carries the same bytes) and an
     empty `assets.extra/`."""
-    import tensorflow as tf
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     op = translator.preprocessor.graph_tokenizer()  # the SentencePiece op that the graph runs and the SavedModel tracks
     search = translator.sampler

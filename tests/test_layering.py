@@ -75,3 +75,24 @@ def test_no_module_imports_itself_through_others():
 def test_a_circle_is_found():
     assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_circle({"a": {"b"}, "b": set()}) is None
+
+
+def root_imports(path, modules):
+    """The lines of `path` that import a name of the package root itself,
+    not one of its modules, anywhere in it (function bodies included)."""
+    lines = []
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.Import) and any(alias.name == PACKAGE for alias in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module == PACKAGE and not node.level and any(
+                f"{PACKAGE}.{alias.name}" not in modules for alias in node.names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_imports_the_package_root():
+    # The root imports the public modules, so a module that imports a name of
+    # the root, even inside a function, closes a circle through it.
+    modules = module_files()
+    found = [f"{name}:{line}" for name, path in modules.items() if name != PACKAGE for line in root_imports(path, modules)]
+    assert found == []

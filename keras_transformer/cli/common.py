@@ -1,10 +1,8 @@
 """What several commands share: argument types and loading a model to translate with.
 
-A command's MODEL argument is a preset (a shipped name such as
-`tatoeba_en_fr`, or a directory holding `config.json`), a SavedModel folder
-(`saved_models/<name>`), a `.keras` file, or (for `export`) a training run
-folder with `--weights`. Presets come first: a shipped name wins over a
-folder of the same name in the working directory, as in `from_preset`.
+A command's MODEL argument is any model `keras_transformer.loading` reads:
+a preset, a SavedModel folder, a `.keras` file, or a training run folder
+with `--weights`.
 
 Example:
 
@@ -17,7 +15,6 @@ Example:
 
 import argparse
 import itertools
-import os
 
 
 def positive_int(text):
@@ -33,79 +30,6 @@ def positive_int(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1. Received: {text}")
     return value
-
-
-def load_keras_model(path, weights=None):
-    """A `.keras` file, or a training run folder (`run.json`) with `weights`
-    (e.g. the output of `average-checkpoints`)."""
-    import keras
-
-    from keras_transformer import Transformer
-    from keras_transformer.training.manifest import read_manifest
-
-    if os.path.isdir(path):
-        manifest = read_manifest(path)
-        if manifest is None or not weights:
-            raise SystemExit(
-                f"{path!r} is a folder: expected a training run (run.json) and --weights "
-                "(a .weights.h5 file, e.g. from average-checkpoints)"
-            )
-        model = Transformer(**manifest.get("identity", manifest)["model"])
-        model.build(((None, None), (None, None)))
-        model.load_weights(weights)
-        return model
-    if not os.path.isfile(path):
-        raise SystemExit(f"No model file at {path!r} (expected a .keras file or a run folder)")
-    return keras.saving.load_model(path, compile=False)
-
-
-def preset_path(name):
-    """The directory of the preset `name` names (a shipped preset name, or a
-    directory holding `config.json`), else None. An architecture name
-    (`tiny`, ...) is a `ValueError` saying it has no weights.
-
-    >>> os.path.basename(preset_path("tatoeba_en_fr"))
-    'tatoeba_en_fr'
-    >>> preset_path("saved_models/tatoeba_en_fr") is None
-    True
-    """
-    from keras_transformer.models.config import ARCHITECTURES
-    from keras_transformer.presets import CONFIG_FILE, list_presets, preset_directory
-
-    if name in list_presets() or os.path.isfile(os.path.join(name, CONFIG_FILE)):
-        return preset_directory(name)
-    if name in ARCHITECTURES and not os.path.exists(name):
-        preset_directory(name)  # raises: an architecture has no weights
-    return None
-
-
-def no_tokenizer_with_preset(model, tokenizer):
-    """A preset carries its own tokenizer: `--tokenizer` beside one is an error."""
-    if tokenizer is not None:
-        raise ValueError(
-            f"--tokenizer is for a .keras model or a run folder; the preset {model!r} has its own "
-            f"tokenizer.model. Received: --tokenizer={tokenizer!r}"
-        )
-
-
-def no_such_model(model):
-    """The error for a MODEL that is no preset, SavedModel folder or .keras file."""
-    from keras_transformer.presets import list_presets
-
-    return FileNotFoundError(
-        f"No model at {model!r}: expected a shipped preset (one of {list_presets()}), a preset "
-        f"directory (config.json), a SavedModel folder (saved_models/<name>) or a .keras file. "
-        f"Received: model={model!r}"
-    )
-
-
-def load_tokenizer(path):
-    """The `SubwordTokenizer` of the `.model` file given as `--tokenizer`."""
-    from keras_transformer.data.tokenizer import SubwordTokenizer
-
-    if not path or not os.path.isfile(path):
-        raise SystemExit(f"--tokenizer must name a SentencePiece .model file. Received: {path!r}")
-    return SubwordTokenizer.load(path)
 
 
 def add_model_argument(p):
@@ -143,7 +67,7 @@ def decoding_options(args):
 
 def add_output_arguments(p):
     """What a translation returns, and sampling instead of the search
-    (`Translator.hypotheses`, `keras_transformer.decoding.sampling`)."""
+    (`Translator.hypotheses`, `keras_transformer.decoding.random_sampling`)."""
     p.add_argument("--scores", action="store_true",
                    help="write JSON lines with each translation's score and confidence")
     p.add_argument("--n-best", type=positive_int, default=1, metavar="N",
@@ -177,61 +101,19 @@ def output_options(args):
     given = {name: value for name, value in given.items() if value is not None}
     if not given and args.seed is None:
         return outputs, None
-    from keras_transformer.decoding.sampling import RandomSampler
+    from keras_transformer.decoding.random_sampling import RandomSampler
 
     return outputs, RandomSampler(top_k=given.get("topk", 0), top_p=given.get("topp", 1.0),
                                   temperature=given.get("temperature", 1.0), seed=0 if args.seed is None else args.seed)
 
 
 def load_translator(model, tokenizer=None, batch_size=None, quantize=None, **decoding):
-    """A `Translator` of a preset (name or directory), a SavedModel folder,
-    or a `.keras` file and its `tokenizer` file, with `decoding` options
-    and `batch_size`, after `model.quantize(quantize)` if given (`"int8"`).
+    """`Translator.load` of MODEL (`keras_transformer.loading`), with its
+    `tokenizer` file, `batch_size`, `quantize` and `decoding` options."""
+    from keras_transformer.translator import Translator
 
-    A SavedModel's translator is the one it was traced from
-    (`Translator.from_saved_model`): it decodes as exported, so `quantize`
-    and `decoding` options are refused.
-    """
-    if quantize not in (None, "int8"):
-        raise ValueError(f"--quantize takes 'int8'. Received: --quantize={quantize!r}")
     options = {} if batch_size is None else {"batch_size": batch_size}
-    preset = preset_path(model)
-    if preset is not None:
-        from keras_transformer import SubwordTokenizer, presets
-
-        no_tokenizer_with_preset(model, tokenizer)
-        keras_model, sp = presets.load_model(preset), SubwordTokenizer.from_preset(preset)
-    elif model.endswith(".keras"):
-        keras_model, sp = load_keras_model(model), load_tokenizer(tokenizer)
-    elif os.path.isdir(model):
-        from keras_transformer import Translator
-
-        if tokenizer is not None:
-            raise ValueError(f"--tokenizer is for a .keras model or a run folder; the SavedModel {model!r} has its "
-                             f"own tokenizer (assets/tokenizer.model). Received: --tokenizer={tokenizer!r}")
-        no_options_with_saved_model(model, quantize=quantize, **decoding)
-        return Translator.from_saved_model(model, **options)
-    else:
-        raise no_such_model(model)
-    from keras_transformer import Translator
-
-    if quantize:
-        keras_model.quantize(quantize)
-    return Translator(keras_model, sp, **decoding, **options)
-
-
-def no_options_with_saved_model(model, **given):
-    """A SavedModel decodes as it was exported: `--quantize` or a decoding
-    option beside one is an error."""
-    given = {name: value for name, value in given.items() if value is not None}
-    if given:
-        names = ", ".join(f"--{name.replace('_', '-')}" for name in given)
-        values = ", ".join(f"--{name.replace('_', '-')}" + ("" if value is True else f"={value!r}")
-                           for name, value in given.items())
-        raise ValueError(
-            f"{names} applies to a preset or a .keras model; a SavedModel translates as it was "
-            f"exported. Received: model={model!r}, {values}"
-        )
+    return Translator.load(model, tokenizer, quantize=quantize, **decoding, **options)
 
 
 def translate_function(model, tokenizer=None, batch_size=None, quantize=None, outputs=None, sampler=None,

@@ -38,16 +38,10 @@ for each batch size listed (minutes):
 """
 
 import json
-import os
 
-from keras_transformer.cli.common import (
-    add_decoding_arguments,
-    decoding_options,
-    load_keras_model,
-    no_tokenizer_with_preset,
-    preset_path,
-)
-from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
+from keras_transformer import loading, presets
+from keras_transformer.cli.common import add_decoding_arguments, decoding_options
+from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.preprocessor import DEFAULT_BUCKETS
 from keras_transformer.saved_model import SIGNATURES
 
@@ -139,7 +133,6 @@ def write_ctranslate2_folder(model, tokenizer, args, metadata):
     int8 storage of the float weights."""
     from keras_transformer.converters import ctranslate2
     from keras_transformer.data.tokenizer import SubwordTokenizer
-    from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE
 
     if not isinstance(tokenizer, SubwordTokenizer):
         tokenizer = SubwordTokenizer.load(tokenizer)
@@ -160,38 +153,15 @@ def no_saved_model_options(args):
 
 
 def load_model_and_tokenizer(args):
-    """`(model, tokenizer, preset_metadata)` for MODEL; the metadata is None
-    unless MODEL is a preset."""
-    from keras_transformer import presets
-    from keras_transformer.data.tokenizer import SubwordTokenizer
-    from keras_transformer.training.manifest import read_manifest
-
-    if args.weights is not None and os.path.isdir(args.model) and read_manifest(args.model) is not None:
-        # A run folder with --weights: its model (run.json) with those
-        # weights, and its own tokenizer.model unless --tokenizer.
-        tokenizer = args.tokenizer or os.path.join(args.model, presets.TOKENIZER_FILE)
-        return load_keras_model(args.model, args.weights), tokenizer, None
-    preset = preset_path(args.model)
-    if preset is not None:
-        no_tokenizer_with_preset(args.model, args.tokenizer)
-        if args.weights is not None:
-            raise ValueError(
-                f"--weights is for a training run folder; the preset {args.model!r} has its own "
-                f"model.weights.h5. Received: --weights={args.weights!r}"
-            )
-        return presets.load_model(preset), SubwordTokenizer.from_preset(preset), presets.load_metadata(preset)
-    if not os.path.exists(args.model):
-        raise FileNotFoundError(
-            f"No preset, .keras file or run folder {args.model!r}: expected a shipped preset (one of "
-            f"{presets.list_presets()}), a preset directory (config.json), a .keras file, or a run folder "
-            f"with --weights. Received: model={args.model!r}"
-        )
-    if args.tokenizer is None:
-        raise ValueError(
-            "--tokenizer is required with a .keras file or a run folder (its SentencePiece .model file; "
-            f"only a preset carries its own). Received: model={args.model!r}, --tokenizer=None"
-        )
-    return load_keras_model(args.model, args.weights), args.tokenizer, None
+    """`(model, tokenizer, preset_metadata)` for MODEL (`keras_transformer.loading`);
+    the metadata is None unless MODEL is a preset."""
+    kind = loading.model_kind(args.model, args.weights)
+    if kind == loading.SAVED_MODEL:
+        raise ValueError(f"{args.model!r} is a SavedModel folder, exported already: export a preset, a .keras file "
+                         f"or a run folder with --weights. Received: model={args.model!r}")
+    model, tokenizer = loading.load_model(args.model, args.tokenizer, args.weights)
+    metadata = presets.load_metadata(loading.preset_path(args.model)) if kind == loading.PRESET else None
+    return model, tokenizer, metadata
 
 
 def parse_metadata(text):

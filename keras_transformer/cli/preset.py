@@ -11,6 +11,7 @@ metadata.json (the steps averaged, the run's data) and, with
 """
 
 import os
+import tempfile
 
 NAME = "preset"
 HELP = "Turn a training run into a preset: averaged checkpoints, config, tokenizer."
@@ -27,9 +28,7 @@ def add_arguments(p):
 
 
 def run(args):
-    import tempfile
-
-    from keras_transformer.cli.common import load_keras_model
+    from keras_transformer.loading import load_keras_model
     from keras_transformer.data import SubwordTokenizer
     from keras_transformer.presets import save_model
     from keras_transformer.training.averaging import average_checkpoints

@@ -14,6 +14,7 @@ preset (a shipped name or a preset directory), a `.keras` file with
 """
 
 import json
+import sys
 
 from keras_transformer.cli.common import add_model_argument, load_translator, positive_int
 
@@ -37,8 +38,6 @@ def add_arguments(p):
 
 
 def run(args):
-    import sys
-
     from keras_transformer.data.training_data import read_files
 
     if len(args.pairs) > 2:

@@ -27,7 +27,11 @@ as another preset. Without TensorFlow (a JAX or PyTorch machine) the data
 is batched with NumPy and TensorBoard logs are not written.
 """
 
+import ast
+import dataclasses
 import os
+
+from keras_transformer.data.lengths import TOKENS_PER_BATCH
 
 NAME = "train"
 HELP = "Train a Transformer on a shipped corpus or your own files; rerun to resume an interrupted run."
@@ -70,7 +74,7 @@ def add_arguments(p):
     p.add_argument("--label-smoothing", type=float, default=0.1, help="the paper's eps_ls")
     p.add_argument("--tokens-per-step", type=int, default=25_000,
                    help="target tokens per optimizer step (the paper's 25k), reached by accumulating batches")
-    p.add_argument("--tokens-per-batch", type=int, default=4096,
+    p.add_argument("--tokens-per-batch", type=int, default=TOKENS_PER_BATCH,
                    help="global tokens per batch, all replicas together")
     p.add_argument("--gradient-accumulation-steps", type=int, default=None,
                    help="batches per optimizer step (default: round(tokens-per-step / tokens-per-batch), 6 "
@@ -95,9 +99,7 @@ def add_arguments(p):
 
 
 def run(args):
-    import dataclasses
-
-    from keras_transformer import Transformer
+    from keras_transformer.models.transformer import Transformer
     from keras_transformer.training import (
         StalledTrainingWarning,
         TrainingOptions,
@@ -270,9 +272,6 @@ def parse_overrides(pairs):
     >>> parse_overrides(["dropout_rate=0.3", "num_layers=2"])
     {'dropout_rate': 0.3, 'num_layers': 2}
     """
-    import ast
-    import dataclasses
-
     from keras_transformer.models.config import TransformerConfig
 
     fields = sorted(f.name for f in dataclasses.fields(TransformerConfig) if f.name != "vocab_size")

@@ -53,6 +53,7 @@ Example:
 >>> translator = ctranslate2.Translator("/tmp/tatoeba_en_fr_ct2", compute_type="int8")
 """
 
+import argparse
 import json
 import os
 import shutil
@@ -299,7 +300,7 @@ def export_ctranslate2(model, tokenizer, output_dir, beam_size=BEAM_SIZE, alpha=
     Returns:
         `output_dir`.
     """
-    from keras_transformer.decoding.beam_search import check_alpha
+    from keras_transformer.decoding.common import check_alpha
     from keras_transformer.validation import check_positive
 
     check_positive("beam_size", beam_size)
@@ -402,8 +403,6 @@ def ctranslate2_source_tokens(tokenizer, sentences):
 
 
 def main(argv=None):
-    import argparse
-
     parser = argparse.ArgumentParser(description="Converts a preset to a CTranslate2 model.")
     parser.add_argument("preset", help="a shipped preset name or a preset directory")
     parser.add_argument("output_dir")

@@ -21,6 +21,13 @@ Example:
 
 from keras_transformer.preprocessor import check_length_policy
 
+# The training defaults, defined once for the pipelines, `training_data` and
+# `keras-transformer train`: the longest pair kept, in tokens with its
+# special ones (unless the model's `max_length` is shorter), and the tokens a
+# batch holds, all replicas together.
+MAX_LENGTH = 128
+TOKENS_PER_BATCH = 4096
+
 
 class LengthReport:
     """How many pairs were kept, dropped or truncated for their length, and

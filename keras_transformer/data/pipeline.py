@@ -32,6 +32,8 @@ Example:
 import numpy as np
 
 from keras_transformer.data.lengths import (
+    MAX_LENGTH,
+    TOKENS_PER_BATCH,
     LengthReport,
     batch_sizes,
     bucket_boundaries,
@@ -48,8 +50,8 @@ __all__ = ["LengthReport", "batch_sizes", "bucket_boundaries", "encode_pairs", "
 def make_dataset(
     pairs,
     tokenizer,
-    tokens_per_batch=4096,
-    max_length=128,
+    tokens_per_batch=TOKENS_PER_BATCH,
+    max_length=MAX_LENGTH,
     length_policy="drop",
     shuffle=True,
     seed=0,
@@ -195,7 +197,7 @@ def _streamed_examples(pairs, tokenizer, max_length, length_policy, shuffle, see
     return dataset, report
 
 
-def encode_pairs(pairs, tokenizer, max_length=128, length_policy="drop"):
+def encode_pairs(pairs, tokenizer, max_length=MAX_LENGTH, length_policy="drop"):
     """Pure-Python packed ids `(source, target)` of each pair kept (the
     preprocessor's `training_pairs`).
 
@@ -210,8 +212,8 @@ def encode_pairs(pairs, tokenizer, max_length=128, length_policy="drop"):
 def numpy_batches(
     pairs,
     tokenizer,
-    tokens_per_batch=4096,
-    max_length=128,
+    tokens_per_batch=TOKENS_PER_BATCH,
+    max_length=MAX_LENGTH,
     length_policy="drop",
     shuffle=True,
     seed=0,
@@ -251,7 +253,7 @@ def numpy_batches(
 
 
 def encoded_batches(
-    sources, targets, tokens_per_batch=4096, max_length=128, shuffle=True, seed=0, num_replicas=1,
+    sources, targets, tokens_per_batch=TOKENS_PER_BATCH, max_length=MAX_LENGTH, shuffle=True, seed=0, num_replicas=1,
     boundaries=None, fixed_shapes=False,
 ):
     """`numpy_batches` of pairs encoded already (`encode_pairs`' packed ids).

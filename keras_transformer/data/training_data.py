@@ -20,12 +20,11 @@ Example:
 import importlib.util
 import os
 
+from keras_transformer.data.lengths import MAX_LENGTH
+
 # Where `train` learns a vocabulary: the default size (small corpora; the
 # paper's WMT vocabularies are 32-37k).
 VOCAB_SIZE = 8000
-# The longest training pair kept, in tokens with its special ones, unless
-# the model's `max_length` is shorter (`keras-transformer train`).
-MAX_LENGTH = 128
 
 
 def read_corpus(

@@ -15,9 +15,10 @@ Example:
 >>> dataset = load_wmt14("fr-en", source="en", as_dataset=True)  # tf.data of (en, fr) strings
 """
 
-import contextlib
 import os
 import socket
+
+from keras_transformer.compat import tfds_checksum_file_names, tfds_retries
 
 WMT14_PAIRS = ("de-en", "fr-en")
 SPLITS = ("train", "validation", "test")
@@ -35,7 +36,7 @@ def wmt14_files(pair="de-en"):
     _check_pair(pair)
     builder = tfds.builder(f"wmt14_translate/{pair}", data_dir=os.devnull)
     language = builder.builder_config.language_pair[0]
-    names = _checksum_file_names()
+    names = tfds_checksum_file_names("wmt14_translate")
     files = []
     for subsets in builder.subsets.values():
         for subset in subsets:
@@ -83,7 +84,7 @@ def load_wmt14(pair="de-en", source="en", split="train", data_dir=None, manual_d
         builder = tfds.builder(name, data_dir=data_dir)
         config = tfds.download.DownloadConfig(manual_dir=manual_dir)
         offline = not _is_prepared(builder) and not _online()
-        with _retries(0 if offline else None):  # offline: fail at once, not after minutes
+        with tfds_retries(0 if offline else None):  # offline: fail at once, not after minutes
             builder.download_and_prepare(download_config=config)
         dataset = builder.as_dataset(split=split)
     except Exception as error:  # noqa: BLE001 - any failure here means: data not there
@@ -98,41 +99,11 @@ def _check_pair(pair):
         raise ValueError(f"Argument `pair` must be one of {WMT14_PAIRS}. Received: pair={pair!r}")
 
 
-def _checksum_file_names():
-    """url -> file name, from TFDS' registered checksums of wmt14_translate."""
-    import tensorflow_datasets as tfds
-
-    path = os.path.join(os.path.dirname(tfds.__file__), "url_checksums", "wmt14_translate.txt")
-    names = {}
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) == 4:
-                    names[fields[0]] = fields[3]
-    return names
-
-
 def _is_prepared(builder):
     try:
         return builder.is_prepared()
     except Exception:  # noqa: BLE001 - an unreadable data_dir is "not prepared"
         return False
-
-
-@contextlib.contextmanager
-def _retries(count):
-    """Sets TFDS' HTTP retry count for a while (`None`: leave it)."""
-    from tensorflow_datasets.core.download import downloader
-
-    previous = getattr(downloader, "MAX_RETRIES", None)
-    if count is not None and previous is not None:
-        downloader.MAX_RETRIES = count
-    try:
-        yield
-    finally:
-        if previous is not None:
-            downloader.MAX_RETRIES = previous
 
 
 def _online(host="www.statmt.org", timeout=3.0):

@@ -2,24 +2,34 @@
 over a model, forced decoding of given outputs, and their defaults.
 
 The `Translator` (`keras_transformer.translator`) holds a model, its
-preprocessor and a sampler.
+preprocessor and a sampler; `keras_transformer.decoding.samplers` states
+the samplers' interface and where each lives.
+
+Example:
+
+>>> get_sampler(beam_size=1, alpha=0.6)
+GreedySampler(alpha=0.6)
 """
 
-from keras_transformer.decoding.beam_search import BeamSampler, BeamState, beam_search, length_penalty
-from keras_transformer.decoding.common import NEG_INF
+from keras_transformer.decoding.beam_search import BeamSampler, BeamState, ConstrainedBeamSampler, beam_search
+from keras_transformer.decoding.common import NEG_INF, check_alpha, length_penalty
 from keras_transformer.decoding.compile import jit_decoder
+from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE
 from keras_transformer.decoding.greedy import GreedySampler, greedy_decode
 from keras_transformer.decoding.loop import decode, reorder_cache
-from keras_transformer.decoding.samplers import get_sampler
-from keras_transformer.decoding.sampling import RandomSampler
+from keras_transformer.decoding.random_sampling import RandomSampler
+from keras_transformer.decoding.samplers import OneOutputSampler, Sampler
 from keras_transformer.decoding.scoring import force_decode
 
 __all__ = [
     "BeamSampler",
     "BeamState",
+    "ConstrainedBeamSampler",
     "GreedySampler",
     "NEG_INF",
+    "OneOutputSampler",
     "RandomSampler",
+    "Sampler",
     "beam_search",
     "decode",
     "force_decode",
@@ -29,3 +39,13 @@ __all__ = [
     "length_penalty",
     "reorder_cache",
 ]
+
+
+def get_sampler(beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None):
+    """Greedy decoding for `beam_size=1` and one hypothesis, else beam
+    search (whose terminology constraints are met as whole words given
+    `continues_word`); either scores its outputs with the length penalty
+    `alpha`."""
+    if beam_size == 1 and num_return == 1:
+        return GreedySampler(check_alpha(alpha))
+    return BeamSampler(beam_size, alpha, num_return, continues_word)

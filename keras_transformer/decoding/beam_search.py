@@ -20,16 +20,16 @@ sentence is done. With terminology constraints it is lexically
 constrained beam search (`keras_transformer.decoding.constraints`).
 """
 
-import numbers
 from typing import Any, NamedTuple
 
 import numpy as np
 from keras import ops
 
 from keras_transformer.decoding import constraints as lexical
-from keras_transformer.decoding.common import NEG_INF, gather_rows, top_k, write_column
+from keras_transformer.decoding.common import NEG_INF, check_alpha, gather_rows, length_penalty, top_k, write_column
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
-from keras_transformer.decoding.loop import Sampler, decode
+from keras_transformer.decoding.loop import decode
+from keras_transformer.decoding.samplers import Sampler
 from keras_transformer.tokens import BOS_ID, EOS_ID
 from keras_transformer.validation import check_positive
 
@@ -55,21 +55,6 @@ class ConstrainedBeamState(NamedTuple):
     finished_flags: Any
     constraints: Any  # (batch, constraints, length) int32: phrases, PAD after
     alive_progress: Any  # (batch, beam, constraints) int32: tokens met of each phrase, its length + 1 once met
-
-
-def length_penalty(length, alpha):
-    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016).
-
-    `length` counts the output tokens, EOS included.
-    """
-    length = ops.cast(length, "float32")
-    return ops.power((5.0 + length) / 6.0, alpha)
-
-
-def check_alpha(alpha):
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha >= 0:
-        raise ValueError(f"Argument `alpha` must be a number >= 0. Received: alpha={alpha!r}")
-    return float(alpha)
 
 
 def _extended(seqs, beams, tokens, step):
@@ -106,9 +91,7 @@ class BeamSampler(Sampler):
         self.width = beam_size
         self.continues_word = None if continues_word is None else np.asarray(continues_word, dtype=bool)
 
-    def start(self, source_ids, length, bos_id, limits, constraints=None):
-        """The first hypotheses; with `constraints` `(batch, constraints,
-        phrase_length)`, a `ConstrainedBeamState`."""
+    def start(self, source_ids, length, bos_id, limits):
         k, batch = self.beam_size, ops.shape(source_ids)[0]
         seqs = ops.concatenate(
             [ops.full((batch, k, 1), bos_id, dtype="int32"), ops.zeros((batch, k, length), dtype="int32")], axis=2
@@ -121,10 +104,7 @@ class BeamSampler(Sampler):
             finished_scores=ops.full((batch, k), NEG_INF, dtype="float32"),
             finished_flags=ops.zeros((batch, k), dtype="bool"),
         )
-        if constraints is None:
-            return state
-        constraints = ops.cast(constraints, "int32")
-        return ConstrainedBeamState(*state, constraints, lexical.start_progress(constraints, k))
+        return state
 
     def tokens(self, state):
         return state.alive_seqs
@@ -139,8 +119,6 @@ class BeamSampler(Sampler):
     def extend(self, state, log_probs, step, limits, eos_id):
         """One step from `log_probs` `(batch, beam, vocab)`: the new state
         and each new alive hypothesis's parent beam `(batch, beam)`."""
-        if isinstance(state, ConstrainedBeamState):
-            return self._extend_constrained(state, log_probs, step, limits, eos_id)
         k, vocab = self.beam_size, log_probs.shape[-1]
         active = ops.expand_dims(ops.logical_not(self.done(state, step, limits)), 1)  # (batch, 1)
         candidates = ops.expand_dims(state.alive_log_probs, 2) + log_probs
@@ -180,7 +158,43 @@ class BeamSampler(Sampler):
             finished_flags=gather_rows(ops.concatenate([state.finished_flags, finishing], axis=1), keep),
         )
 
-    def _extend_constrained(self, state, log_probs, step, limits, eos_id):
+    def result(self, state):
+        # A sentence whose length limit is 0 (an all-padding source with
+        # max_extra_length=0) finishes no hypothesis: its best output is
+        # empty, with score 0 as in greedy decoding, not the NEG_INF
+        # placeholder (nor the tokens of whichever placeholder top_k kept);
+        # the rest of its n-best stay NEG_INF placeholders, as for any
+        # sentence that finishes fewer than `num_return` hypotheses.
+        n = self.num_return
+        nothing = ops.logical_not(ops.any(state.finished_flags, axis=1))  # (batch,)
+        tokens = ops.where(nothing[:, None, None], 0, state.finished_seqs[:, :n, 1:])  # (batch, n, length)
+        first = ops.arange(n)[None, :] == 0  # (1, n)
+        scores = ops.where(nothing[:, None] & first, 0.0, state.finished_scores[:, :n])
+        return (tokens[:, 0], scores[:, 0]) if n == 1 else (tokens, scores)
+
+    def get_config(self):
+        return {"beam_size": self.beam_size, "alpha": self.alpha, "num_return": self.num_return}
+
+    def with_constraints(self):
+        return ConstrainedBeamSampler(self.beam_size, self.alpha, self.num_return, self.continues_word)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(beam_size={self.beam_size}, alpha={self.alpha}, num_return={self.num_return})"
+
+
+class ConstrainedBeamSampler(BeamSampler):
+    """Lexically constrained beam search: `BeamSampler` whose every output
+    holds its sentence's terminology constraints, by dynamic beam
+    allocation (`keras_transformer.decoding.constraints`). The loop makes it
+    of a `BeamSampler` given constraints (`with_constraints`)."""
+
+    def start(self, source_ids, length, bos_id, limits, constraints=None):
+        """The first hypotheses of `constraints` `(batch, constraints, phrase_length)`."""
+        state = super().start(source_ids, length, bos_id, limits)
+        constraints = ops.cast(constraints, "int32")
+        return ConstrainedBeamState(*state, constraints, lexical.start_progress(constraints, self.beam_size))
+
+    def extend(self, state, log_probs, step, limits, eos_id):
         """`extend` with terminology constraints: the candidates and the
         alive beams of dynamic beam allocation (`decoding.constraints`)."""
         k, vocab = self.beam_size, log_probs.shape[-1]
@@ -216,25 +230,8 @@ class BeamSampler(Sampler):
         )
         return state, gather_rows(top_beams, chosen)
 
-    def result(self, state):
-        # A sentence whose length limit is 0 (an all-padding source with
-        # max_extra_length=0) finishes no hypothesis: its best output is
-        # empty, with score 0 as in greedy decoding, not the NEG_INF
-        # placeholder (nor the tokens of whichever placeholder top_k kept);
-        # the rest of its n-best stay NEG_INF placeholders, as for any
-        # sentence that finishes fewer than `num_return` hypotheses.
-        n = self.num_return
-        nothing = ops.logical_not(ops.any(state.finished_flags, axis=1))  # (batch,)
-        tokens = ops.where(nothing[:, None, None], 0, state.finished_seqs[:, :n, 1:])  # (batch, n, length)
-        first = ops.arange(n)[None, :] == 0  # (1, n)
-        scores = ops.where(nothing[:, None] & first, 0.0, state.finished_scores[:, :n])
-        return (tokens[:, 0], scores[:, 0]) if n == 1 else (tokens, scores)
-
-    def get_config(self):
-        return {"beam_size": self.beam_size, "alpha": self.alpha, "num_return": self.num_return}
-
-    def __repr__(self):
-        return f"BeamSampler(beam_size={self.beam_size}, alpha={self.alpha}, num_return={self.num_return})"
+    def with_constraints(self):
+        return self
 
 
 def beam_search(

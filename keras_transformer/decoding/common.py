@@ -1,5 +1,6 @@
 """Pieces shared by greedy decoding, beam search and the translator."""
 
+import functools
 import numbers
 
 import keras
@@ -14,6 +15,28 @@ from keras_transformer.validation import check_non_negative_int
 # even when two of them are added. Scores are float32 throughout, but a
 # finite value keeps `0 * NEG_INF` and `NEG_INF - NEG_INF` free of NaNs.
 NEG_INF = -3.0e4
+
+
+def length_penalty(length, alpha):
+    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016).
+
+    `length` counts the output tokens, EOS included.
+    """
+    length = ops.cast(length, "float32")
+    return ops.power((5.0 + length) / 6.0, alpha)
+
+
+@functools.lru_cache(maxsize=4096)
+def penalty_value(length, alpha):
+    """`length_penalty` as a Python float, one backend call per length and
+    `alpha` (the cache holds every length of a model many times over)."""
+    return float(ops.convert_to_numpy(length_penalty(length, alpha)))
+
+
+def check_alpha(alpha):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha >= 0:
+        raise ValueError(f"Argument `alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    return float(alpha)
 
 
 def model_max_length(model):

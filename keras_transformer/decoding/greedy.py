@@ -1,82 +1,26 @@
 """Greedy decoding: the most likely next token at every step."""
 
-from typing import Any, NamedTuple
-
 from keras import ops
 
-from keras_transformer.decoding.beam_search import check_alpha, length_penalty
-from keras_transformer.decoding.common import write_column
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
-from keras_transformer.decoding.loop import Sampler, decode
-from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.decoding.loop import decode
+from keras_transformer.decoding.samplers import OneOutputSampler
+from keras_transformer.tokens import BOS_ID, EOS_ID
 
 
-class GreedyState(NamedTuple):
-    """The hypotheses of a sampler of one output per sentence."""
-
-    seqs: Any  # (batch, 1, length + 1) int32: BOS, the output, 0 after EOS
-    log_probs: Any  # (batch,) float32: the sum of the output's log-probabilities
-    lengths: Any  # (batch,) int32: the output's tokens so far, EOS included
-    finished: Any  # (batch,) bool: the output ended (EOS or its length limit)
-    keys: Any  # (batch,) int32: sampling's per-sentence keys (0 for greedy decoding)
-
-
-class GreedySampler(Sampler):
+class GreedySampler(OneOutputSampler):
     """The most likely token at every step: a sampler of `decode` (its
     `drop_finished` strategies included).
 
     Args:
         alpha: float >= 0. The score of an output is its log-probability
             (EOS included) over the GNMT length penalty of its length, as
-            beam search scores; 0, the default, gives the plain sum.
+            beam search scores (by default with its `ALPHA`); 0 gives the
+            plain sum.
     """
 
-    width = 1
-    num_return = 1
-    result_fields = ("seqs", "log_probs", "lengths")
-
-    def __init__(self, alpha=0.0):
-        self.alpha = check_alpha(alpha)
-
-    def start(self, source_ids, length, bos_id, limits):
-        batch = ops.shape(source_ids)[0]
-        seqs = ops.concatenate(
-            [ops.full((batch, 1, 1), bos_id, dtype="int32"), ops.zeros((batch, 1, length), dtype="int32")], axis=2
-        )
-        return GreedyState(seqs, ops.zeros((batch,), dtype="float32"), ops.zeros((batch,), dtype="int32"),
-                           ops.less_equal(limits, 0), self.keys(source_ids))
-
-    def keys(self, source_ids):
-        return ops.zeros((ops.shape(source_ids)[0],), dtype="int32")
-
-    def tokens(self, state):
-        return state.seqs
-
     def choose(self, log_probs, state, step):
-        """(batch,) int32: the next token of each sentence from its
-        log-probabilities `(batch, vocab)`."""
         return ops.cast(ops.argmax(log_probs, axis=-1), "int32")
-
-    def extend(self, state, log_probs, step, limits, eos_id):
-        log_probs = log_probs[:, 0]  # (batch, vocab)
-        going_on = ops.logical_not(state.finished)
-        next_ids = ops.where(going_on, self.choose(log_probs, state, step), PAD_ID)  # (batch,)
-        chosen = ops.take_along_axis(log_probs, next_ids[:, None], axis=-1)[:, 0]  # (batch,)
-        seqs = write_column(state.seqs, next_ids[:, None], step + 1)
-        done = ops.greater_equal(step + 1, limits)
-        if eos_id is not None:
-            done = ops.logical_or(done, ops.equal(next_ids, eos_id))
-        return GreedyState(
-            seqs, state.log_probs + ops.where(going_on, chosen, 0.0), state.lengths + ops.cast(going_on, "int32"),
-            ops.logical_or(state.finished, done), state.keys,
-        ), None
-
-    def done(self, state, step, limits):
-        return state.finished
-
-    def result(self, state):
-        scores = state.log_probs if self.alpha == 0 else state.log_probs / length_penalty(state.lengths, self.alpha)
-        return state.seqs[:, 0, 1:], scores
 
     def get_config(self):
         return {"beam_size": 1, "alpha": self.alpha}
@@ -132,5 +76,5 @@ def greedy_decode(
     >>> tokens.shape
     (1, 8)
     """
-    return decode(model, source_ids, GreedySampler(), max_length, bos_id, eos_id, use_cache, max_extra_length,
+    return decode(model, source_ids, GreedySampler(alpha=0.0), max_length, bos_id, eos_id, use_cache, max_extra_length,
                   drop_finished)

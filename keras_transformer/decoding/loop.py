@@ -21,12 +21,11 @@ What becomes of the sentences that are done is a strategy the loop takes
   decoding step in a compiled function, which then compiles about twice as
   long (benchmarks/README.md: tried and dropped).
 
-A sampler (a `Sampler`: called, it runs `decode` with itself) is an object
-with `width` (hypotheses, and so model rows, per sentence), `result_fields`
-(the fields `result` reads) and five methods over its hypotheses, a
-`NamedTuple` of per-sentence tensors `(batch, ...)`: `start` (from the
-sources, which sampling draws its keys from), `tokens` (the decoder's input
-buffer), `extend` (one step), `done` and `result`.
+A sampler is a `keras_transformer.decoding.samplers.Sampler`, whose
+interface states what the loop calls: `width` (hypotheses, and so model
+rows, per sentence), `result_fields` and five methods over its hypotheses,
+a `NamedTuple` of per-sentence tensors `(batch, ...)`: `start`, `tokens`,
+`extend`, `done` and `result`.
 """
 
 from typing import Any, NamedTuple
@@ -326,17 +325,6 @@ class _Decoder:
         return LoopState(part.step, cache, hypotheses)
 
 
-class Sampler:
-    """What every sampler shares: called on a padded batch of model-ready
-    source ids, it decodes them with `decode` and returns `(tokens,
-    scores)`, as `sampler.result` gives them."""
-
-    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None,
-                 constraints=None):
-        return decode(model, source_ids, self, max_extra_length=max_extra_length, drop_finished=drop_finished,
-                      target_prefix=target_prefix, constraints=constraints)
-
-
 def batch_widths(batch):
     """The widths of `drop_finished="halves"`, in sentences: `batch`, then
     its half and its quarter, each at least `NARROWEST_WIDTH`."""
@@ -389,13 +377,13 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
     (`force_prefix`); None forces nothing. `constraints`, an int array
     `(batch, constraints, phrase_length)` padded with PAD, holds the phrases
     each output must contain (`keras_transformer.decoding.constraints`), for
-    a sampler that `takes_constraints` (beam search).
+    a sampler that takes them (beam search: `sampler.with_constraints()`).
     """
     check_optional_token("bos_id", bos_id)
     check_optional_token("eos_id", eos_id)
     check_drop_finished(drop_finished)
-    if constraints is not None and not getattr(sampler, "takes_constraints", False):
-        raise ValueError(f"Argument `constraints` needs beam search (beam_size >= 2). Received: sampler={sampler!r}")
+    if constraints is not None:
+        sampler = sampler.with_constraints()  # raises for a sampler that takes none
     # Without a cache every row also holds its copy of the encoder output,
     # which would have to follow the rows; that path checks the cache, it
     # is not for speed.

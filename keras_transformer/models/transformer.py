@@ -44,6 +44,33 @@ def _as_ids(name, ids):
     return ids if dtype == "int32" else ops.cast(ids, "int32")
 
 
+def _checked(config):
+    """`config` checked (`ValueError`s name the argument), its integers as
+    Python ints: NumPy integers pass the checks, and Keras' own layers take
+    Python ints."""
+    for name in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_length"):
+        check_positive(name, getattr(config, name))
+    check_rate("dropout_rate", config.dropout_rate)
+    check_rate("attention_dropout_rate", config.attention_dropout_rate)
+    if config.target_vocab_size is not None:
+        check_positive("target_vocab_size", config.target_vocab_size)
+    check_bool("learned_positions", config.learned_positions)
+    check_bool("norm_first", config.norm_first)
+    check_positive_number("layer_norm_epsilon", config.layer_norm_epsilon)
+    ints = {name: int(getattr(config, name)) for name in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff",
+                                                           "max_length", "target_vocab_size")
+            if getattr(config, name) is not None}
+    config = dataclasses.replace(config, **ints)
+    if config.d_model % 2:  # positional encodings come in (sin, cos) pairs
+        raise ValueError(f"Argument `d_model` must be even. Received: d_model={config.d_model}")
+    if config.d_model % config.num_heads:
+        raise ValueError(
+            "Argument `d_model` must be divisible by `num_heads`. "
+            f"Received: d_model={config.d_model}, num_heads={config.num_heads}"
+        )
+    return config
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(MultiWorkerFit, keras.Model):
     """The Transformer of "Attention Is All You Need".
@@ -62,7 +89,7 @@ class Transformer(MultiWorkerFit, keras.Model):
     `keras.saving.load_model` and `quantize("int8")` work as for any
     Keras model.
 
-    Args:
+    Args (the fields of `TransformerConfig`, which holds their defaults):
         vocab_size: int. Size of the shared (or source) vocabulary.
         num_layers: int. Encoder layers, and as many decoder layers.
         d_model: int. Model width.
@@ -94,101 +121,50 @@ class Transformer(MultiWorkerFit, keras.Model):
     Reference: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762.
     """
 
-    def __init__(
-        self,
-        vocab_size,
-        num_layers=6,
-        d_model=512,
-        num_heads=8,
-        d_ff=2048,
-        dropout_rate=0.1,
-        attention_dropout_rate=0.0,
-        max_length=1024,
-        target_vocab_size=None,
-        learned_positions=False,
-        norm_first=False,
-        activation="relu",
-        layer_norm_epsilon=1e-6,
-        **kwargs,
-    ):
+    def __init__(self, vocab_size, **kwargs):
+        # The model's arguments and their defaults are `TransformerConfig`'s;
+        # the rest are Keras' (`name`, `dtype`, ...).
+        fields = [field.name for field in dataclasses.fields(TransformerConfig)]
+        config = TransformerConfig(vocab_size, **{name: kwargs.pop(name) for name in fields if name in kwargs})
         super().__init__(**kwargs)
-        check_positive("vocab_size", vocab_size)
-        check_positive("num_layers", num_layers)
-        check_positive("d_model", d_model)
-        check_positive("num_heads", num_heads)
-        check_positive("d_ff", d_ff)
-        check_positive("max_length", max_length)
-        check_rate("dropout_rate", dropout_rate)
-        check_rate("attention_dropout_rate", attention_dropout_rate)
-        if target_vocab_size is not None:
-            check_positive("target_vocab_size", target_vocab_size)
-            target_vocab_size = int(target_vocab_size)
-        check_bool("learned_positions", learned_positions)
-        check_bool("norm_first", norm_first)
-        check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
-        # NumPy integers pass the checks; Keras' own layers take Python ints.
-        vocab_size, num_layers, d_model, num_heads, d_ff, max_length = map(
-            int, (vocab_size, num_layers, d_model, num_heads, d_ff, max_length)
-        )
-        if d_model % 2:  # positional encodings come in (sin, cos) pairs
-            raise ValueError(f"Argument `d_model` must be even. Received: d_model={d_model}")
-        if d_model % num_heads:
-            raise ValueError(
-                "Argument `d_model` must be divisible by `num_heads`. "
-                f"Received: d_model={d_model}, num_heads={num_heads}"
-            )
-        self.transformer_config = TransformerConfig(
-            vocab_size=vocab_size,
-            num_layers=num_layers,
-            d_model=d_model,
-            num_heads=num_heads,
-            d_ff=d_ff,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            max_length=max_length,
-            target_vocab_size=target_vocab_size,
-            learned_positions=learned_positions,
-            norm_first=norm_first,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-        )
+        self.transformer_config = c = _checked(config)
         dtype = self.dtype_policy
         embedding = dict(
-            output_dim=d_model,
+            output_dim=c.d_model,
             # Unit variance after the sqrt(d_model) scaling.
-            embeddings_initializer=keras.initializers.RandomNormal(stddev=d_model**-0.5),
+            embeddings_initializer=keras.initializers.RandomNormal(stddev=c.d_model**-0.5),
             dtype=dtype,
         )
-        self.embedding = ReversibleEmbedding(vocab_size, name="embedding", **embedding)
+        self.embedding = ReversibleEmbedding(c.vocab_size, name="embedding", **embedding)
         self.target_embedding = None
-        if target_vocab_size is not None:
+        if c.target_vocab_size is not None:
             self.target_embedding = ReversibleEmbedding(
-                target_vocab_size, name="target_embedding", **embedding
+                c.target_vocab_size, name="target_embedding", **embedding
             )
-        positions = dict(max_length=max_length, learned=learned_positions, dtype=dtype)
+        positions = dict(max_length=c.max_length, learned=c.learned_positions, dtype=dtype)
         self.encoder_positions = PositionalEncoding(name="encoder_positions", **positions)
         self.decoder_positions = PositionalEncoding(name="decoder_positions", **positions)
-        self.embedding_dropout = keras.layers.Dropout(dropout_rate, dtype=dtype, name="embedding_dropout")
+        self.embedding_dropout = keras.layers.Dropout(c.dropout_rate, dtype=dtype, name="embedding_dropout")
         block = dict(
-            d_model=d_model,
-            num_heads=num_heads,
-            d_ff=d_ff,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            activation=activation,
-            norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
+            d_model=c.d_model,
+            num_heads=c.num_heads,
+            d_ff=c.d_ff,
+            dropout_rate=c.dropout_rate,
+            attention_dropout_rate=c.attention_dropout_rate,
+            activation=c.activation,
+            norm_first=c.norm_first,
+            layer_norm_epsilon=c.layer_norm_epsilon,
             dtype=dtype,
         )
         self.encoder_layers = [
-            EncoderLayer(name=f"encoder_layer_{i}", **block) for i in range(num_layers)
+            EncoderLayer(name=f"encoder_layer_{i}", **block) for i in range(c.num_layers)
         ]
         self.decoder_layers = [
-            DecoderLayer(name=f"decoder_layer_{i}", **block) for i in range(num_layers)
+            DecoderLayer(name=f"decoder_layer_{i}", **block) for i in range(c.num_layers)
         ]
         self.encoder_norm = self.decoder_norm = None
-        if norm_first:  # pre-norm stacks end with a LayerNorm
-            norm = dict(epsilon=layer_norm_epsilon, dtype=dtype)
+        if c.norm_first:  # pre-norm stacks end with a LayerNorm
+            norm = dict(epsilon=c.layer_norm_epsilon, dtype=dtype)
             self.encoder_norm = keras.layers.LayerNormalization(name="encoder_norm", **norm)
             self.decoder_norm = keras.layers.LayerNormalization(name="decoder_norm", **norm)
         # Built now, as keras-hub builds its backbones: weights can be

@@ -27,15 +27,22 @@ from typing import Optional
 
 import numpy as np
 
-from keras_transformer.decoding.common import NEG_INF, output_limit
+from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
-from keras_transformer.decoding.scoring import scoring_limits
+from keras_transformer.decoding.random_sampling import RandomSampler
+from keras_transformer.request_checks import (
+    check_n_best,
+    check_score_length,
+    leaves_room,
+    scoring_limits,
+    steering_room,
+)
 from keras_transformer.validation import check_phrases
 
 
 @dataclasses.dataclass(frozen=True)
 class Sampling:
-    """Sampling's settings (`keras_transformer.decoding.sampling.RandomSampler`)."""
+    """Sampling's settings (`keras_transformer.decoding.random_sampling.RandomSampler`)."""
 
     seed: int = 0
     temperature: float = 1.0
@@ -43,8 +50,6 @@ class Sampling:
     top_p: float = 1.0
 
     def __post_init__(self):
-        from keras_transformer.decoding.sampling import RandomSampler
-
         RandomSampler(top_k=self.top_k, top_p=self.top_p, temperature=self.temperature, seed=self.seed)  # checks
 
 
@@ -79,10 +84,7 @@ class Instance:
             if not (optional and value is None) and (not isinstance(value, kind) or kind is int and isinstance(value, bool)):
                 raise ValueError(f"`{name}` must be {kind.__name__}{' or None' if optional else ''}. "
                                  f"Received: {name}={value!r}")
-        if self.n_best < 1:
-            raise ValueError(f"`n_best` must be an integer >= 1. Received: n_best={self.n_best}")
-        if self.sampling is not None and self.n_best > 1:
-            raise ValueError(f"Sampling gives one translation a sentence: `n_best` must be 1. Received: n_best={self.n_best}")
+        check_n_best(self.n_best, sampling=self.sampling is not None)
         if self.targets is not None and (self.sampling or self.n_best > 1 or self.alignments or self.confidences):
             raise ValueError("`targets` scores a given translation: it takes no other option. Received: targets with "
                              "n_best, alignments, confidences or sampling")
@@ -250,26 +252,25 @@ def check_instances(instances, signatures, n_best, score_lengths=None):
     """Raises `ValueError` for an `Instance` the SavedModel cannot answer:
     a signature it was exported without, more than its `n_best`, or (with
     `score_lengths`, `(count_tokens, max_length, max_extra_length)`) a
-    text to score over the model's length, as `Translator.score` refuses
-    it, or a target prefix and constraints that leave its translation no
-    room, as `Translator.translate` refuses them."""
+    text to score over the model's length, or a target prefix and
+    constraints that leave its translation no room, by the checks
+    `Translator` makes (`keras_transformer.request_checks`)."""
     for instance in instances:
         if instance.steered and score_lengths is not None:
             count, max_length, max_extra_length = score_lengths
             texts = [instance.target_prefix or "", *(instance.constraints or ())]
             forced = sum(count(text) - 1 for text in texts)  # without their EOS
-            limit = output_limit(count(instance.inputs), max_extra_length, max_length)
-            if forced >= limit:
+            room = steering_room(count(instance.inputs), max_extra_length, max_length)
+            if not leaves_room(forced, room):
+                prefix, phrases = (instance.target_prefix or "")[:40], len(instance.constraints or ())
                 raise ValueError(f"`target_prefix` and `constraints` force {forced} tokens; the translation may have "
-                                 f"at most {limit}, so they must be shorter. Received: target_prefix="
-                                 f"{(instance.target_prefix or '')[:40]!r}, {len(instance.constraints or ())} constraints")
+                                 f"at most {room}, so they must be shorter. Received: target_prefix={prefix!r}, "
+                                 f"{phrases} constraints")
         if instance.targets is not None and score_lengths is not None:
             count, max_length, _ = score_lengths
             for name, text, most in zip(("inputs", "targets"), (instance.inputs, instance.targets),
                                         scoring_limits(max_length)):
-                if count(text) > most:
-                    raise ValueError(f"`{name}` has {count(text)} tokens with its EOS; the model scores at most "
-                                     f"{most}. Received: {text[:40]!r}...")
+                check_score_length(name, count(text), most, f"{text[:40]!r}...", counted=" with its EOS")
         if instance.signature not in signatures:
             raise ValueError(
                 f"This SavedModel has no `{instance.signature}` signature: export it with "

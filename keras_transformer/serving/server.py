@@ -44,6 +44,7 @@ from typing import Optional
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from keras_transformer import loading
 from keras_transformer.decoding.defaults import BATCH_SIZE
 from keras_transformer.preprocessor import is_blank
 from keras_transformer.serving.batcher import Batcher
@@ -424,6 +425,10 @@ def serve(model_dir, host="127.0.0.1", port=8501, name=None, limits=ServingLimit
     import uvicorn
 
     check_port(port)
+    kind = loading.model_kind(model_dir)
+    if kind != loading.SAVED_MODEL:
+        raise ValueError(f"The server serves a SavedModel folder; {model_dir!r} is a {kind}: export it first "
+                         f"(`keras-transformer export`). Received: model_dir={model_dir!r}")
     predict, version = load_saved_model_predictor(model_dir)
     import tensorflow as tf
 

@@ -21,7 +21,7 @@ def inference_model(model):
     Returns:
         A built float32 `Transformer`.
     """
-    from keras_transformer import Transformer
+    from keras_transformer.models.transformer import Transformer
 
     inference = Transformer(**dataclasses.asdict(model.transformer_config))
     inference.build(((None, None), (None, None)))

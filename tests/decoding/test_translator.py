@@ -10,10 +10,10 @@ import pytest
 from keras import ops
 
 from keras_transformer import Translator
-from keras_transformer.decoding.samplers import BeamSampler, get_sampler
-from keras_transformer.decoding.sampling import RandomSampler
+from keras_transformer.decoding import BeamSampler, RandomSampler, get_sampler
 from keras_transformer.decoding import beam_search, jit_decoder
 from keras_transformer.decoding.common import NEG_INF
+from keras_transformer.decoding.runner import DECODER_CACHE_SIZE
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from tests.decoding.toy_models import CopyModel, WordTokenizer
 from tests.decoding.permuting import WORDS as PERMUTING_WORDS
@@ -46,10 +46,23 @@ def test_each_sentence_keeps_the_hypotheses_its_search_finished(monkeypatch):
     # finished: one sentence may have fewer than another.
     translator = copy_translator(beam_size=2, jit_compile=False)
     finished = [([[4, EOS_ID], [5, EOS_ID]], [-0.1, -0.5]), ([[6, EOS_ID]], [-0.2])]
-    monkeypatch.setattr(translator, "_decode_pieces", lambda pieces, sampler, prefixes: finished)
+    monkeypatch.setattr(translator.runner, "decode", lambda pieces, sampler, prefixes: finished)
     first, second, blank = translator.hypotheses(["the", "cat", ""], n_best=2)
     assert [(h.text, h.score) for h in first] == [("the", -0.1), ("cat", -0.5)]
     assert [(h.text, h.score) for h in second] == [("sat", -0.2)] and [h.text for h in blank] == [""]
+
+
+def test_the_decoder_cache_stays_within_its_bound_over_a_thousand_sampling_seeds():
+    # Each sampler configuration has its own decoder; a long-running process
+    # sampling with new seeds keeps only the most recently used.
+    translator = copy_translator(beam_size=2, jit_compile=False)
+    runner = translator.runner
+    first = translator.translate(["the cat"], sampler=RandomSampler(seed=0))
+    for seed in range(1000):
+        runner.decoder(RandomSampler(seed=seed))
+        assert len(runner.decoders) <= runner.cache_size == DECODER_CACHE_SIZE
+    assert runner.decoder(RandomSampler(seed=999)) is runner.decoder(RandomSampler(seed=999))
+    assert translator.translate(["the cat"], sampler=RandomSampler(seed=0)) == first
 
 
 def test_translate_ids_accepts_lists_and_padded_arrays():
@@ -170,17 +183,14 @@ def test_auto_on_tensorflow_decodes_eagerly_until_a_call_takes_it_past_eager_ste
     # calls it only while it is traced, once.
     import keras
 
-    from keras_transformer import translator as translator_module
-
     if keras.backend.backend() != "tensorflow":
         pytest.skip("jax.jit on JAX, eager on PyTorch: no eager start")
     model, tokenizer, train, held_out = trained
     texts = train[:8] + held_out
     assert all(len(tokenizer.encode(t)) < 16 for t in texts)  # each batch: 16 steps, the first bucket
     # Batches of 4: 10 texts, 3 batches; then 5 texts, 2 batches: 80 steps.
-    monkeypatch.setattr(translator_module, "EAGER_STEPS", 80)
     expected = [by_hand[t][1] for t in texts]
-    translator = Translator(model, tokenizer, beam_size=1, batch_size=4)
+    translator = Translator(model, tokenizer, beam_size=1, batch_size=4, eager_steps=80)
     calls = []
     monkeypatch.setattr(model, "decode", lambda *a, f=model.decode, **kw: calls.append(1) or f(*a, **kw))
 
@@ -191,11 +201,9 @@ def test_auto_on_tensorflow_decodes_eagerly_until_a_call_takes_it_past_eager_ste
 
     # 48 and 80 steps: eager; 96: the graph, traced; then the graph, run.
     assert [translated(10) > 0, translated(5) > 0, translated(1) > 0, translated(10)] == [True, True, True, 0]
-    # A batch counts once per `BATCH_SIZE` rows or part of it: with 2, a batch
-    # of 4 counts twice. 10 texts: 16 x (2 + 2 + 1) = 80 steps, eager; 5 more:
-    # 16 x (2 + 1), the graph, traced; then run.
-    monkeypatch.setattr(translator_module, "BATCH_SIZE", 2)
-    translator = Translator(model, tokenizer, beam_size=1, batch_size=4)
+    # Each batch counts once: in batches of 2, 10 texts: 16 x 5 = 80 steps,
+    # eager; 5 more: 16 x 3, the graph, traced; then run.
+    translator = Translator(model, tokenizer, beam_size=1, batch_size=2, eager_steps=80)
     assert [translated(10) > 0, translated(5) > 0, translated(1)] == [True, True, 0]
 
 
@@ -320,11 +328,8 @@ def test_target_prefixes_start_each_output_and_are_scored_once(permuting, monkey
     # Each prefix is a word the model would not start with: the source's
     # first word (no permutation keeps it first). The graph at once (no
     # eager steps); XLA's steering: tests/export/test_xla_export.py.
-    import keras_transformer.translator
-
-    monkeypatch.setattr(keras_transformer.translator, "EAGER_STEPS", 0)
     model, tokenizer, _, held_out = permuting
-    translator = Translator(model, tokenizer)
+    translator = Translator(model, tokenizer, eager_steps=0)
     texts = held_out[:12]
     prefixes = [s.split()[0] if i % 3 else "" for i, s in enumerate(texts)]  # every third without one
     plain = translator.translate(texts)
@@ -369,11 +374,8 @@ def test_target_prefixes_start_each_output_and_are_scored_once(permuting, monkey
 def test_constraints_appear_in_each_output_and_leave_other_sentences_unchanged(permuting, monkeypatch):
     # Each constraint is a word absent from the sentence's translation;
     # every third sentence has none, every fourth two.
-    import keras_transformer.translator
-
-    monkeypatch.setattr(keras_transformer.translator, "EAGER_STEPS", 0)
     model, tokenizer, _, held_out = permuting
-    translator = Translator(model, tokenizer)
+    translator = Translator(model, tokenizer, eager_steps=0)
     texts = held_out[:12]
     plain = translator.translate(texts)
     absent = [[w for w in PERMUTING_WORDS if w not in t.split()] for t in plain]

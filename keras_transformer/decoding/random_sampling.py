@@ -15,7 +15,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.decoding.defaults import ALPHA
-from keras_transformer.decoding.greedy import GreedySampler
+from keras_transformer.decoding.samplers import OneOutputSampler
 from keras_transformer.decoding.stateless_random import sentence_keys, uniform
 from keras_transformer.tokens import BOS_ID, PAD_ID
 from keras_transformer.validation import check_non_negative_int
@@ -32,7 +32,7 @@ def _check_sampling(top_k, top_p, temperature, seed):
         raise ValueError(f"Argument `seed` must be below 2**31. Received: seed={seed!r}")
 
 
-class RandomSampler(GreedySampler):
+class RandomSampler(OneOutputSampler):
     """Samples each next token: a sampler of `decode`, one output per sentence.
 
     Args:
@@ -94,7 +94,7 @@ class RandomSampler(GreedySampler):
         return ops.cast(ops.argmax(ops.where(keep, logits + gumbel, -np.inf), axis=-1), "int32")
 
     def get_config(self):
-        return {**super().get_config(), "top_k": self.top_k, "top_p": self.top_p, "temperature": self.temperature,
+        return {"beam_size": 1, "alpha": self.alpha, "top_k": self.top_k, "top_p": self.top_p, "temperature": self.temperature,
                 "seed": self.seed}
 
     def __repr__(self):

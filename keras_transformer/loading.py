@@ -1,0 +1,178 @@
+"""A model by the name or path a user gives, whatever its kind: one loader.
+
+`Translator.load`, the command line and the server read a MODEL here. It is
+one of:
+- a **preset**: a shipped name (`list_presets()`) or a folder holding
+  `config.json`; a shipped name wins over a folder of the same name in the
+  working directory, as in `from_preset`;
+- a **SavedModel** folder (`saved_models/<name>`, whose latest numbered
+  version is read, or one version folder);
+- a **training run** folder (`run.json`) with `weights` (a `.weights.h5`
+  file, e.g. from `average-checkpoints`) and its own `tokenizer.model`;
+- a **`.keras` file**, with a `tokenizer` (a SentencePiece `.model` file).
+
+The errors name the command line's flags (`--tokenizer`, `--weights`,
+`--quantize`), which are the Python arguments of the same names.
+
+Example:
+
+>>> model_kind("tatoeba_en_fr"), model_kind("saved_models/tatoeba_en_fr")
+('preset', 'SavedModel')
+>>> model, tokenizer = load_model("runs/small", weights="runs/small/average.weights.h5")
+"""
+
+import os
+
+import keras
+
+from keras_transformer import presets
+from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.models.config import ARCHITECTURES
+from keras_transformer.models.transformer import Transformer
+
+PRESET, SAVED_MODEL, RUN, KERAS_FILE = "preset", "SavedModel", "training run", ".keras file"
+
+
+def preset_path(name):
+    """The directory of the preset `name` names (a shipped preset name, or a
+    directory holding `config.json`), else None. An architecture name
+    (`tiny`, ...) is a `ValueError` saying it has no weights.
+
+    >>> os.path.basename(preset_path("tatoeba_en_fr"))
+    'tatoeba_en_fr'
+    >>> preset_path("saved_models/tatoeba_en_fr") is None
+    True
+    """
+
+    if name in presets.list_presets() or os.path.isfile(os.path.join(name, presets.CONFIG_FILE)):
+        return presets.preset_directory(name)
+    if name in ARCHITECTURES and not os.path.exists(name):
+        presets.preset_directory(name)  # raises: an architecture has no weights
+    return None
+
+
+def model_kind(path_or_name, weights=None):
+    """`PRESET`, `SAVED_MODEL`, `RUN` or `KERAS_FILE`: what `path_or_name`
+    names (any other folder is taken for a SavedModel folder, whose loading
+    says what it lacks); raises `no_such_model` if it names nothing. A
+    finished run's folder is also a preset: with `weights`, it is a run."""
+    if weights is not None and os.path.isdir(path_or_name) and _read_manifest(path_or_name) is not None:
+        return RUN
+    if preset_path(path_or_name) is not None:
+        return PRESET
+    if path_or_name.endswith(".keras"):
+        return KERAS_FILE
+    if os.path.isdir(path_or_name):
+        return RUN if _read_manifest(path_or_name) is not None else SAVED_MODEL
+    raise no_such_model(path_or_name)
+
+
+def no_such_model(model):
+    """The error for a MODEL that is none of the kinds above."""
+    return FileNotFoundError(
+        f"No model at {model!r}: expected a shipped preset (one of {presets.list_presets()}), a preset "
+        f"directory (config.json), a SavedModel folder (saved_models/<name>), a .keras file or a training "
+        f"run folder with --weights. Received: model={model!r}"
+    )
+
+
+def load_model(path_or_name, tokenizer=None, weights=None, quantize=None):
+    """`(model, tokenizer)` of a preset, a training run folder or a `.keras`
+    file (not a SavedModel: `Translator.from_saved_model`), its weights
+    quantized with `quantize` (`"int8"`) if given. `tokenizer` is a
+    `SubwordTokenizer` or its `.model` file's path."""
+    if quantize not in (None, "int8"):
+        raise ValueError(f"--quantize takes 'int8'. Received: --quantize={quantize!r}")
+    kind = model_kind(path_or_name, weights)
+    if kind == SAVED_MODEL:
+        raise ValueError(f"{path_or_name!r} is a SavedModel folder: its graph is loaded by "
+                         "`Translator.from_saved_model` or the server, not as a Keras model.")
+    if kind == PRESET:
+        model, tokenizer = _load_preset(path_or_name, tokenizer, weights)
+    else:
+        if kind == RUN and tokenizer is None:
+            tokenizer = os.path.join(path_or_name, "tokenizer.model")  # the run's own
+        if tokenizer is None:
+            raise ValueError("--tokenizer is required with a .keras file or a run folder (its SentencePiece .model "
+                             "file; only a preset carries its own). "
+                             f"Received: model={path_or_name!r}, --tokenizer=None")
+        model = load_keras_model(path_or_name, weights)
+        tokenizer = load_tokenizer(tokenizer)
+    if quantize:
+        model.quantize(quantize)
+    return model, tokenizer
+
+
+def _load_preset(name, tokenizer, weights):
+    no_tokenizer_with_preset(name, tokenizer)
+    if weights is not None:
+        raise ValueError(f"--weights is for a training run folder; the preset {name!r} has its own "
+                         f"model.weights.h5. Received: --weights={weights!r}")
+    preset = preset_path(name)
+    return presets.load_model(preset), SubwordTokenizer.from_preset(preset)
+
+
+def load_keras_model(path, weights=None):
+    """A `.keras` file, or a training run folder (`run.json`) with `weights`
+    (e.g. the output of `average-checkpoints`)."""
+    if os.path.isdir(path):
+        manifest = _read_manifest(path)
+        if manifest is None or not weights:
+            raise SystemExit(
+                f"{path!r} is a folder: expected a training run (run.json) and --weights "
+                "(a .weights.h5 file, e.g. from average-checkpoints)"
+            )
+        model = Transformer(**manifest.get("identity", manifest)["model"])
+        model.build(((None, None), (None, None)))
+        model.load_weights(weights)
+        return model
+    if not os.path.isfile(path):
+        raise SystemExit(f"No model file at {path!r} (expected a .keras file or a run folder)")
+    return keras.saving.load_model(path, compile=False)
+
+
+def load_tokenizer(path):
+    """The `SubwordTokenizer` of the `.model` file given as `--tokenizer`."""
+
+    if isinstance(path, SubwordTokenizer):
+        return path
+    if not path or not os.path.isfile(path):
+        raise SystemExit(f"--tokenizer must name a SentencePiece .model file. Received: {path!r}")
+    return SubwordTokenizer.load(path)
+
+
+def no_tokenizer_with_preset(model, tokenizer):
+    """A preset carries its own tokenizer: `--tokenizer` beside one is an error."""
+    if tokenizer is not None:
+        raise ValueError(
+            f"--tokenizer is for a .keras model or a run folder; the preset {model!r} has its own "
+            f"tokenizer.model. Received: --tokenizer={tokenizer!r}"
+        )
+
+
+def no_options_with_saved_model(model, **given):
+    """A SavedModel decodes as it was exported, with its own tokenizer:
+    `--tokenizer`, `--weights`, `--quantize` or a decoding option beside
+    one is an error."""
+    tokenizer = given.pop("tokenizer", None)
+    if tokenizer is not None:
+        raise ValueError(f"--tokenizer is for a .keras model or a run folder; the SavedModel {model!r} has its "
+                         f"own tokenizer (assets/tokenizer.model). Received: --tokenizer={tokenizer!r}")
+    given = {name: value for name, value in given.items() if value is not None}
+    if given:
+        names = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        values = ", ".join(f"--{name.replace('_', '-')}" + ("" if value is True else f"={value!r}")
+                           for name, value in given.items())
+        raise ValueError(
+            f"{names} applies to a preset or a .keras model; a SavedModel translates as it was "
+            f"exported. Received: model={model!r}, {values}"
+        )
+
+
+def _read_manifest(path):
+    """A run folder's manifest (`run.json`), or None."""
+    # The training package (its strategies and callbacks) loads only when a
+    # folder may be a run, not with `import keras_transformer`.
+    from keras_transformer.training.manifest import read_manifest
+
+    return read_manifest(path)

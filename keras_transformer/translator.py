@@ -49,7 +49,7 @@ class Translator:
             compiles for seconds), `jax.jit` on JAX. False: eager.
         narrow_batches: bool. Compiled decoding (JAX, XLA): a batch goes on
             half as wide, then a quarter, as its sentences finish
-            (`drop_finished="halves"`, `keras_transformer.decoding.loop`):
+            (`narrow_batches="halves"`, `keras_transformer.decoding.loop`):
             faster once compiled, but each batch shape compiles about twice
             as long. Uncompiled decoding drops each finished sentence anyway.
         long_inputs: `"split"` (an input over the model's source budget is

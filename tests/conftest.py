@@ -92,16 +92,24 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _share_the_cores_among_xdist_workers():
-    """Under pytest-xdist (tests/run.sh: `-n 2`), each worker's PyTorch takes
-    its share of the cores for its intra-op threads. With a thread per core
-    in every worker, the threads of one matrix product wait for each other
-    while the other worker holds the cores, which made small models several
-    times slower (see tests/decoding/trained_copy.py)."""
+    """Under pytest-xdist (tests/run.sh: `-n 2`), each worker's TensorFlow
+    or PyTorch takes its share of the cores for its intra-op threads. With
+    a thread per core in every worker, the threads of one matrix product
+    wait for each other while the other worker holds the cores, which made
+    small models several times slower (see tests/decoding/trained_copy.py).
+    The processes that tests start keep the library's defaults."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if workers > 1 and keras.backend.backend() == "torch":
+    if workers <= 1:
+        return
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    if keras.backend.backend() == "torch":
         import torch
 
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+        torch.set_num_threads(threads)
+    elif keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
 
 
 @pytest.fixture(autouse=True)

@@ -245,7 +245,7 @@ def beam_search(
     num_return=1,
     use_cache=True,
     max_extra_length=MAX_EXTRA_LENGTH,
-    drop_finished=False,
+    narrow_batches=False,
 ):
     """Beam search decoding of a batch of source sentences.
 
@@ -271,7 +271,7 @@ def beam_search(
         use_cache: bool. Decode with the key/value cache (reordered with
             the beams), or re-run the full decoder every step.
         max_extra_length: int, see `max_length`.
-        drop_finished: `False`, `True` or `"halves"`: what becomes of the
+        narrow_batches: `False`, `True` or `"halves"`: what becomes of the
             sentences that are done (`keras_transformer.decoding.loop`);
             the outputs are those of `False`.
 
@@ -291,4 +291,4 @@ def beam_search(
     (1, 8)
     """
     sampler = BeamSampler(beam_size, alpha, num_return)
-    return decode(model, source_ids, sampler, max_length, bos_id, eos_id, use_cache, max_extra_length, drop_finished)
+    return decode(model, source_ids, sampler, max_length, bos_id, eos_id, use_cache, max_extra_length, narrow_batches)

@@ -10,7 +10,7 @@ from keras_transformer.tokens import BOS_ID, EOS_ID
 
 class GreedySampler(OneOutputSampler):
     """The most likely token at every step: a sampler of `decode` (its
-    `drop_finished` strategies included).
+    `narrow_batches` strategies included).
 
     Args:
         alpha: float >= 0. The score of an output is its log-probability
@@ -37,7 +37,7 @@ def greedy_decode(
     eos_id=EOS_ID,
     use_cache=True,
     max_extra_length=MAX_EXTRA_LENGTH,
-    drop_finished=False,
+    narrow_batches=False,
 ):
     """Decodes `source_ids` by taking the most likely token at each step.
 
@@ -61,7 +61,7 @@ def greedy_decode(
         use_cache: bool. Decode one token per step with the key/value
             cache, or re-run the full decoder over the buffer every step.
         max_extra_length: int, see `max_length`.
-        drop_finished: `False`, `True` or `"halves"`: what becomes of the
+        narrow_batches: `False`, `True` or `"halves"`: what becomes of the
             sentences that are done (`keras_transformer.decoding.loop`).
 
     Returns:
@@ -77,4 +77,4 @@ def greedy_decode(
     (1, 8)
     """
     return decode(model, source_ids, GreedySampler(alpha=0.0), max_length, bos_id, eos_id, use_cache, max_extra_length,
-                  drop_finished)
+                  narrow_batches)

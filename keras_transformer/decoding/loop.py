@@ -8,7 +8,7 @@ segments over a growing key/value cache (`cache_lengths`), so a step costs
 what the positions decoded so far need.
 
 What becomes of the sentences that are done is a strategy the loop takes
-(`drop_finished`), which never changes an output:
+(`narrow_batches`), which never changes an output:
 - `False`: they stay in the batch to the end (static shapes);
 - `True`: a sentence leaves the batch at the step it is done, so the batch
   size changes inside the loop, and the cache grows a position a step: for
@@ -47,7 +47,7 @@ from keras_transformer.decoding.common import (
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
-# `drop_finished="halves"`: the narrowest batch width, in sentences, that a
+# `narrow_batches="halves"`: the narrowest batch width, in sentences, that a
 # batch narrows to. Each width is another copy of the decoding step in the
 # compiled function, and a step over a few sentences costs about what its
 # fixed overheads do.
@@ -64,7 +64,7 @@ class LoopState(NamedTuple):
 
 class Rows(NamedTuple):
     """What each row of the loop's batch brings from its sentence; with
-    `drop_finished` the rows change inside the loop, and these follow them."""
+    `narrow_batches` the rows change inside the loop, and these follow them."""
 
     sentence: Any  # (batch,) int32: the row's sentence in the whole batch
     limit: Any  # (batch,) int32: its length limit
@@ -140,7 +140,7 @@ class _Decoder:
     def __init__(self, model, sampler, memory, length, eos_id, use_cache, grows):
         self.model, self.sampler, self.memory = model, sampler, memory
         self.length, self.eos_id, self.use_cache, self.grows = length, eos_id, use_cache, grows
-        self.results = None  # `drop_finished`: the whole batch's result fields
+        self.results = None  # `narrow_batches`: the whole batch's result fields
 
     def logits(self, tokens, state, rows):
         """Next-token log-probabilities `(rows, vocab)` float32 of `tokens`
@@ -205,7 +205,7 @@ class _Decoder:
         (state,) = ops.while_loop(lambda s: self.going_on(s, rows, end), lambda s: (self.step(s, rows),), (state,))
         return state, rows
 
-    def drop_finished(self, state, rows, end):
+    def drop_finished_rows(self, state, rows, end):
         """Runs to `end`, each sentence leaving the batch at the step it is
         done; `self.results` keeps the results of the whole batch."""
 
@@ -249,7 +249,7 @@ class _Decoder:
 
     def final(self, state, rows):
         """The hypotheses of the whole batch once the loop is over: with
-        `drop_finished`, the rows still there written into `self.results`."""
+        `narrow_batches`, the rows still there written into `self.results`."""
         if self.results is None:
             return state.hypotheses
         results = self.write_results(self.results, rows.sentence, state)
@@ -326,7 +326,7 @@ class _Decoder:
 
 
 def batch_widths(batch):
-    """The widths of `drop_finished="halves"`, in sentences: `batch`, then
+    """The widths of `narrow_batches="halves"`, in sentences: `batch`, then
     its half and its quarter, each at least `NARROWEST_WIDTH`."""
     widths = [batch]
     while len(widths) < 3 and widths[-1] % 2 == 0 and widths[-1] // 2 >= NARROWEST_WIDTH:
@@ -335,7 +335,7 @@ def batch_widths(batch):
 
 
 def _narrowing(batch):
-    """`(widths, usable)` of `drop_finished="halves"`.
+    """`(widths, usable)` of `narrow_batches="halves"`.
 
     With a batch size known when tracing, `batch_widths(batch)`, each usable.
     With one known only when the graph runs (a TensorFlow graph traced for
@@ -350,26 +350,26 @@ def _narrowing(batch):
     return [batch, batch // 2, batch // 4], [True, batch >= 2 * NARROWEST_WIDTH, batch >= 4 * NARROWEST_WIDTH]
 
 
-def check_drop_finished(drop_finished):
-    if not (isinstance(drop_finished, bool) or drop_finished == "halves"):
+def check_narrow_batches(narrow_batches):
+    if not (isinstance(narrow_batches, bool) or narrow_batches == "halves"):
         raise ValueError(
-            f'Argument `drop_finished` must be False, True or "halves". Received: drop_finished={drop_finished!r}'
+            f'Argument `narrow_batches` must be False, True or "halves". Received: narrow_batches={narrow_batches!r}'
         )
-    if drop_finished is True and keras.backend.backend() == "jax":
+    if narrow_batches is True and keras.backend.backend() == "jax":
         raise ValueError(
-            "Argument `drop_finished=True` needs a loop whose batch size can change: TensorFlow "
-            "without XLA or PyTorch. JAX's loops keep their shapes: use \"halves\". Received: drop_finished=True "
+            "Argument `narrow_batches=True` needs a loop whose batch size can change: TensorFlow "
+            "without XLA or PyTorch. JAX's loops keep their shapes: use \"halves\". Received: narrow_batches=True "
             "on the JAX backend"
         )
 
 
 def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EOS_ID, use_cache=True,
-           max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None, constraints=None):
+           max_extra_length=MAX_EXTRA_LENGTH, narrow_batches=False, target_prefix=None, constraints=None):
     """Decodes a batch of sources with `sampler`; returns `sampler.result`.
 
     Written with `keras.ops` only (`ops.while_loop`, `ops.slice_update`,
     `ops.take`, `ops.top_k`), with static shapes inside each step but
-    with `drop_finished=True`, so it runs eagerly, under
+    with `narrow_batches=True`, so it runs eagerly, under
     `tf.function(jit_compile=True)`, `jax.jit` and on PyTorch, and exports
     with stock TensorFlow ops. `beam_search` and `greedy_decode` document
     the arguments. `target_prefix`, an int array `(batch, prefix_length)`
@@ -381,20 +381,20 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
     """
     check_optional_token("bos_id", bos_id)
     check_optional_token("eos_id", eos_id)
-    check_drop_finished(drop_finished)
+    check_narrow_batches(narrow_batches)
     if constraints is not None:
         sampler = sampler.with_constraints()  # raises for a sampler that takes none
     # Without a cache every row also holds its copy of the encoder output,
     # which would have to follow the rows; that path checks the cache, it
     # is not for speed.
-    drop_finished = drop_finished if use_cache else False
+    narrow_batches = narrow_batches if use_cache else False
     source_ids = check_source_ids(source_ids)
     ensure_built(model)
     # Where the batch may change size, the cache grows a position a step
     # (a model whose cache can grow, as `Transformer`'s; `extend_cache`
     # tells it); where shapes are static, it grows in segments.
-    grows = use_cache and drop_finished is True and hasattr(model, "extend_cache")
-    length, limits = output_lengths(model, source_ids, max_length, max_extra_length, dynamic=drop_finished is True)
+    grows = use_cache and narrow_batches is True and hasattr(model, "extend_cache")
+    length, limits = output_lengths(model, source_ids, max_length, max_extra_length, dynamic=narrow_batches is True)
     batch, width = ops.shape(source_ids)[0], sampler.width
     memory = model.encode(source_ids)  # (batch, source_length, d_model)
     ends = (length,) if grows else cache_lengths(model, length, use_cache)
@@ -411,9 +411,9 @@ def decode(model, source_ids, sampler, max_length=None, bos_id=BOS_ID, eos_id=EO
     decoder = _Decoder(model, sampler, memory, length, eos_id, use_cache, grows)
     if use_cache:
         state = decoder.first_step(state, rows)
-    if drop_finished is True:
-        run = decoder.drop_finished
-    elif drop_finished == "halves" and len(_narrowing(batch)[0]) > 1:
+    if narrow_batches is True:
+        run = decoder.drop_finished_rows
+    elif narrow_batches == "halves" and len(_narrowing(batch)[0]) > 1:
         widths, usable = _narrowing(batch)
         run = lambda s, r, end: decoder.narrow_batch(s, r, end, widths, usable)  # noqa: E731
     else:

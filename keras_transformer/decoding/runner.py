@@ -81,7 +81,7 @@ class DecodeRunner:
         batch_size: int >= 1. Pieces decoded together.
         jit_compile: `"auto"`, True or False (module docstring).
         narrow_batches: bool. Compiled decoding narrows a batch as its
-            sentences finish (`drop_finished="halves"` of
+            sentences finish (`narrow_batches="halves"` of
             `keras_transformer.decoding.loop`).
         eager_steps: int >= 0. With `"auto"` on TensorFlow, the decoding
             steps taken eagerly before the graph is traced (`EAGER_STEPS`);
@@ -107,8 +107,8 @@ class DecodeRunner:
         self.static_shapes = self.backend == "jax" or (self.backend == "tensorflow" and jit_compile is True)
         self.decoders = collections.OrderedDict()  # (sampler_key, jit_compile) -> decode, least recent first
 
-    def drop_finished(self, static_shapes):
-        """The sampler's `drop_finished` for a loop with or without static
+    def narrowing(self, static_shapes):
+        """The sampler's `narrow_batches` for a loop with or without static
         shapes: where the batch may change size, sentences leave it when
         done; where shapes are static, it narrows only if asked, since each
         batch shape then compiles about twice as long."""
@@ -118,10 +118,10 @@ class DecodeRunner:
 
     def search(self, sampler, static_shapes):
         """`search(model, source, prefix=None, constraints=None)`: `sampler`'s decoding of a padded batch."""
-        drop_finished = self.drop_finished(static_shapes)
+        narrow_batches = self.narrowing(static_shapes)
 
         def search(model, source, prefix=None, constraints=None):
-            return sampler(model, source, self.max_extra_length, drop_finished, prefix, constraints)
+            return sampler(model, source, self.max_extra_length, narrow_batches, prefix, constraints)
 
         return search
 

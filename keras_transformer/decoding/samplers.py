@@ -2,7 +2,7 @@
 
 A sampler holds its settings and the steps of one search over the one
 decoding loop (`keras_transformer.decoding.loop`). Called as
-`sampler(model, source_ids, max_extra_length, drop_finished)`, it decodes a
+`sampler(model, source_ids, max_extra_length, narrow_batches)`, it decodes a
 padded batch of model-ready source ids into `(tokens, scores)`. The
 `Translator` and the SavedModel export hold one and call it alike.
 
@@ -48,9 +48,9 @@ class Sampler(abc.ABC):
     result_fields = ()
     takes_constraints = False
 
-    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, drop_finished=False, target_prefix=None,
+    def __call__(self, model, source_ids, max_extra_length=MAX_EXTRA_LENGTH, narrow_batches=False, target_prefix=None,
                  constraints=None):
-        return decode(model, source_ids, self, max_extra_length=max_extra_length, drop_finished=drop_finished,
+        return decode(model, source_ids, self, max_extra_length=max_extra_length, narrow_batches=narrow_batches,
                       target_prefix=target_prefix, constraints=constraints)
 
     @abc.abstractmethod

@@ -16,7 +16,7 @@ from keras_transformer.decoding.common import cache_lengths, step_logits
 from keras_transformer.tokens import BOS_ID
 from tests.decoding.toy_models import EOS, BigramModel, CopyModel
 
-# The decoding loop's module: its batch widths for `drop_finished="halves"`.
+# The decoding loop's module: its batch widths for `narrow_batches="halves"`.
 loop = importlib.import_module("keras_transformer.decoding.loop")
 
 # `backend` (tests/run.sh runs those on JAX and PyTorch too): the loop's
@@ -143,13 +143,13 @@ def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatc
     decode, kwargs, width = SAMPLERS[sampler]
     kwargs = dict(kwargs, max_extra_length=0, eos_id=eos_id)
     if keras.backend.backend() == "jax":
-        with pytest.raises(ValueError, match="drop_finished"):
-            decode(model, sources(), drop_finished=True, **kwargs)
+        with pytest.raises(ValueError, match="narrow_batches"):
+            decode(model, sources(), narrow_batches=True, **kwargs)
         return
     expected = decode(model, sources(), **kwargs)
     rows = []
     monkeypatch.setattr(model, "decode", lambda ids, *a, f=model.decode, **kw: rows.append(ids.shape[0]) or f(ids, *a, **kw))
-    dropped = decode(model, sources(), drop_finished=True, **kwargs)
+    dropped = decode(model, sources(), narrow_batches=True, **kwargs)
     assert rows[0] == 3 and rows[1:] == sorted(rows[1:], reverse=True), rows
     assert set(rows[1:]) <= {3 * width, 2 * width, width}, rows
     if eos_id is None:
@@ -163,7 +163,7 @@ def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatc
         # as in the Translator: its buffer is the width the sources have when
         # the graph runs, + max_extra_length.
         for shape in ((None, 9), (None, None)):
-            graph = tf.function(lambda s: decode(model, s, drop_finished=True, **kwargs), autograph=False,
+            graph = tf.function(lambda s: decode(model, s, narrow_batches=True, **kwargs), autograph=False,
                                 input_signature=[tf.TensorSpec(shape, tf.int32)])
             tokens, scores = graph(sources())
             np.testing.assert_array_equal(np_(tokens), np_(expected[0]))
@@ -229,14 +229,14 @@ def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_
     expected = decode(model, source, **kwargs)
     rows = []
     monkeypatch.setattr(model, "decode", lambda ids, *a, f=model.decode, **kw: rows.append(ids.shape[0]) or f(ids, *a, **kw))
-    compile_narrowed = jit_decoder(model, decode, drop_finished="halves", **kwargs)
+    compile_narrowed = jit_decoder(model, decode, narrow_batches="halves", **kwargs)
     if keras.backend.backend() == "jax":
         # Eager JAX compiles its loops as jax.jit does: the compiled run is
         # the narrowed one, and tracing it every width, once per segment.
         compiled = compile_narrowed(source)
         assert sorted(rows) == sorted([4, width, width, 2 * width, 2 * width, 4 * width, 4 * width]), rows
     else:  # one decoding step after the other
-        narrowed = decode(model, source, drop_finished="halves", **kwargs)
+        narrowed = decode(model, source, narrow_batches="halves", **kwargs)
         np.testing.assert_array_equal(np_(narrowed[0]), np_(expected[0]))
         np.testing.assert_allclose(np_(narrowed[1]), np_(expected[1]), atol=1e-6)
         assert rows[0] == 4 and rows[1:] == sorted(rows[1:], reverse=True), rows
@@ -273,7 +273,7 @@ def test_halves_with_a_batch_size_known_only_when_the_graph_runs(monkeypatch):
 
     monkeypatch.setattr(model, "decode", decode)
     spec = [tf.TensorSpec((None, 9), tf.int32)]
-    graph = tf.function(lambda s: beam_search(model, s, drop_finished="halves", **kwargs), autograph=False,
+    graph = tf.function(lambda s: beam_search(model, s, narrow_batches="halves", **kwargs), autograph=False,
                         input_signature=spec)
     tokens, scores = graph(source)
     assert traced == [None] * 7, traced  # step 0, then three widths in each of the two segments
@@ -282,7 +282,7 @@ def test_halves_with_a_batch_size_known_only_when_the_graph_runs(monkeypatch):
     np.testing.assert_allclose(np_(scores), np_(expected[1]), atol=1e-6)
 
     monkeypatch.setattr(model, "decode", plain)
-    xla = tf.function(lambda s: beam_search(model, s, drop_finished="halves", **kwargs), autograph=False,
+    xla = tf.function(lambda s: beam_search(model, s, narrow_batches="halves", **kwargs), autograph=False,
                       input_signature=spec, jit_compile=True)
     # A sentence alone: its widths 1, 0 and 0 (XLA's narrowing of a whole
     # batch: tests/export/test_xla_export.py).
@@ -292,9 +292,9 @@ def test_halves_with_a_batch_size_known_only_when_the_graph_runs(monkeypatch):
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None])
-def test_drop_finished_takes_false_true_or_halves(value):
-    with pytest.raises(ValueError, match="drop_finished"):
-        beam_search(tiny_model(), sources(), drop_finished=value)
+def test_narrow_batches_takes_false_true_or_halves(value):
+    with pytest.raises(ValueError, match="narrow_batches"):
+        beam_search(tiny_model(), sources(), narrow_batches=value)
 
 
 def test_extend_cache_pads_the_self_attention_part_with_zeros():

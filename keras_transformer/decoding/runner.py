@@ -102,10 +102,13 @@ class DecodeRunner:
         self.backend = keras.backend.backend()
         self.eager_start = jit_compile == "auto" and self.backend == "tensorflow"
         self.eager_steps_left = eager_steps if self.eager_start else 0
-        # Batches keep their shapes (and rows go up to a power of two) where
-        # each shape compiles: JAX's loops always, XLA.
-        self.static_shapes = self.backend == "jax" or (self.backend == "tensorflow" and jit_compile is True)
+        self.static_shapes = self.compiles_each_shape(jit_compile)
         self.decoders = collections.OrderedDict()  # (sampler_key, jit_compile) -> decode, least recent first
+
+    def compiles_each_shape(self, jit_compile):
+        """Whether batches keep their shapes (and rows go up to a power of
+        two), as where each shape compiles: JAX's loops always, XLA."""
+        return self.backend == "jax" or (self.backend == "tensorflow" and jit_compile is True)
 
     def narrowing(self, static_shapes):
         """The sampler's `narrow_batches` for a loop with or without static
@@ -142,8 +145,7 @@ class DecodeRunner:
     def _make_decoder(self, sampler, jit_compile):
         if jit_compile == "auto" and self.backend == "tensorflow":
             return self._graph_decoder(sampler)
-        static_shapes = self.backend == "jax" or (self.backend == "tensorflow" and jit_compile is True)
-        search = self.search(sampler, static_shapes)
+        search = self.search(sampler, self.compiles_each_shape(jit_compile))
         if jit_compile:
             return jit_decoder(self.model, search)
         return functools.partial(search, self.model)
@@ -164,8 +166,7 @@ class DecodeRunner:
         traced = {}  # the steering arguments given -> a graph traced for them, when first needed
 
         def run(source, prefix=None, constraints=None):
-            given = {name: value for name, value in (("prefix", prefix), ("constraints", constraints))
-                     if value is not None}
+            given = _given(prefix, constraints)
             names = tuple(given)
             if names not in traced:
                 specs = [tf.TensorSpec([None] * (3 if name == "constraints" else 2), tf.int32) for name in names]
@@ -304,15 +305,17 @@ def graph_decoder(search, jit_compile, parallel_loops, num_return=1):
     they finish; `num_return` hypotheses a sentence."""
     import tensorflow as tf  # the graph is TensorFlow's
 
-    def given(prefix, constraints):
-        return {name: x for name, x in (("prefix", prefix), ("constraints", constraints)) if x is not None}
-
     if jit_compile:
         compiled = tf.function(search, jit_compile=True, autograph=False)
         return lambda source, prefix=None, constraints=None: _rows_to_a_power_of_two(
-            compiled, source, **given(prefix, constraints))
+            compiled, source, **_given(prefix, constraints))
     return lambda source, prefix=None, constraints=None: _parallel_search(
-        search, source, parallel_loops, num_return, **given(prefix, constraints))
+        search, source, parallel_loops, num_return, **_given(prefix, constraints))
+
+
+def _given(prefix, constraints):
+    """The steering arguments a decoder was given, by name (None: not given)."""
+    return {name: x for name, x in (("prefix", prefix), ("constraints", constraints)) if x is not None}
 
 
 def _parallel_search(search, source, parallel_loops, num_return, **steering):

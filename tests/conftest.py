@@ -1,4 +1,5 @@
-"""Shared test setup: quiet logs, fixed seeds, the `backend` and `slow`
+"""Shared test setup: quiet logs, fixed seeds, no graph rewrites by
+TensorFlow in the pytest processes, the `backend` and `slow`
 markers, the run's folder of shared artifacts (tests/shared.py), and the
 order of the modules."""
 
@@ -28,6 +29,7 @@ def pytest_configure(config):
         "CI runs these; `-m 'not slow'` leaves them out of a quick run.",
     )
     _share_the_cores_among_xdist_workers()
+    _no_graph_rewrites_in_test_processes()
     if not hasattr(config, "workerinput") and not os.environ.get(SHARED):
         # A run without tests/run.sh: a folder for this run's shared
         # artifacts, which the pytest-xdist workers, started later, inherit.
@@ -110,6 +112,20 @@ def _share_the_cores_among_xdist_workers():
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(threads)
+
+
+def _no_graph_rewrites_in_test_processes():
+    """TensorFlow's graph optimizer (grappler) rewrites each graph function
+    before its first run: every traced search, exported signature and
+    training step of a test pays for it, and its rewrites keep what a
+    graph computes (tests compare results, not speed). The
+    pytest processes leave it out; the processes that tests start (the
+    command line, the server, the benchmark engines, a SavedModel loaded
+    with TensorFlow alone) keep it, as users run them."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 @pytest.fixture(autouse=True)

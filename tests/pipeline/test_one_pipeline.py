@@ -1,6 +1,6 @@
 """One pipeline: every path that translates text gives the same strings.
 
-About 300 sources of the shipped test split and the edge cases of
+The first 128 sources of the shipped test split and the edge cases of
 `keras_transformer.preprocessor` (an input over the source budget, one of
 exactly the budget and one just over it, blank inputs, emoji, non-Latin
 scripts, full-width text that NFKC normalizes) are translated by the `tatoeba_en_fr` preset with its defaults but
@@ -9,9 +9,8 @@ scripts, full-width text that NFKC normalizes) are translated by the `tatoeba_en
 - by the SavedModel that `keras-transformer export` writes, behind the
   REST server (tests/export loads such a SavedModel in a process with only
   tensorflow and tensorflow-text's ops);
-- by `Translator` on JAX (64 of the sources and the edge cases), and on
-  PyTorch for the edge cases but the budget's two (their long outputs
-  decode step by step there).
+- by `Translator` on JAX (32 of the sources and the edge cases but the
+  budget's two, whose outputs are long), and on PyTorch (those edge cases).
 
 The reference translations are made once per test run, on TensorFlow
 (tests/shared.py), by whichever pass asks first.
@@ -32,11 +31,11 @@ from tests.serving.conftest import run_server  # noqa: F401 - a real server fixt
 pytestmark = [pytest.mark.backend, pytest.mark.slow]
 
 PRESET = "tatoeba_en_fr"
-# Buckets 16, 32 and the source budget (206): the 300 sources fit the first
+# Buckets 16, 32 and the source budget (206): the 128 sources fit the first
 # two, the inputs of the budget the last; fewer than the default's five
 # branches to trace and export.
 BUCKETS = (16, 32)
-SOURCES = 300
+SOURCES = 128
 
 
 def one_piece_word(tokenizer):
@@ -148,25 +147,26 @@ def check_the_rules(translations, edges, tokenizer, expected):
     assert translations["non_nfkc"] == translations["nfkc"]  # the tokenizer normalizes text (NFKC) on every path
 
 
+def without_the_budgets_inputs(edges):
+    """The edge cases but the budget's two inputs: their outputs of about
+    200 tokens decode step by step for every row of their batch. Their
+    rules (windows and sentences) are the preprocessor's, run on every
+    backend alike, and TensorFlow checks them above."""
+    return [text for name, text in edges.items() if "budget" not in name]
+
+
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="TensorFlow is the reference; PyTorch: the edge cases")
 def test_the_translator_on_jax_translates_as_on_tensorflow():
-    # The first 64 sources (each new number of rows and bucket is another
-    # jax.jit compile), the edge cases and their parts.
-    inputs, _ = texts()
-    inputs = inputs[:64] + inputs[SOURCES:]
-    expected = reference_translations()
-    # Batches of 16: under jax.jit every row of a batch decodes until its
-    # longest output is done, so the budget's inputs (outputs of about 200
-    # tokens) keep 16 rows decoding instead of 64.
+    # The first 32 sources in batches of 16 (each new number of rows and
+    # bucket is another jax.jit compile) and the edge cases.
+    (inputs, edges), expected = texts(), reference_translations()
+    inputs = inputs[:32] + without_the_budgets_inputs(edges)
     translator = Translator.from_preset(PRESET, buckets=BUCKETS, batch_size=16)
     assert translator.translate(inputs) == [expected[text] for text in inputs]
 
 
-@pytest.mark.skipif(keras.backend.backend() != "torch", reason="TensorFlow is the reference; JAX: every source")
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="TensorFlow is the reference; JAX: the sources too")
 def test_the_translator_on_pytorch_translates_the_edge_cases_as_on_tensorflow():
-    _, edges = texts()
-    expected = reference_translations()
-    # Not the budget's two inputs: outputs of about 200 tokens, each step
-    # eager here (TensorFlow and JAX translate them).
-    inputs = [text for name, text in edges.items() if "budget" not in name]
+    (_, edges), expected = texts(), reference_translations()
+    inputs = without_the_budgets_inputs(edges)
     assert Translator.from_preset(PRESET, buckets=BUCKETS).translate(inputs) == [expected[text] for text in inputs]

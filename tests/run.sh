@@ -2,9 +2,9 @@
 # The test suite: everything on TensorFlow (the default backend), then the
 # tests marked `backend` (their outcome depends on the Keras backend: layers,
 # model, losses and schedule, decoding, training through Keras; see
-# tests/conftest.py) again on JAX and on PyTorch, these two passes side by
-# side (the PyTorch pass's output is printed after the JAX pass's), and the
-# model's own tests once more with the lowest Keras that setup.py allows. Data,
+# tests/conftest.py) again on JAX and on PyTorch, and the model's own tests
+# once more with the lowest Keras that setup.py allows, these three passes
+# side by side (the JAX pass's output first, then the others'). Data,
 # export, serving, the CLI and the benchmark scripts run once, on TensorFlow.
 # Each pass runs on two pytest-xdist workers, a test file at a time (--dist
 # loadfile: a module's fixtures are made once), the heaviest files first
@@ -25,33 +25,37 @@ export XLA_FLAGS="--xla_backend_optimization_level=0 ${XLA_FLAGS:-}"
 # --timeout (seconds): a test that hangs fails, with room left for the slowest.
 OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loadscope-reorder --strict-markers
          --timeout=900)
-# A folder for all three passes: what several modules read (trained models,
+# A folder for every pass: what several modules read (trained models,
 # SavedModels, reference translations: tests/shared.py) is made there once,
 # by whichever process asks first.
 export KERAS_TRANSFORMER_TEST_SHARED=$(mktemp -d)
 trap 'rm -rf "$KERAS_TRANSFORMER_TEST_SHARED"' EXIT
-torch_log=$KERAS_TRANSFORMER_TEST_SHARED/torch.log
 echo "== KERAS_BACKEND=tensorflow"
 KERAS_BACKEND=tensorflow python -m pytest tests "${OPTIONS[@]}" "$@"
+torch_log=$KERAS_TRANSFORMER_TEST_SHARED/torch.log lowest_log=$KERAS_TRANSFORMER_TEST_SHARED/lowest.log
 KERAS_BACKEND=torch python -m pytest tests -m backend "${OPTIONS[@]}" "$@" >"$torch_log" 2>&1 &
 torch_pass=$!
-echo "== KERAS_BACKEND=jax"
-jax_status=0
-KERAS_BACKEND=jax python -m pytest tests -m backend "${OPTIONS[@]}" "$@" || jax_status=$?
 # The lowest Keras that setup.py allows (the newest is the one installed),
 # on TensorFlow: the layers, the model, its losses and schedule, the presets.
 keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
-echo "== keras==$keras_lowest, KERAS_BACKEND=tensorflow"
-lowest_status=0
-pip install -q --no-deps --no-compile --target "$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" "keras==$keras_lowest" &&
-  PYTHONPATH="$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" KERAS_TRANSFORMER_EXPECTED_KERAS=$keras_lowest \
-  KERAS_BACKEND=tensorflow python -m pytest "${OPTIONS[@]}" \
-    tests/test_keras_version.py tests/layers tests/models/test_transformer.py tests/test_losses_metrics.py \
-    tests/test_schedules.py tests/test_presets.py "$@" || lowest_status=$?
-torch_status=0
+(
+  echo "== keras==$keras_lowest, KERAS_BACKEND=tensorflow"
+  pip install -q --no-deps --no-compile --target "$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" "keras==$keras_lowest" &&
+    PYTHONPATH="$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" KERAS_TRANSFORMER_EXPECTED_KERAS=$keras_lowest \
+    KERAS_BACKEND=tensorflow python -m pytest "${OPTIONS[@]}" \
+      tests/test_keras_version.py tests/layers tests/models/test_transformer.py tests/test_losses_metrics.py \
+      tests/test_schedules.py tests/test_presets.py "$@"
+) >"$lowest_log" 2>&1 &
+lowest_pass=$!
+echo "== KERAS_BACKEND=jax"
+jax_status=0
+KERAS_BACKEND=jax python -m pytest tests -m backend "${OPTIONS[@]}" "$@" || jax_status=$?
+torch_status=0 lowest_status=0
 wait "$torch_pass" || torch_status=$?
+wait "$lowest_pass" || lowest_status=$?
 echo "== KERAS_BACKEND=torch"
 cat "$torch_log"
-for status in $jax_status $lowest_status $torch_status; do
+cat "$lowest_log"
+for status in $jax_status $torch_status $lowest_status; do
   [ "$status" -eq 0 ] || exit "$status"
 done

@@ -13,6 +13,7 @@ import keras  # noqa: E402
 import pytest  # noqa: E402
 
 SHARED = "KERAS_TRANSFORMER_TEST_SHARED"  # tests/shared.py
+THREADS = "KERAS_TRANSFORMER_TEST_THREADS"  # tests/run.sh
 
 
 def pytest_configure(config):
@@ -95,15 +96,21 @@ def pytest_collection_modifyitems(config, items):
 
 def _share_the_cores_among_xdist_workers():
     """Under pytest-xdist (tests/run.sh: `-n 2`), each worker's TensorFlow
-    or PyTorch takes its share of the cores for its intra-op threads. With
-    a thread per core in every worker, the threads of one matrix product
-    wait for each other while the other worker holds the cores, which made
-    small models several times slower (see tests/decoding/trained_copy.py).
-    The processes that tests start keep the library's defaults."""
+    or PyTorch takes its share of the cores for its intra-op threads, and a
+    process beside them (tests/run.sh's other passes) takes
+    $KERAS_TRANSFORMER_TEST_THREADS. With a thread per core in every
+    process, the threads of one matrix product wait for each other while
+    another process holds the cores, which made small models several times
+    slower (see tests/decoding/trained_copy.py). The processes that tests
+    start keep the library's defaults."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if workers <= 1:
+    threads = os.environ.get(THREADS)
+    if threads:
+        threads = int(threads)
+    elif workers > 1:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+    else:
         return
-    threads = max(1, (os.cpu_count() or 1) // workers)
     if keras.backend.backend() == "torch":
         import torch
 

@@ -87,7 +87,7 @@ def test_run_killed_with_sigkill_resumes_to_the_same_weights(tmp_path, backend, 
         killed = processes.start(tmp_path / "killed", *args, *extra, *same, "--kill-at-step", 5, backend=backend,
                                  env=env)
         started.append(killed)
-        run_training.main([str(tmp_path / "whole"), *map(str, args), *reference, *map(str, same)])
+        run_training.main([str(tmp_path / "whole"), *map(str, args), *reference])
         processes.finish(killed, expect=-signal.SIGKILL)
         checkpoints = sorted(os.listdir(tmp_path / "killed" / "checkpoints"))
         assert checkpoints[-1] == "ckpt-0000000004.weights.h5"

@@ -19,7 +19,7 @@ CONFIG = dict(vocab_size=20, **TINY, dropout_rate=0.0)
 # checkpoints' save and restore; tests/training/test_distributed.py trains
 # and resumes on JAX without TensorFlow.
 tensorflow_only = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="end-to-end resume runs once, on TensorFlow"
+    keras.backend.backend() != "tensorflow", reason="tf.data validation input: the TensorFlow pass"
 )
 QUIET = dict(tensorboard=False, verbose=0, log=lambda message: None)
 

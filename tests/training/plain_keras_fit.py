@@ -1,12 +1,15 @@
 """Plain Keras on one device or under a distribution strategy, as a user writes it.
 
-    python tests/training/plain_keras_fit.py OUT.npz --strategy mirrored [--input dataset] [--loss stock]
+    python tests/training/plain_keras_fit.py OUT_DIR --strategy mirrored [--run numpy,ours] [--run dataset,stock]
 
-Builds the tiny Transformer in the strategy's scope, compiles it with the
-paper's optimizer, `LabelSmoothedCrossEntropy` and `MaskedAccuracy` (or a
-stock `SparseCategoricalCrossentropy`), then runs `fit`, `evaluate` and
-`predict` with no helper of this package. Writes the per-epoch losses, the
-evaluation, the predictions and the final weights to OUT.npz.
+For each `--run INPUT,LOSS` (default: numpy,ours), builds the tiny
+Transformer in the strategy's scope, compiles it with the paper's optimizer,
+`LabelSmoothedCrossEntropy` and `MaskedAccuracy` (LOSS `ours`) or SGD and a
+stock `SparseCategoricalCrossentropy` (`stock`), then runs `fit`, `evaluate`
+and `predict` on NumPy arrays or a tf.data.Dataset (INPUT) with no helper of
+this package. Writes the per-epoch losses, the evaluation, the predictions
+and the final weights to OUT_DIR/INPUT-LOSS.npz. The runs share the process
+(and its strategy): each starts from the same seed.
 
 Strategies: `one-device`, `mirrored` (two logical CPUs) and `data-parallel`
 (JAX, two host devices: `XLA_FLAGS=--xla_force_host_platform_device_count=2`).
@@ -51,51 +54,65 @@ def paired_copy_task(batches, seed=0):
 
 
 def strategy_scope(kind):
-    """`(scope, replicas)`: where to build the model, and how many replicas share a batch."""
+    """`(scope, replicas)`: `scope()` is where to build a model, and `replicas`
+    how many replicas share a batch."""
     import contextlib
 
     import keras
 
     if kind == "one-device":
-        return contextlib.nullcontext(), 1
+        return contextlib.nullcontext, 1
     if kind == "data-parallel":
         distribution = keras.distribution.DataParallel()
         keras.distribution.set_distribution(distribution)
-        return contextlib.nullcontext(), distribution.device_mesh.shape[0]
+        return contextlib.nullcontext, distribution.device_mesh.shape[0]
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    return strategy.scope(), strategy.num_replicas_in_sync
+    return strategy.scope, strategy.num_replicas_in_sync
+
+
+def run_kind(text):
+    """`INPUT,LOSS` -> `(INPUT, LOSS)`: INPUT `numpy` or `dataset`, LOSS `ours` or `stock`."""
+    kind = tuple(text.split(","))
+    if len(kind) != 2 or kind[0] not in ("numpy", "dataset") or kind[1] not in ("ours", "stock"):
+        raise argparse.ArgumentTypeError(f"expected INPUT,LOSS (numpy|dataset,ours|stock): {text!r}")
+    return kind
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser()
-    parser.add_argument("output")
+    parser.add_argument("output_dir")
     parser.add_argument("--strategy", default="one-device",
                         choices=["one-device", "mirrored", "data-parallel"])
-    parser.add_argument("--input", default="numpy", choices=["numpy", "dataset"])
-    parser.add_argument("--loss", default="ours", choices=["ours", "stock"])
+    parser.add_argument("--run", type=run_kind, action="append", dest="runs")
     args = parser.parse_args(argv)
 
+    scope, replicas = strategy_scope(args.strategy)  # before any other TensorFlow op
+    os.makedirs(args.output_dir, exist_ok=True)
+    for data, loss in args.runs or [("numpy", "ours")]:
+        fit(os.path.join(args.output_dir, f"{data}-{loss}.npz"), scope, replicas, data, loss)
+
+
+def fit(output, scope, replicas, data, loss):
     import keras
     import numpy as np
 
-    scope, replicas = strategy_scope(args.strategy)  # before any other TensorFlow op
     from keras_transformer import LabelSmoothedCrossEntropy, MaskedAccuracy, Transformer, paper_optimizer
 
     keras.utils.set_random_seed(0)
     (source, target_in), labels = paired_copy_task(batches=4)
-    with scope:
+    with scope():
         model = Transformer.from_architecture("tiny", vocab_size=32, dropout_rate=0.0, num_layers=1, max_length=16)
-        if args.loss == "ours":
+        if loss == "ours":
             model.compile(optimizer=paper_optimizer(128, warmup_steps=4), loss=LabelSmoothedCrossEntropy(),
                           metrics=[MaskedAccuracy()])
         else:  # a user's plain script: SGD and Keras' own loss
             model.compile(optimizer=keras.optimizers.SGD(0.1),
                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    if args.input == "numpy":
+    if data == "numpy":
         history = model.fit((source, target_in), labels, batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=0)
         evaluation = model.evaluate((source, target_in), labels, batch_size=BATCH, verbose=0)
         predictions = model.predict((source, target_in), batch_size=BATCH, verbose=0)
@@ -107,7 +124,7 @@ def main(argv=None):
         evaluation = model.evaluate(dataset, verbose=0)
         predictions = model.predict(dataset.map(lambda x, y: (x,)), verbose=0)
     np.savez(
-        args.output,
+        output,
         replicas=replicas,
         losses=np.asarray(history.history["loss"]),
         evaluation=np.asarray(evaluation),

@@ -2,14 +2,16 @@
 
     python tests/training/run_training.py OUTPUT_DIR --steps 6 \
         [--logical-cpus 2 --strategy mirrored] [--kill-at-step 3] [--dropout 0.1] \
-        [--without-tensorflow]
+        [--without-tensorflow | --numpy-passes] [--intra-op-threads 1]
 
 Trains the tiny model on the copy task with `keras_transformer.training.train`
 and writes the final weights to `OUTPUT_DIR/<task>-weights.npz` and the loss
 per epoch to `OUTPUT_DIR/<task>-losses.npy`. `--kill-at-step k` sends
 SIGKILL to this process at the end of step k. `--without-tensorflow` runs
 as on a machine without TensorFlow (JAX, PyTorch): importing it fails, and
-`train()` gets a `pass -> NumPy batches` function instead of the arrays.
+`train()` gets a `pass -> NumPy batches` function instead of the arrays
+(`--numpy-passes` alone: that function, with TensorFlow importable).
+`--intra-op-threads n` gives TensorFlow's ops n threads (0: its default).
 A one-device run can also be `main([OUTPUT_DIR, ...])` in a test's process.
 """
 
@@ -36,6 +38,8 @@ def main(argv=None):
     parser.add_argument("--pad", type=int, default=1)
     parser.add_argument("--tag", default="")
     parser.add_argument("--without-tensorflow", action="store_true")
+    parser.add_argument("--numpy-passes", action="store_true")
+    parser.add_argument("--intra-op-threads", type=int, default=None)
     args = parser.parse_args(argv)
     if args.without_tensorflow:
         sys.meta_path.insert(0, NoTensorFlow())
@@ -50,13 +54,17 @@ def main(argv=None):
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus
         )
+    if args.intra_op_threads is not None and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
 
     from keras_transformer.training import select_strategy, train
     from tests.training.tasks import TINY, copy_task
 
     distributed = select_strategy(args.strategy)  # before any other TF op
     data = copy_task(num_examples=32, pad=bool(args.pad))
-    if args.without_tensorflow:
+    if args.without_tensorflow or args.numpy_passes:
         from tests.training.tasks import numpy_passes
 
         data = numpy_passes(data, args.batch_size)

@@ -245,20 +245,6 @@ def test_cli_help_gives_every_default():
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
-def test_cli_trains_the_steps_asked_for_and_a_run_on_another_corpus_is_another_run(tmp_path):
-    # 3 steps, under checkpoint_every's default of 1000: one checkpoint, at the end.
-    argv = ["train", "--corpus", "synthetic-copy", "--architecture", "tiny", "--output-dir", str(tmp_path),
-            "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
-            "--train-steps", "3", "--batch-size", "16", "--fit-verbose", "0", "--no-tensorboard"]
-    assert main(argv) == 0
-    assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [3]
-    assert json.load(open(tmp_path / "run.json"))["identity"]["checkpoint_every"] == 1000
-    assert Transformer.from_preset(tmp_path).transformer_config.d_model == 16
-    with pytest.raises(RunMismatchError, match=r"different data.corpus\)"):
-        main([("synthetic-reverse" if a == "synthetic-copy" else a) for a in argv])
-
-
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
 def test_cli_training_options_reach_the_run(tmp_path, capsys):
     # 4 steps of two batches each, a checkpoint a step, the newest 2 kept,
     # a validation pass every second checkpoint, bfloat16 computation and a
@@ -282,12 +268,14 @@ def test_cli_training_options_reach_the_run(tmp_path, capsys):
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
 def test_cli_trains_a_tiny_model_resumes_and_warns_while_it_learns_nothing(tmp_path, capsys):
     # A learning rate of almost 0: from step 2 (twice the warm-up) the loss
-    # is still above that of predicting the tokens by their frequency.
-    def argv(steps, *extra):
+    # is still above that of predicting the tokens by their frequency. The
+    # steps asked for, under checkpoint_every's default of 1000: one
+    # checkpoint, at the end.
+    def argv(steps, *extra, corpus="synthetic-reverse"):
         return [
-            "train", "--corpus", "synthetic-reverse", "--architecture", "tiny", "--output-dir", str(tmp_path),
+            "train", "--corpus", corpus, "--architecture", "tiny", "--output-dir", str(tmp_path),
             "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
-            "--train-steps", str(steps), "--checkpoint-every", "1", "--batch-size", "16", "--fit-verbose", "0",
+            "--train-steps", str(steps), "--batch-size", "16", "--fit-verbose", "0",
             "--warmup-steps", "1", "--learning-rate-scale", "1e-9", *extra,
         ]
 
@@ -295,10 +283,11 @@ def test_cli_trains_a_tiny_model_resumes_and_warns_while_it_learns_nothing(tmp_p
     out = capsys.readouterr().out
     [warning] = [line for line in out.splitlines() if line.startswith("Warning")]
     assert re.match(r"Warning: at step 2 the training loss, [0-9.]+, is not 0.5 below 2\.[0-9]+, the loss of", warning)
-    assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [1, 2]
+    assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [2]
     assert Transformer.from_preset(tmp_path).transformer_config.d_model == 16  # the run's last weights
     manifest = json.load(open(tmp_path / "run.json"))["identity"]
     assert manifest["model"]["d_model"] == 16 and manifest["label_smoothing"] == 0.1
+    assert manifest["checkpoint_every"] == 1000
     try:
         import tensorboard  # noqa: F401
 
@@ -306,10 +295,12 @@ def test_cli_trains_a_tiny_model_resumes_and_warns_while_it_learns_nothing(tmp_p
     except ImportError:
         assert "Not writing TensorBoard logs" in out
     assert main(argv(3)) == 0  # a longer run of the same run resumes
-    assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [1, 2, 3]
+    assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [2, 3]
     assert "Resumed from" in capsys.readouterr().out
-    with pytest.raises(RunMismatchError):
+    with pytest.raises(RunMismatchError, match=r"different seed\)"):
         main(argv(3, "--seed", "3"))
+    with pytest.raises(RunMismatchError, match=r"different data.corpus\)"):  # a run on another corpus is another run
+        main(argv(3, corpus="synthetic-copy"))
 
 
 def test_cli_errors_are_one_line_and_an_invalid_config_claims_no_directory(tmp_path, monkeypatch, capsys):
@@ -394,7 +385,9 @@ def test_cli_vocabulary_size_is_part_of_the_run_and_the_tokenizer_is_written_onc
     assert SubwordTokenizer.load(run).vocab_size == 400
     with pytest.raises(RunMismatchError, match=r"different data.vocab_size\)"):
         main(argv(450))
-    assert main(argv(400, "--train-steps", "2")) == 0  # resumes with the stored tokenizer
+    tokenizer = (run / "tokenizer.model").read_bytes()
+    assert main(argv(400)) == 0  # the same run: resumed (finished: nothing more to train), its tokenizer as it was
+    assert (run / "tokenizer.model").read_bytes() == tokenizer
     assert main(argv(450, "--overwrite")) == 0
     assert SubwordTokenizer.load(run).vocab_size == 450
     assert json.load(open(run / "run.json"))["identity"]["data"] == {"corpus": "tatoeba_en_fr", "vocab_size": 450}

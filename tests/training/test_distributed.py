@@ -1,7 +1,9 @@
 """`train()` across worker processes matches one device; SIGKILL resume on TensorFlow and JAX.
 
 Each case starts fresh Python processes (`run_training.py`), because logical
-devices, `XLA_FLAGS` and `TF_CONFIG` are fixed when TensorFlow/JAX start.
+devices, `XLA_FLAGS` and `TF_CONFIG` are fixed when TensorFlow/JAX start, and
+a process is what SIGKILL ends. The one-device or uninterrupted run each is
+compared with is `run_training.main` in the test's own process.
 """
 
 import os
@@ -58,33 +60,40 @@ def test_train_on_two_worker_processes_matches_one_device_and_only_the_chief_wri
 
 
 @pytest.mark.parametrize(
-    "backend, extra",
+    "backend, extra, reference",
     [
-        pytest.param("tensorflow", (), marks=tensorflow_only),
+        pytest.param("tensorflow", (), (), marks=tensorflow_only),
         # The path of JAX and PyTorch machines: TensorFlow cannot be imported,
         # the batches come from a `pass -> NumPy batches` function, and the
-        # resumed run skips the consumed ones of that stream.
-        pytest.param("jax", ("--without-tensorflow",), marks=jax_pass),
+        # resumed run skips the consumed ones of that stream. The reference
+        # takes the same `train()` input in this process, where TensorFlow
+        # can be imported but neither `train()` nor Keras' JAX trainer reads
+        # a function's batches with it.
+        pytest.param("jax", ("--without-tensorflow",), ("--numpy-passes",), marks=jax_pass),
     ],
     ids=["tensorflow", "jax-without-tensorflow"],
 )
-def test_run_killed_with_sigkill_resumes_to_the_same_weights(tmp_path, backend, extra):
+def test_run_killed_with_sigkill_resumes_to_the_same_weights(tmp_path, backend, extra, reference):
     # Padded data, dropout on, and two batches a step: the checkpoint of
     # step 4 has consumed 8 batches, and the accumulated gradients start
     # afresh with each step.
-    args = ("--steps", 6, "--checkpoint-every", 2, "--dropout", 0.1, "--accumulation", 2, *extra)
+    args = ("--steps", 6, "--checkpoint-every", 2, "--dropout", 0.1, "--accumulation", 2)
+    # The uninterrupted run is this process's, and equal to the bit: so the
+    # processes compile (XLA_FLAGS) and thread TensorFlow's ops as this one.
+    same = ("--intra-op-threads", intra_op_threads())
+    env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
     started = []
     try:
-        whole = processes.start(tmp_path / "whole", *args, backend=backend)
-        started.append(whole)
-        killed = processes.start(tmp_path / "killed", *args, "--kill-at-step", 5, backend=backend)
+        killed = processes.start(tmp_path / "killed", *args, *extra, *same, "--kill-at-step", 5, backend=backend,
+                                 env=env)
         started.append(killed)
+        run_training.main([str(tmp_path / "whole"), *map(str, args), *reference])
         processes.finish(killed, expect=-signal.SIGKILL)
         checkpoints = sorted(os.listdir(tmp_path / "killed" / "checkpoints"))
         assert checkpoints[-1] == "ckpt-0000000004.weights.h5"
-        resumed = processes.start(tmp_path / "killed", *args, backend=backend)
+        resumed = processes.start(tmp_path / "killed", *args, *extra, *same, backend=backend, env=env)
         started.append(resumed)
-        _, out = processes.run_all(whole, resumed)
+        out = processes.finish(resumed)
     finally:
         processes.stop(*started)
     assert "Resumed from" in out and "step 4, skipping 8 consumed batches" in out
@@ -95,3 +104,13 @@ def test_run_killed_with_sigkill_resumes_to_the_same_weights(tmp_path, backend, 
     np.testing.assert_array_equal(losses, whole_losses[-1:])  # the last epoch's loss
     for x, y in zip(weights, whole_weights):
         np.testing.assert_array_equal(x, y)
+
+
+def intra_op_threads():
+    """This process's TensorFlow intra-op threads (0: TensorFlow's default;
+    tests/conftest.py sets them under pytest-xdist), or 0 on another backend."""
+    if keras.backend.backend() != "tensorflow":
+        return 0
+    import tensorflow as tf
+
+    return tf.config.threading.get_intra_op_parallelism_threads()

@@ -3,10 +3,14 @@
 Multi-worker training is tests/training/test_distributed.py's, through
 `train()`, which runs Keras' own `fit` under MultiWorkerMirroredStrategy.
 
-Each case runs `plain_keras_fit.py` in fresh processes and compares it with
-the same script on one device, on the same global batches: the losses of
-every epoch, the evaluation, the predictions and the trained weights.
+Each case runs `plain_keras_fit.py` in a fresh process (logical devices and
+`XLA_FLAGS` are fixed when TensorFlow or JAX starts) and compares it with the
+same script on one device, run in the test's own process, on the same global
+batches: the losses of every epoch, the evaluation, the predictions and the
+trained weights.
 """
+
+import os
 
 import keras
 import numpy as np
@@ -24,8 +28,14 @@ pytestmark = pytest.mark.slow  # training processes
 SCRIPT = "plain_keras_fit.py"
 
 
-def run(path, *args, backend="tensorflow", env=None):
-    return processes.start_script(SCRIPT, path, *args, backend=backend, env=env)
+# NumPy arrays with our loss and metric, and a tf.data.Dataset with SGD and
+# Keras' own loss: both in one distributed process (one strategy, one
+# TensorFlow start-up), each run from the same seed.
+RUNS = (("numpy", "ours"), ("dataset", "stock"))
+
+
+def run(folder, *args, runs=RUNS, backend="tensorflow", env=None):
+    return processes.start_script(SCRIPT, folder, *args, *[f"--run={i},{l}" for i, l in runs], backend=backend, env=env)
 
 
 def assert_same_run(distributed, single):
@@ -42,50 +52,38 @@ def assert_same_run(distributed, single):
     assert np.linalg.norm(a["weights"] - b["weights"]) < 1e-2 * np.linalg.norm(b["weights"])
 
 
-@pytest.fixture(scope="module")
-def one_device_run(tmp_path_factory):
-    """`options -> path`: the script's one-device TensorFlow run with
-    `options`, made once per module, in this process (the TensorFlow
-    pass's: one device, nothing distributed), while the distributed
-    processes start."""
+def one_device_runs(folder, runs=RUNS):
+    """The script's one-device runs, in this process (one device, nothing
+    distributed), while the distributed process runs beside it."""
     from tests.training import plain_keras_fit
 
-    paths = {}
-
-    def reference(*options):
-        if options not in paths:
-            path = tmp_path_factory.mktemp("one-device") / "single.npz"
-            plain_keras_fit.main([str(path), *map(str, options)])
-            paths[options] = path
-        return paths[options]
-
-    return reference
-
-
-def compare_with_one_device(distributed, output, options, one_device_run):
-    """Waits for the `distributed` processes (the one-device run, when it
-    is not made yet, runs beside them) and compares `output` with it."""
-    try:
-        single = one_device_run(*options)
-        processes.run_all(*distributed)
-    finally:
-        processes.stop(*distributed)
-    assert_same_run(output, single)
+    plain_keras_fit.main([str(folder), *[f"--run={i},{l}" for i, l in runs]])
 
 
 @tensorflow_only
-@pytest.mark.parametrize("data,loss", [("numpy", "ours"), ("dataset", "stock")])
-def test_mirrored_strategy_over_two_cpus_matches_one_device(tmp_path, data, loss, one_device_run):
-    options = ("--input", data, "--loss", loss)
-    mirrored = run(tmp_path / "mirrored.npz", "--strategy", "mirrored", *options)
-    compare_with_one_device([mirrored], tmp_path / "mirrored.npz", options, one_device_run)
+def test_mirrored_strategy_over_two_cpus_matches_one_device(tmp_path):
+    mirrored = run(tmp_path / "mirrored", "--strategy", "mirrored")
+    try:
+        one_device_runs(tmp_path / "single")
+        processes.run_all(mirrored)
+    finally:
+        processes.stop(mirrored)
+    for data, loss in RUNS:
+        assert_same_run(tmp_path / "mirrored" / f"{data}-{loss}.npz", tmp_path / "single" / f"{data}-{loss}.npz")
 
 
 @pytest.mark.backend
 @jax_only
 def test_jax_data_parallel_over_two_host_devices_matches_one_device(tmp_path):
-    flags = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    parallel = run(tmp_path / "parallel.npz", "--strategy", "data-parallel", backend="jax", env=flags)
-    single = run(tmp_path / "single.npz", backend="jax")
-    processes.run_all(parallel, single)
-    assert_same_run(tmp_path / "parallel.npz", tmp_path / "single.npz")
+    # The parallel process compiles as this one does (tests/run.sh's
+    # XLA_FLAGS), with two host devices; the one-device run is this
+    # process's (the JAX pass's).
+    flags = {"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"}
+    runs = RUNS[:1]  # tf.data input is the TensorFlow pass's
+    parallel = run(tmp_path / "parallel", "--strategy", "data-parallel", runs=runs, backend="jax", env=flags)
+    try:
+        one_device_runs(tmp_path / "single", runs)
+        processes.run_all(parallel)
+    finally:
+        processes.stop(parallel)
+    assert_same_run(tmp_path / "parallel" / "numpy-ours.npz", tmp_path / "single" / "numpy-ours.npz")

@@ -19,7 +19,7 @@ CONFIG = dict(vocab_size=20, **TINY, dropout_rate=0.0)
 # checkpoints' save and restore; tests/training/test_distributed.py trains
 # and resumes on JAX without TensorFlow.
 tensorflow_only = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="end-to-end resume runs once, on TensorFlow"
+    keras.backend.backend() != "tensorflow", reason="tf.data validation input: the TensorFlow pass"
 )
 QUIET = dict(tensorboard=False, verbose=0, log=lambda message: None)
 
@@ -122,45 +122,6 @@ def test_mixed_bfloat16_learns_with_float32_variables_and_statistics(tmp_path):
         assert_float32_statistics(norm)
 
 
-@tensorflow_only
-def test_other_run_in_output_dir_is_an_error_unless_overwrite(tmp_path):
-    data = copy_task(16)
-    train(CONFIG, data, tmp_path, train_steps=2, checkpoint_every=2, batch_size=8, **QUIET)
-    other = dict(CONFIG, d_ff=64)
-    with pytest.raises(RunMismatchError, match="belongs to another run .*model"):
-        train(other, data, tmp_path, train_steps=2, checkpoint_every=2, batch_size=8, **QUIET)
-    with pytest.raises(RunMismatchError, match="seed"):
-        train(CONFIG, data, tmp_path, train_steps=2, checkpoint_every=2, batch_size=8, seed=1, **QUIET)
-    # The same run resumes: already done, so nothing more is trained.
-    messages = []
-    same = train(CONFIG, data, tmp_path, train_steps=2, checkpoint_every=2, batch_size=8,
-                 tensorboard=False, verbose=0, log=messages.append)
-    assert "Training resume run" in messages[0] and "Resumed from" in messages[-1]
-    assert int(same.optimizer.iterations) == 2
-    model = train(other, data, tmp_path, train_steps=2, checkpoint_every=2, batch_size=8,
-                  overwrite=True, **QUIET)
-    assert int(model.optimizer.iterations) == 2
-    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["ckpt-0000000002.json", "ckpt-0000000002.weights.h5"]
-
-
-@tensorflow_only
-def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path):
-    data = copy_task(16)
-    train(CONFIG, data, tmp_path, train_steps=4, checkpoint_every=2, batch_size=8, **QUIET)
-    latest = tmp_path / "checkpoints" / "ckpt-0000000004.weights.h5"
-    with open(latest, "r+b") as f:
-        f.seek(os.path.getsize(latest) // 2)
-        f.write(b"\0garbage\0" * 8)
-    messages = []
-    with pytest.warns(UserWarning, match="does not match its SHA-256"):
-        model = train(CONFIG, data, tmp_path, train_steps=4, checkpoint_every=2, batch_size=8,
-                      tensorboard=False, verbose=0, log=messages.append)
-    text = "\n".join(messages)
-    assert "step 4 is unusable" in text and "Falling back to the previous checkpoint" in text
-    assert "ckpt-0000000002.weights.h5: step 2, skipping 2 consumed batches" in text
-    assert int(model.optimizer.iterations) == 4  # retrained steps 3 and 4
-
-
 def test_paper_training_optimizer_defaults():
     optimizer = paper_training_optimizer(512)
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
@@ -168,17 +129,19 @@ def test_paper_training_optimizer_defaults():
 
 
 @pytest.mark.slow
-def test_steps_past_the_last_whole_interval_end_with_a_checkpoint_and_resume_to_the_same_weights(tmp_path):
+def test_resume_after_an_interrupt_past_the_last_whole_interval_and_from_a_corrupt_checkpoint(tmp_path):
     # A `pass -> NumPy batches` function, the input of machines without
     # TensorFlow (JAX, PyTorch), for training and validation. Intervals of 2
     # steps: a run of 5 ends with a 1-step interval, and checkpoints it.
-    # Every backend: `fit` stops that interval short on each.
+    # One run, interrupted and resumed, then extended, and one whose latest
+    # checkpoint is damaged, each end with the weights of a straight run.
     data = numpy_passes(copy_task(24))  # 3 batches per pass: the steps cross passes
     checkpointed = lambda run: [c.step for c in list_checkpoints(os.path.join(tmp_path, run, "checkpoints"))]
     straight = train(CONFIG, data, tmp_path / "straight", validation_data=data, train_steps=5, checkpoint_every=2,
                      **QUIET)
     assert int(straight.optimizer.iterations) == 5 and checkpointed("straight") == [2, 4, 5]
     assert len(straight.history.history["val_loss"]) == 3  # a validation pass a checkpoint
+    expected = weights_of(straight)
 
     class Interrupt(keras.callbacks.Callback):
         """Interrupts the run in its third step, after the checkpoint of step 2."""
@@ -190,17 +153,54 @@ def test_steps_past_the_last_whole_interval_end_with_a_checkpoint_and_resume_to_
             if self.batches == 3:
                 raise KeyboardInterrupt
 
-    # A run of 3 steps, interrupted in its last, resumes from step 2 ...
+    # A run of 3 steps, interrupted in its last, ...
     with pytest.raises(KeyboardInterrupt):
         train(CONFIG, data, tmp_path / "run", train_steps=3, checkpoint_every=2, callbacks=[Interrupt()], **QUIET)
     assert checkpointed("run") == [2]
-    train(CONFIG, data, tmp_path / "run", train_steps=3, checkpoint_every=2, **QUIET)
+    # ... is no other run's to resume (the model or the seed differ) ...
+    other = dict(CONFIG, d_ff=64)
+    with pytest.raises(RunMismatchError, match="belongs to another run .*model"):
+        train(other, data, tmp_path / "run", train_steps=3, checkpoint_every=2, **QUIET)
+    with pytest.raises(RunMismatchError, match="seed"):
+        train(CONFIG, data, tmp_path / "run", train_steps=3, checkpoint_every=2, seed=1, **QUIET)
+    # ... resumes from step 2 ...
+    messages = []
+    train(CONFIG, data, tmp_path / "run", train_steps=3, checkpoint_every=2, tensorboard=False, verbose=0,
+          log=messages.append)
+    assert "Training resume run" in messages[0] and "step 2, skipping 2 consumed batches" in messages[-1]
     assert checkpointed("run") == [2, 3]
     # ... and, extended to 5 steps, from step 3 on, to the weights of the run of 5.
     extended = train(CONFIG, data, tmp_path / "run", train_steps=5, checkpoint_every=2, **QUIET)
     assert checkpointed("run") == [2, 3, 5] and int(extended.optimizer.iterations) == 5
-    for a, b in zip(weights_of(straight), weights_of(extended)):
+    for a, b in zip(expected, weights_of(extended)):
         np.testing.assert_allclose(a, b, atol=1e-6)
+    # Run again when done, it trains nothing more.
+    done = train(CONFIG, data, tmp_path / "run", train_steps=5, checkpoint_every=2, **QUIET)
+    assert int(done.optimizer.iterations) == 5 and checkpointed("run") == [2, 3, 5]
+    for a, b in zip(expected, weights_of(done)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+    # The straight run's latest checkpoint damaged: it falls back to step 4
+    # and trains step 5 again, to the same weights.
+    latest = tmp_path / "straight" / "checkpoints" / "ckpt-0000000005.weights.h5"
+    with open(latest, "r+b") as f:
+        f.seek(os.path.getsize(latest) // 2)
+        f.write(b"\0garbage\0" * 8)
+    messages = []
+    with pytest.warns(UserWarning, match="does not match its SHA-256"):
+        retrained = train(CONFIG, data, tmp_path / "straight", validation_data=data, train_steps=5,
+                          checkpoint_every=2, tensorboard=False, verbose=0, log=messages.append)
+    text = "\n".join(messages)
+    assert "step 5 is unusable" in text and "Falling back to the previous checkpoint" in text
+    assert "ckpt-0000000004.weights.h5: step 4, skipping 4 consumed batches" in text
+    assert int(retrained.optimizer.iterations) == 5 and checkpointed("straight") == [2, 4, 5]
+    for a, b in zip(expected, weights_of(retrained)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+    # With `overwrite`, another run takes the directory: a new run, from step 0.
+    model = train(other, data, tmp_path / "run", train_steps=1, checkpoint_every=1, overwrite=True, **QUIET)
+    assert int(model.optimizer.iterations) == 1
+    assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == ["ckpt-0000000001.json", "ckpt-0000000001.weights.h5"]
 
 
 def test_an_empty_pass_is_a_clear_error(tmp_path):

@@ -47,6 +47,12 @@ def main(argv=None):
     import keras
     import numpy as np
 
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # As in the pytest process (tests/conftest.py), whose runs these
+        # processes' weights are compared with bit for bit.
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     if args.logical_cpus and keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 

@@ -180,7 +180,10 @@ def run_benchmark(folder, engines, limit, extra=()):
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
         patch.delenv("CT2_USE_MKL", raising=False)  # the script's own default
         for name in ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "KERAS_BACKEND"):  # main sets them for itself
-            patch.setenv(name, os.environ.get(name, ""))
+            original = os.environ.get(name)
+            patch.setenv(name, original or "")  # restored, or removed again, afterwards
+            if original is None:
+                patch.delenv(name)
         main(argv)
     report = json.loads(output.read_text())
     results = {r["engine"]: r for r in report["results"]}

@@ -6,9 +6,13 @@ model exported by the command, and the same per-token log-probabilities of
 a fixed target with small random models (post-norm, pre-norm, learned
 positions). The exported folder's note runs as written and gives our beam
 translation. The benchmark's JSON has every engine's figures (timings are
-never asserted).
+never asserted): one run of the script's parent here, in this process, with
+every engine but TensorFlow's Translator (each engine runs in a process of
+its own, as the script starts it).
 """
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -45,12 +49,22 @@ def tokenizer():
     return SubwordTokenizer.from_preset(PRESET)
 
 
-def test_the_exported_shipped_model_translates_and_scores_as_ours(tmp_path, tokenizer, monkeypatch, capsys):
+@pytest.fixture(scope="module")
+def shipped_ct2(tmp_path_factory):
+    """The shipped model exported by `export --format ctranslate2`."""
+    from keras_transformer.cli import main
+
+    folder = tmp_path_factory.mktemp("shipped") / "ct2"
+    assert main(["export", PRESET, "--format", "ctranslate2", "--output-dir", str(folder)]) == 0
+    return folder
+
+
+def test_the_exported_shipped_model_translates_and_scores_as_ours(shipped_ct2, tmp_path, tokenizer, monkeypatch,
+                                                                   capsys):
     from keras_transformer import Translator
     from keras_transformer.cli import main
 
-    folder = tmp_path / "ct2"
-    assert main(["export", PRESET, "--format", "ctranslate2", "--output-dir", str(folder)]) == 0
+    folder = shipped_ct2
     settings = json.loads((folder / "keras_transformer.json").read_text())
     assert (settings["beam_size"], settings["alpha"], settings["preset"]) == (4, 0.6, PRESET)
     assert settings["length_penalty"] == round(closest_length_penalty(0.6), 2)
@@ -153,30 +167,45 @@ def test_ctranslate2s_own_position_table_is_not_ours(tokenizer):
     assert not np.allclose(table[1:], halves[1:], atol=1e-2)
 
 
-def run_benchmark(tmp_path, engines, limit, extra=()):
-    output = tmp_path / "translate_speed.json"
-    command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", str(limit),
-               "--batch-size", "2", "--latency-sentences", "2", "--keep-outputs", "--output", str(output),
-               "--engines", *engines, *extra]
-    env = {k: v for k, v in os.environ.items() if k != "CT2_USE_MKL"}
-    run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(env, PYTHONPATH=ROOT))
-    assert run.returncode == 0, run.stderr[-3000:]
+def run_benchmark(folder, engines, limit, extra=()):
+    """`(report, results by engine, what it printed)` of benchmarks/translate_speed.py's
+    `main` run here, its engines' processes started from this one's environment."""
+    sys.path.insert(0, ROOT)
+    from benchmarks.translate_speed import main
+
+    output = folder / "translate_speed.json"
+    argv = ["--limit", str(limit), "--batch-size", "2", "--latency-sentences", "2", "--keep-outputs",
+            "--output", str(output), "--engines", *engines, *extra]
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.delenv("CT2_USE_MKL", raising=False)  # the script's own default
+        for name in ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "KERAS_BACKEND"):  # main sets them for itself
+            original = os.environ.get(name)
+            patch.setenv(name, original or "")  # restored, or removed again, afterwards
+            if original is None:
+                patch.delenv(name)
+        main(argv)
     report = json.loads(output.read_text())
     results = {r["engine"]: r for r in report["results"]}
     assert sorted(results) == sorted(engines)
+    return report, results, printed.getvalue()
+
+
+def check_figures(report, results, stdout, limit):
+    """Every engine's counts, rates, latencies and scores, from its outputs."""
     from keras_transformer import datasets
     from keras_transformer.evaluation import corpus_bleu
 
     sources, references = datasets.load_references("tatoeba_en_fr", "test")
     tokenizer = SubwordTokenizer.from_preset("tatoeba_en_fr")
-    for engine in engines:
-        assert engine in run.stdout  # the table
-        r, outputs = results[engine], report["outputs"][engine]
+    for engine, r in results.items():
+        outputs = report["outputs"][engine]
+        assert engine in stdout  # the table
         assert r["sentences"] == limit and len(outputs) == limit
-        assert all(outputs)  # every sentence translated
         # The rates are the counts over the measured seconds: sentences, and
-        # output tokens (the tokenizer's pieces of each output + its EOS).
-        tokens = sum(len(ids) + 1 for ids in tokenizer.encode(outputs))
+        # output tokens (the tokenizer's pieces of each output + its EOS; an
+        # empty output, none).
+        tokens = sum(len(ids) + 1 for text, ids in zip(outputs, tokenizer.encode(outputs)) if text)
         assert r["output_tokens"] == tokens
         assert r["file_sentences_per_s"] == pytest.approx(limit / r["file_seconds"])
         assert r["file_tokens_per_s"] == pytest.approx(tokens / r["file_seconds"])
@@ -189,26 +218,35 @@ def run_benchmark(tmp_path, engines, limit, extra=()):
         # BLEU and chrF are sacreBLEU's on these outputs against every reference.
         bleu, _, chrf, _ = corpus_bleu(outputs, references[:limit])
         assert (r["bleu"], r["chrf"]) == (pytest.approx(bleu.score), pytest.approx(chrf.score))
-    return report, results, run.stdout
 
 
-ENGINES = ["translator-jax-bfloat16", "ctranslate2-float32", "ctranslate2-int8"]
+# The JAX engine in bfloat16, the SavedModel (the copying model's export,
+# tests/export/copying.py), CTranslate2 float32 and int8.
+ENGINES = ["translator-jax-bfloat16", "savedmodel", "ctranslate2-float32", "ctranslate2-int8"]
 
 
 @pytest.fixture(scope="module")
 def benchmark_run(tmp_path_factory):
-    """`(report, results, stdout, compilation cache)`: the JAX engine in
-    bfloat16 with every option that reaches it, and CTranslate2 float32 and
-    int8, its matrix library left as it is, on 4 sentences in batches of 2."""
+    """`(report, results, stdout, compilation cache)`: every engine with every
+    option that reaches it, CTranslate2's matrix library left as it is, on 4
+    sentences in batches of 2."""
+    from tests.export.copying import load_copying_export
+
     folder = tmp_path_factory.mktemp("benchmark")
     cache = folder / "cache"
-    return (*run_benchmark(folder, ENGINES, limit=4, extra=["--narrow-batches", "--compilation-cache", str(cache)]),
-            cache)
+    limit = 4
+    report, results, stdout = run_benchmark(folder, ENGINES, limit, extra=[
+        "--narrow-batches", "--compilation-cache", str(cache), "--savedmodel-warmup",
+        "--saved-model", load_copying_export()[2], "--intra-op-threads", "1"])
+    check_figures(report, results, stdout, limit)
+    return report, results, stdout, cache
 
 
 def test_benchmark_smoke_ctranslate2(benchmark_run):
     report, results, _, _ = benchmark_run
     assert report["sentences"] == 4 and report["ctranslate2"]["rescored_with_gnmt"]
+    # Every sentence translated (the SavedModel's copying model may answer a sentence with nothing).
+    assert all(report["outputs"]["ctranslate2-float32"]) and all(report["outputs"]["ctranslate2-int8"])
     assert report["reference_engine"] is None  # translator-tf-float32 did not run
     assert report["machine"]["cpu_count"] and report["threads"] == 2
     assert results["ctranslate2-float32"]["cpus"] is None or len(results["ctranslate2-float32"]["cpus"]) <= 2
@@ -306,6 +344,7 @@ def test_the_jax_engine_with_narrow_batches_bfloat16_and_a_compilation_cache(ben
     assert report["device"] == "cpu" and report["machine"]["gpu"] is None
     assert ours["dtype_policy"] == "bfloat16" and "dtype_policy" not in theirs
     ours, theirs = report["outputs"]["translator-jax-bfloat16"], report["outputs"]["ctranslate2-float32"]
+    assert all(ours)  # every sentence translated
     # bfloat16 rounding may change a word, not the translation: most outputs match float32's.
     assert sum(a == b for a, b in zip(ours, theirs)) >= 3, (ours, theirs)
 
@@ -340,23 +379,22 @@ def test_device_sets_what_each_engines_process_sees(capsys):
         assert "CT2_USE_MKL" not in engine_environment("translator-jax-float32", args, {})
 
 
-def test_savedmodel_engine_replays_the_warmup_requests(tmp_path):
+def test_savedmodel_engine_replays_the_warmup_requests(benchmark_run):
     """`--savedmodel-warmup`: a SavedModel's warm-up requests (one per bucket: two here) run at
     load, as TF Serving replays them, and the engine then translates; `--intra-op-threads` sizes
-    TensorFlow's intra-op pool; `--no-bleu`."""
-    from tests.export.copying import load_copying_export
-
-    output = tmp_path / "run.json"
-    command = [sys.executable, os.path.join(ROOT, "benchmarks", "translate_speed.py"), "--limit", "2",
-               "--batch-size", "2", "--latency-sentences", "1", "--engines", "savedmodel", "--savedmodel-warmup",
-               "--saved-model", load_copying_export()[2], "--intra-op-threads", "1", "--keep-outputs",
-               "--no-bleu", "--output", str(output)]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads(output.read_text())
-    assert report["savedmodel_warmup"] is True and report["results"][0]["warmup_requests_replayed"] == 2
+    TensorFlow's intra-op pool."""
+    report, results, _, _ = benchmark_run
+    result = results["savedmodel"]
+    assert report["savedmodel_warmup"] is True and result["warmup_requests_replayed"] == 2
     # `--intra-op-threads 1` reached TensorFlow in the engine's process; the inter-op pool is --threads.
-    assert report["results"][0]["tensorflow_threads"] == {"intra_op": 1, "inter_op": 2}
-    assert len(report["outputs"]["savedmodel"]) == 2  # the copying model's translations of the two sentences
-    # `--no-bleu` leaves BLEU and chrF out (a machine without sacrebleu) and keeps the outputs to score.
-    assert "bleu" not in report["results"][0] and "chrf" not in report["results"][0]
+    assert result["tensorflow_threads"] == {"intra_op": 1, "inter_op": 2}
+    assert "tensorflow_threads" not in results["translator-jax-bfloat16"]
+
+
+def test_no_bleu_leaves_bleu_and_chrf_out_and_keeps_the_outputs(shipped_ct2, tmp_path):
+    """`--no-bleu` (a machine without sacrebleu): the outputs kept to score elsewhere.
+    CTranslate2 int8 on the shipped model's export (`--ct2-model`), the cheapest engine."""
+    report, results, _ = run_benchmark(tmp_path, ["ctranslate2-int8"], limit=2,
+                                       extra=["--no-bleu", "--ct2-model", str(shipped_ct2)])
+    assert len(report["outputs"]["ctranslate2-int8"]) == 2 and results["ctranslate2-int8"]["sentences"] == 2
+    assert "bleu" not in results["ctranslate2-int8"] and "chrf" not in results["ctranslate2-int8"]

@@ -54,21 +54,26 @@ def test_version_folder_layout_and_assets(exported):
     assert not [d for d in os.listdir(os.path.dirname(path)) if d.startswith(".export-")]
 
 
-def test_reloaded_it_translates_like_the_in_memory_model_with_its_n_best(exported, translate, tmp_path):
-    # Here, and in a fresh process with only tensorflow and tensorflow-text's ops.
+def test_reloaded_in_a_fresh_process_with_only_tensorflow_it_translates_as_here_with_its_n_best(
+        exported, translate, tmp_path):
+    # That a SavedModel translates as the model in memory: the command
+    # line's export below (every option of its graph), and
+    # tests/serving/test_output_paths.py (every signature, its 3 best).
     import tensorflow as tf
 
-    model, sp, path = exported
+    _, _, path = exported
     sentences = ["Hello there.", "The cat sleeps.", "It costs 12 euros.", "Good morning to all!"]
-    expected, scores = in_memory_translations(model, sp, sentences)
-    assert expected[:2] == sentences[:2]  # the toy model really learned to copy
     out = translate(inputs=tf.constant(sentences))
-    assert [t.decode() for t in out["translations"].numpy()] == expected
-    np.testing.assert_allclose(out["scores"].numpy(), scores, rtol=1e-4)
+    texts = [t.decode() for t in out["translations"].numpy()]
+    assert texts[:2] == sentences[:2]  # the toy model really learned to copy
     assert out["nbest_translations"].shape == (4, 2)
-    assert [row[0].decode() for row in out["nbest_translations"].numpy()] == expected
+    assert [row[0].decode() for row in out["nbest_translations"].numpy()] == texts
+    np.testing.assert_allclose(out["nbest_scores"].numpy()[:, 0], out["scores"].numpy(), rtol=1e-6)
     assert all(a >= b for a, b in out["nbest_scores"].numpy())
-    assert serve_in_a_fresh_process(path, sentences, tmp_path)["translations"] == expected
+    fresh = serve_in_a_fresh_process(path, sentences, tmp_path)
+    assert fresh["translations"] == texts
+    assert fresh["nbest_translations"] == [[t.decode() for t in row] for row in out["nbest_translations"].numpy()]
+    np.testing.assert_allclose(fresh["scores"], out["scores"].numpy(), rtol=1e-5)
 
 
 def test_the_signature_takes_strings_and_names_its_outputs(translate):
@@ -266,6 +271,15 @@ def command_line_export(exported, tmp_path_factory):
     return quantized, sp, str(folder / "saved" / "copy" / "3"), model_file, tokenizer_file
 
 
+@pytest.fixture(scope="module")
+def quantized_translations(command_line_export):
+    """`{sentence: (translation, score)}` of `SENTENCES` by beam search over the quantized model in memory."""
+    quantized, sp, _, _, _ = command_line_export
+    texts, scores = in_memory_translations(quantized, sp, SENTENCES, beam_size=2, alpha=1.0, max_extra_length=20)
+    assert texts[:2] == SENTENCES[:2]  # still the copying model
+    return dict(zip(SENTENCES, zip(texts, scores)))
+
+
 def test_the_command_line_export_writes_its_options(command_line_export):
     import tensorflow as tf
 
@@ -283,7 +297,8 @@ def test_the_command_line_export_writes_its_options(command_line_export):
     ) > 0
 
 
-def test_the_command_line_export_translates_as_the_quantized_model_in_memory(command_line_export):
+def test_the_command_line_export_translates_as_the_quantized_model_in_memory(command_line_export,
+                                                                              quantized_translations):
     """Its graph, in batches whose three loops get parts that are empty,
     uneven or stop at different lengths, and `Translator.from_saved_model`
     (what `translate`, `evaluate` and `score` run on a SavedModel folder:
@@ -294,10 +309,8 @@ def test_the_command_line_export_translates_as_the_quantized_model_in_memory(com
 
     from keras_transformer import Translator
 
-    quantized, sp, path, _, _ = command_line_export
-    texts, scores = in_memory_translations(quantized, sp, SENTENCES, beam_size=2, alpha=1.0, max_extra_length=20)
-    assert texts[:2] == SENTENCES[:2]  # still the copying model
-    expected = dict(zip(SENTENCES, zip(texts, scores)))
+    _, _, path, _, _ = command_line_export
+    expected = quantized_translations
     translate = tf.saved_model.load(path).signatures["serving_default"]
     for batch in (SENTENCES[:1], SENTENCES[:2], SENTENCES[:5], SENTENCES + [""]):
         out = translate(inputs=tf.constant(batch))
@@ -308,7 +321,7 @@ def test_the_command_line_export_translates_as_the_quantized_model_in_memory(com
         name: DECODING[name] for name in ("beam_size", "alpha", "max_extra_length")}
     assert (loaded.preprocessor.long_inputs, list(loaded.preprocessor.buckets), loaded.batch_size) == (
         "truncate", [8, 44], 3)
-    assert loaded.translate(SENTENCES) == texts
+    assert loaded.translate(SENTENCES) == [expected[s][0] for s in SENTENCES]
 
 
 def test_from_saved_model_refuses_other_settings_and_an_export_without_weight_names(command_line_export, tmp_path):
@@ -328,15 +341,16 @@ def test_from_saved_model_refuses_other_settings_and_an_export_without_weight_na
         Translator.from_saved_model(copy)
 
 
-def test_the_command_line_translates_and_evaluates_a_saved_model_folder(command_line_export, tmp_path, capsys):
+def test_the_command_line_translates_and_evaluates_a_saved_model_folder(command_line_export, quantized_translations,
+                                                                       tmp_path, capsys):
     import sacrebleu
 
     from keras_transformer.cli import main
 
-    quantized, sp, path, _, _ = command_line_export
+    _, _, path, _, _ = command_line_export
     folder = os.path.dirname(path)
     sentences = ["Hello there.", "The cat sleeps."]
-    expected = in_memory_translations(quantized, sp, sentences, beam_size=2, alpha=1.0, max_extra_length=20)[0]
+    expected = [quantized_translations[s][0] for s in sentences]
     (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
     out = tmp_path / "out.txt"
     assert main(["translate", folder, "--input", str(tmp_path / "in.txt"), "--output", str(out)]) == 0

@@ -124,16 +124,20 @@ def test_train_fit_verbosity_is_its_own_flag():
 
 
 @pytest.mark.parametrize("missing", ["fastapi", "uvicorn"])
-def test_serve_without_the_server_packages_names_the_extra(missing, monkeypatch):
+def test_serve_without_the_server_packages_names_the_extra(missing, monkeypatch, capsys):
+    # A SystemExit with a message: Python prints it alone, without a
+    # traceback, and exits 1; nothing else was written before it.
     import sys
 
     monkeypatch.setitem(sys.modules, missing, None)  # as if not installed
+    capsys.readouterr()
     with pytest.raises(SystemExit) as exit:
         main(["serve", "no/such/model"])
     assert exit.value.code == (
         f'keras-transformer serve needs the server packages ({missing} is missing): '
         'pip install "keras-transformer[serve]"'
     )
+    assert capsys.readouterr() == ("", "")
 
 
 def test_command_modules_import_nothing_from_the_main_module():

@@ -1,8 +1,11 @@
-"""`keras-transformer translate` and `serve` as real processes: translate needs
-no server package, serve without them stops with one line naming the extra,
-and the command keeps TensorFlow's start-up lines off standard error unless
-`--verbose`, while `import keras_transformer` changes nothing in the process
-that importing Keras and TensorFlow does not."""
+"""`keras-transformer translate` as a real process: it needs no server
+package, and it shows TensorFlow's start-up lines on standard error with
+`--verbose` (the command hides them otherwise: the installed wheel's
+command writes nothing there, tests/test_wheel.py), while `import
+keras_transformer` changes nothing in the process that importing Keras and
+TensorFlow does not. `serve` without the server packages stopping with one
+line naming the extra is tests/serving/test_cli.py's, in this process: a
+`SystemExit` with a message, which Python prints alone and exits 1 on."""
 
 import json
 import os
@@ -105,56 +108,16 @@ def start_up_lines(plain_import):
     return [line for line in stderr.splitlines() if TENSORFLOW_START_UP.search(line)]
 
 
-@pytest.fixture(scope="module")
-def saved_model():
-    """A SavedModel's model folder (the copying model's, tests/export/copying.py)."""
-    from tests.export.copying import load_copying_export
-
-    return os.path.dirname(load_copying_export()[2])
-
-
-@pytest.fixture(scope="module")
-def translated(without_server_packages, saved_model):
-    """The pip script (or, without one, `main()` under `python -c`) translating
-    two sentences with a SavedModel, the server packages unimportable,
-    the start-up lines hidden by the command itself."""
-    argv = ["translate", saved_model, "Hello there.", "Where is the station?"]
-    if SCRIPT is None:
-        return run_command(*argv)
-    return run_process([SCRIPT, *argv], pythonpath=without_server_packages)
-
-
-def test_translate_needs_no_server_package(translated):
-    assert translated.returncode == 0, translated.stderr[-3000:]
-    assert translated.stdout.splitlines()[0] == "Hello there."  # only the translations on standard output
-    assert len(translated.stdout.splitlines()) == 2
-
-
-def test_serve_without_server_packages_is_one_line_naming_the_extra(saved_model):
-    served = run_command("serve", saved_model)
-    assert served.returncode == 1 and "Traceback" not in served.stderr
-    own = [line for line in served.stderr.splitlines() if not TENSORFLOW_START_UP.search(line)]
-    assert own == [
-        'keras-transformer serve needs the server packages (fastapi is missing): pip install "keras-transformer[serve]"'
-    ]
-    assert served.stdout == ""
-
-
-def test_translate_writes_no_tensorflow_start_up_lines(translated, start_up_lines):
-    # Another library's warning may appear; TensorFlow's start-up lines may not.
-    assert translated.returncode == 0, translated.stderr[-3000:]
-    assert not TENSORFLOW_START_UP.search(translated.stderr), translated.stderr[-3000:]
-    if not start_up_lines:
-        pytest.skip("TensorFlow writes no start-up lines on this machine")
-
-
 def test_the_server_packages_are_unimportable_where_translate_ran(without_server_packages):
-    # So that test_translate_needs_no_server_package means what it says.
+    # So that the translate test below means what it says.
     run = run_process([sys.executable, "-c", "import fastapi"], pythonpath=without_server_packages, timeout=60)
     assert run.returncode == 1 and "ModuleNotFoundError: No module named 'fastapi'" in run.stderr
 
 
-def test_the_command_shows_tensorflow_start_up_lines_with_verbose(start_up_lines, without_server_packages):
+def test_translate_needs_no_server_package_and_shows_tensorflow_start_up_lines_with_verbose(
+        start_up_lines, without_server_packages):
+    # The pip script (or, without one, `main()` under `python -c`), the
+    # server packages unimportable: only the translation on standard output.
     argv = ["translate", "tatoeba_en_fr", "I love you.", "--verbose"]
     run = run_command(*argv) if SCRIPT is None else run_process([SCRIPT, *argv], pythonpath=without_server_packages)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -45,8 +45,8 @@ def test_the_signatures_return_what_the_translator_does(exported):
     expected = [prediction(h, N_BEST, True) for h in translator.hypotheses(texts, N_BEST, alignments=True)]
     assert_rows_close(rows, expected)
     assert rows[-1]["alignments"].count("-") == len(rows[-1]["translations"].split())  # every target word linked
-    sampling = Sampling(seed=4, temperature=2.0, top_k=5)
-    sampler = RandomSampler(top_k=5, temperature=2.0, seed=4)
+    sampling = Sampling(seed=4, temperature=2.0, top_k=5, top_p=0.9)
+    sampler = RandomSampler(top_k=5, top_p=0.9, temperature=2.0, seed=4)
     rows = predict([Instance(t, confidences=True, sampling=sampling) for t in texts])
     assert_rows_close(rows, [prediction(h) for h in translator.hypotheses(texts, sampler=sampler)])
     # Target prefixes: each input's first word, which no permutation keeps
@@ -71,17 +71,18 @@ def test_a_sentence_translates_alike_alone_and_in_a_shuffled_batch(exported, run
     batch = held_out + [s for s in sentences(200, seed=2) if s not in set(held_out)][: 64 - len(held_out)]
     shuffled = [batch[i] for i in np.random.default_rng(0).permutation(len(batch))]
     server = run_server(create_app(predict, "permuting", limits=LIMITS))
+    alone_texts = held_out[:16]  # each alone; all of held_out in the batch
     for make, field in ((str, lambda t: t), (lambda t: Instance(t, n_best=2, alignments=True),
                                              lambda t: {"inputs": t, "n_best": 2, "alignments": True}),
                         (lambda t: Instance(t, sampling=Sampling(seed=5, temperature=2.0)),
                          lambda t: {"inputs": t, "sampling": {"seed": 5, "temperature": 2.0}})):
-        alone = [predict([make(s)])[0] for s in held_out]
+        alone = [predict([make(s)])[0] for s in alone_texts]
         together = dict(zip(shuffled, predict([make(t) for t in shuffled])))
         # The strings equal; the scores up to floating-point rounding.
-        assert_rows_close(alone, [together[s] for s in held_out])
+        assert_rows_close(alone, [together[s] for s in alone_texts])
         status, body = post(server, {"instances": [field(t) for t in shuffled]})  # the REST API's batch
         assert status == 200
-        assert_rows_close(alone, [dict(zip(shuffled, body["predictions"]))[s] for s in held_out])
+        assert_rows_close(alone, [dict(zip(shuffled, body["predictions"]))[s] for s in alone_texts])
 
 
 def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(exported, tmp_path, capsys):
@@ -89,20 +90,21 @@ def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(expor
     # from (`Translator.from_saved_model`), whatever signatures it has.
     translator, predict, folder, held_out = exported
     texts = held_out[:5]
-    assert main(["translate", folder, *texts, "--n-best", "4", "--alignments"]) == 0
+    # More best translations than the export's 3, with alignments, each
+    # starting with `word` and holding the other word, in one command.
+    word = texts[0].split()[0]
+    other = absent_word(" ".join(texts))
+    assert main(["translate", folder, *texts, "--n-best", "4", "--alignments", "--target-prefix", word,
+                 "--constraint", other[0]]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert_rows_close(rows, [prediction(h, 4, True) for h in translator.hypotheses(texts, 4, alignments=True)])
+    found = translator.hypotheses(texts, 4, alignments=True, target_prefix=[word] * len(texts),
+                                  constraints=[other] * len(texts))
+    assert_rows_close(rows, [prediction(h, 4, True) for h in found])
+    assert all(row["translations"].startswith(word) and other[0] in row["translations"].split() for row in rows)
     assert main(["translate", folder, *texts, "--seed", "2", "--sampling-temperature", "2",
                  "--sampling-topk", "3"]) == 0
     sampler = RandomSampler(temperature=2.0, top_k=3, seed=2)
     assert capsys.readouterr().out.splitlines() == translator.translate(texts, sampler=sampler)
-    word = texts[0].split()[0]  # every translation starts with it, and holds the other word
-    other = absent_word(" ".join(texts))
-    assert main(["translate", folder, *texts, "--target-prefix", word, "--constraint", other[0], "--scores"]) == 0
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    found = translator.hypotheses(texts, target_prefix=[word] * len(texts), constraints=[other] * len(texts))
-    assert_rows_close(rows, [prediction(h) for h in found])
-    assert all(row["translations"].startswith(word) and other[0] in row["translations"].split() for row in rows)
     # A source and a target file (a TSV file: docs/decoding.md's command, tests/serving/test_cli_outputs.py).
     (tmp_path / "source.txt").write_text("".join(f"{s}\n" for s in texts), encoding="utf-8")
     (tmp_path / "target.txt").write_text("".join(f"{permute(s)}\n" for s in texts), encoding="utf-8")
@@ -127,30 +129,29 @@ def post(server, body):
 
 
 def test_rest_instances_with_and_without_the_new_fields(exported, run_server):
-    translator, predict, _, held_out = exported
+    # Each field of a REST instance reaches the predictor as the `Instance`
+    # that asks for it: the answers are the predictor's own for those
+    # instances (which return the Translator's outputs: the test above).
+    _, predict, _, held_out = exported
     server = run_server(create_app(predict, "permuting", limits=LIMITS))
     text = held_out[0]
+    prefix, constraints = text.split()[0], absent_word(text)
     status, body = post(server, {"instances": [
         text, {"inputs": text, "n_best": 2, "alignments": True}, {"inputs": text, "confidences": True},
         {"inputs": text, "sampling": {"seed": 3, "temperature": 2.0, "top_p": 0.9}},
-        {"inputs": text, "targets": permute(text)}, {"inputs": text, "target_prefix": text.split()[0]},
-        {"inputs": text, "constraints": absent_word(text)},
+        {"inputs": text, "targets": permute(text)}, {"inputs": text, "target_prefix": prefix},
+        {"inputs": text, "constraints": constraints},
     ]})
     assert status == 200
-    plain, nbest, confidence, sampled, scored, prefixed, constrained = body["predictions"]
-    [hypotheses] = translator.hypotheses([text], target_prefix=[text.split()[0]])
-    assert_rows_close([prefixed], [prediction(hypotheses)])
-    assert prefixed["translations"].startswith(text.split()[0])
-    [hypotheses] = translator.hypotheses([text], constraints=[absent_word(text)])
-    assert_rows_close([constrained], [prediction(hypotheses)])
-    assert absent_word(text)[0] in constrained["translations"].split()
-    assert plain == predict([text])[0] and sorted(plain) == ["nbest_scores", "nbest_translations", "scores",
-                                                            "translations"]  # as exported, with its 3 best
-    [hypotheses] = translator.hypotheses([text], 2, alignments=True)
-    assert_rows_close([nbest, confidence], [prediction(hypotheses, 2, True), prediction(hypotheses[:1])])
-    sampler = RandomSampler(top_p=0.9, temperature=2.0, seed=3)
-    assert_rows_close([sampled], [prediction(translator.hypotheses([text], sampler=sampler)[0])])
-    assert_rows_close([scored], [translator.score([text], [permute(text)])[0].prediction()], atol=1e-4)
+    expected = predict([text, Instance(text, n_best=2, alignments=True), Instance(text, confidences=True),
+                        Instance(text, sampling=Sampling(seed=3, temperature=2.0, top_p=0.9)),
+                        Instance(text, targets=permute(text)), Instance(text, target_prefix=prefix),
+                        Instance(text, constraints=constraints)])
+    assert_rows_close(body["predictions"], expected)
+    plain, nbest, _, _, _, prefixed, constrained = body["predictions"]
+    assert sorted(plain) == ["nbest_scores", "nbest_translations", "scores", "translations"]  # its 3 best
+    assert len(nbest["nbest_translations"]) == 2 and "alignments" in nbest
+    assert prefixed["translations"].startswith(prefix) and constraints[0] in constrained["translations"].split()
     status, body = post(server, {"inputs": {"inputs": held_out[:2], "n_best": 2}})  # columnar: for every input
     assert status == 200 and len(body["outputs"]["nbest_translations"]) == 2
 

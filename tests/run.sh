@@ -5,9 +5,9 @@
 # tests/conftest.py) again on JAX and on PyTorch, and the model's own tests
 # once more with the lowest Keras that setup.py allows. Data,
 # export, serving, the CLI and the benchmark scripts run once, on TensorFlow.
-# The TensorFlow pass runs on two pytest-xdist workers, a test file at a
-# time (--dist loadfile: a module's fixtures are made once), the heaviest
-# files first (tests/conftest.py). Skipped tests are listed with their reasons, and the
+# The TensorFlow and JAX passes run on two pytest-xdist workers, a test file
+# at a time (--dist loadfile: a module's fixtures are made once), the
+# heaviest files first (tests/conftest.py). Skipped tests are listed with their reasons, and the
 # 25 slowest tests of each pass are printed.
 # Python writes the bytecode of the modules it imports (the README's install
 # skips pip's compiling of every installed file), once, for every later
@@ -29,42 +29,37 @@ OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loa
 # by whichever process asks first.
 export KERAS_TRANSFORMER_TEST_SHARED=$(mktemp -d)
 trap 'rm -rf "$KERAS_TRANSFORMER_TEST_SHARED"' EXIT
-# The JAX pass, and the PyTorch pass then the lowest Keras's, run beside the
-# TensorFlow pass, one process each, so that the two cores are busy until
-# the last test: their output is printed after the TensorFlow pass's.
-jax_log=$KERAS_TRANSFORMER_TEST_SHARED/jax.log others_log=$KERAS_TRANSFORMER_TEST_SHARED/others.log
-# Beside the TensorFlow pass's two workers, each of these processes runs
-# its matrix products on one thread (tests/conftest.py).
-BACKEND_PASS=(-m backend -n 0)
-(
-  echo "== KERAS_BACKEND=jax"
-  KERAS_TRANSFORMER_TEST_THREADS=1 KERAS_BACKEND=jax python -m pytest tests "${OPTIONS[@]}" "${BACKEND_PASS[@]}" "$@"
-) >"$jax_log" 2>&1 &
-jax_pass=$!
+echo "== KERAS_BACKEND=tensorflow"
+KERAS_BACKEND=tensorflow python -m pytest tests "${OPTIONS[@]}" "$@"
+# Then the JAX pass on two workers, beside the PyTorch pass and the lowest
+# Keras's one after the other in one process with one intra-op thread
+# (tests/conftest.py): their output is printed after the JAX pass's. They
+# do not run beside the TensorFlow pass: its two workers keep both cores
+# busy, and more processes only make their threads wait for each other.
+others_log=$KERAS_TRANSFORMER_TEST_SHARED/others.log
 # The lowest Keras that setup.py allows (the newest is the one installed),
 # on TensorFlow: the layers, the model, its losses and schedule, the presets.
 keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
 (
   status=0
+  export KERAS_TRANSFORMER_TEST_THREADS=1
   echo "== KERAS_BACKEND=torch"
-  KERAS_TRANSFORMER_TEST_THREADS=1 KERAS_BACKEND=torch python -m pytest tests "${OPTIONS[@]}" "${BACKEND_PASS[@]}" "$@" ||
-    status=$?
+  KERAS_BACKEND=torch python -m pytest tests "${OPTIONS[@]}" -m backend -n 0 "$@" || status=$?
   echo "== keras==$keras_lowest, KERAS_BACKEND=tensorflow"
   pip install -q --no-deps --no-compile --target "$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" "keras==$keras_lowest" &&
     PYTHONPATH="$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" KERAS_TRANSFORMER_EXPECTED_KERAS=$keras_lowest \
-    KERAS_TRANSFORMER_TEST_THREADS=1 KERAS_BACKEND=tensorflow python -m pytest "${OPTIONS[@]}" -n 0 \
+    KERAS_BACKEND=tensorflow python -m pytest "${OPTIONS[@]}" -n 0 \
       tests/test_keras_version.py tests/layers tests/models/test_transformer.py tests/test_losses_metrics.py \
       tests/test_schedules.py tests/test_presets.py "$@" || status=$?
   exit $status
 ) >"$others_log" 2>&1 &
 others_pass=$!
-echo "== KERAS_BACKEND=tensorflow"
-tf_status=0
-KERAS_BACKEND=tensorflow python -m pytest tests "${OPTIONS[@]}" "$@" || tf_status=$?
-jax_status=0 others_status=0
-wait "$jax_pass" || jax_status=$?
+echo "== KERAS_BACKEND=jax"
+jax_status=0
+KERAS_BACKEND=jax python -m pytest tests -m backend "${OPTIONS[@]}" "$@" || jax_status=$?
+others_status=0
 wait "$others_pass" || others_status=$?
-cat "$jax_log" "$others_log"
-for status in $tf_status $jax_status $others_status; do
+cat "$others_log"
+for status in $jax_status $others_status; do
   [ "$status" -eq 0 ] || exit "$status"
 done

@@ -124,11 +124,13 @@ def _share_the_cores_among_xdist_workers():
 def _no_graph_rewrites_in_test_processes():
     """TensorFlow's graph optimizer (grappler) rewrites each graph function
     before its first run: every traced search, exported signature and
-    training step of a test pays for it, and its rewrites keep what a
-    graph computes (tests compare results, not speed). The
-    pytest processes leave it out; the processes that tests start (the
-    command line, the server, the benchmark engines, a SavedModel loaded
-    with TensorFlow alone) keep it, as users run them."""
+    training step of a test pays for it, and its rewrites change at most
+    the rounding of what a graph computes. The pytest processes leave it
+    out. The processes that tests start (the command line, the server, the
+    benchmark engines, a SavedModel loaded with TensorFlow alone) keep it,
+    as users run them; so do the trained models that several modules share
+    (tests/shared.py). The training processes of tests/training leave it
+    out, as their weights are compared bit for bit with a run in this process."""
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 

@@ -35,7 +35,12 @@ RUNS = (("numpy", "ours"), ("dataset", "stock"))
 
 
 def run(folder, *args, runs=RUNS, backend="tensorflow", env=None):
-    return processes.start_script(SCRIPT, folder, *args, *[f"--run={i},{l}" for i, l in runs], backend=backend, env=env)
+    return processes.start_script(SCRIPT, folder, *args, *run_options(runs), backend=backend, env=env)
+
+
+def run_options(runs):
+    """`plain_keras_fit.py`'s `--run INPUT,LOSS` options of `runs`."""
+    return [f"--run={data},{loss}" for data, loss in runs]
 
 
 def assert_same_run(distributed, single):
@@ -57,7 +62,7 @@ def one_device_runs(folder, runs=RUNS):
     distributed), while the distributed process runs beside it."""
     from tests.training import plain_keras_fit
 
-    plain_keras_fit.main([str(folder), *[f"--run={i},{l}" for i, l in runs]])
+    plain_keras_fit.main([str(folder), *run_options(runs)])
 
 
 @tensorflow_only

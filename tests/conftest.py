@@ -3,6 +3,7 @@ TensorFlow in the pytest processes, the `backend` and `slow`
 markers, the run's folder of shared artifacts (tests/shared.py), and the
 order of the modules."""
 
+import gc
 import os
 import shutil
 import tempfile
@@ -143,3 +144,15 @@ def _seed_and_policy():
     keras.config.set_dtype_policy("float32")
     yield
     keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _collect_each_modules_cycles():
+    """A full garbage collection after each module. A `tf.data` iterator
+    left in a reference cycle (a `fit` that ended, or was interrupted, with
+    its model and callbacks) keeps its autotuning thread, whose wait between
+    rounds grows the longer it runs; the iterator's destructor waits for that
+    thread to wake. Collected modules later, on a collection that chance
+    triggers, the process sat idle in such waits while the other worker ran."""
+    yield
+    gc.collect()

@@ -1,7 +1,7 @@
 """Shared test setup: quiet logs, fixed seeds, no graph rewrites by
 TensorFlow in the pytest processes, the `backend` and `slow`
-markers, the run's folder of shared artifacts (tests/shared.py), and the
-order of the modules."""
+markers, the run's folder of shared artifacts (tests/shared.py), the
+order of the modules, and a garbage collection after each."""
 
 import gc
 import os
@@ -149,10 +149,11 @@ def _seed_and_policy():
 @pytest.fixture(autouse=True, scope="module")
 def _collect_each_modules_cycles():
     """A full garbage collection after each module. A `tf.data` iterator
-    left in a reference cycle (a `fit` that ended, or was interrupted, with
-    its model and callbacks) keeps its autotuning thread, whose wait between
-    rounds grows the longer it runs; the iterator's destructor waits for that
-    thread to wake. Collected modules later, on a collection that chance
-    triggers, the process sat idle in such waits while the other worker ran."""
+    left in a reference cycle (by a `fit` that ended or was interrupted) is
+    freed only by a full collection, and its destructor waits for the
+    iterator's threads, its autotuning thread among them, to stop. Freed by
+    a collection that chance triggered modules later, such iterators kept
+    the process idle in their destructors for long stretches while the other
+    worker ran; freed after their own module, they wait far less."""
     yield
     gc.collect()

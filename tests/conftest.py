@@ -150,10 +150,10 @@ def _seed_and_policy():
 def _collect_each_modules_cycles():
     """A full garbage collection after each module. A `tf.data` iterator
     left in a reference cycle (by a `fit` that ended or was interrupted) is
-    freed only by a full collection, and its destructor waits for the
-    iterator's threads, its autotuning thread among them, to stop. Freed by
-    a collection that chance triggered modules later, such iterators kept
-    the process idle in their destructors for long stretches while the other
-    worker ran; freed after their own module, they wait far less."""
+    freed only by a full collection, and its destructor holds the process
+    until the iterator's threads, its autotuning thread among them, stop.
+    Collected after the module that made them, such waits count in that
+    module's teardown, not in a later module's test, and no longer pile up
+    for one collection that chance triggers."""
     yield
     gc.collect()

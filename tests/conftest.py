@@ -133,9 +133,9 @@ def _no_graph_rewrites_in_test_processes():
     (tests/shared.py). The training processes of tests/training leave it
     out, as their weights are compared bit for bit with a run in this process."""
     if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+        from tests.helpers import graph_rewrites
 
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+        graph_rewrites(False)
 
 
 @pytest.fixture(autouse=True)

@@ -73,3 +73,15 @@ def assert_rows_close(rows, expected, atol=1e-5):
                 assert value == pytest.approx(other[key], abs=atol), key
             else:
                 assert value == other[key], key
+
+
+def graph_rewrites(enabled):
+    """Turns TensorFlow's graph optimizer (grappler) on or off for the graph
+    functions this process runs next, and returns the options it replaced
+    (for `tf.config.optimizer.set_experimental_options`). The pytest
+    processes run without it (tests/conftest.py)."""
+    import tensorflow as tf
+
+    options = tf.config.optimizer.get_experimental_options()
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": not enabled})
+    return options

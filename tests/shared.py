@@ -52,11 +52,12 @@ def _make(name, folder):
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
+        from tests.helpers import graph_rewrites
+
         # With TensorFlow's graph rewrites, as in `python -m tests.shared`:
         # the pytest processes leave them out (tests/conftest.py), and a
         # model trained without them learns along another path of rounding.
-        options = tf.config.optimizer.get_experimental_options()
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+        options = graph_rewrites(True)
         try:
             RECIPES[name](folder)
         finally:

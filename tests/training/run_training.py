@@ -50,20 +50,18 @@ def main(argv=None):
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
+        from tests.helpers import graph_rewrites
+
         # As in the pytest process (tests/conftest.py), whose runs these
         # processes' weights are compared with bit for bit.
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    if args.logical_cpus and keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus
-        )
-    if args.intra_op_threads is not None and keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+        graph_rewrites(False)
+        if args.logical_cpus:
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus
+            )
+        if args.intra_op_threads is not None:
+            tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
 
     from keras_transformer.training import select_strategy, train
     from tests.training.tasks import TINY, copy_task

@@ -143,6 +143,10 @@ def test_resume_after_an_interrupt_past_the_last_whole_interval_and_from_a_corru
     assert len(straight.history.history["val_loss"]) == 3  # a validation pass a checkpoint
     expected = weights_of(straight)
 
+    def assert_straight_runs_weights(model):
+        for a, b in zip(expected, weights_of(model)):
+            np.testing.assert_allclose(a, b, atol=1e-6)
+
     class Interrupt(keras.callbacks.Callback):
         """Interrupts the run in its third step, after the checkpoint of step 2."""
 
@@ -172,13 +176,11 @@ def test_resume_after_an_interrupt_past_the_last_whole_interval_and_from_a_corru
     # ... and, extended to 5 steps, from step 3 on, to the weights of the run of 5.
     extended = train(CONFIG, data, tmp_path / "run", train_steps=5, checkpoint_every=2, **QUIET)
     assert checkpointed("run") == [2, 3, 5] and int(extended.optimizer.iterations) == 5
-    for a, b in zip(expected, weights_of(extended)):
-        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert_straight_runs_weights(extended)
     # Run again when done, it trains nothing more.
     done = train(CONFIG, data, tmp_path / "run", train_steps=5, checkpoint_every=2, **QUIET)
     assert int(done.optimizer.iterations) == 5 and checkpointed("run") == [2, 3, 5]
-    for a, b in zip(expected, weights_of(done)):
-        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert_straight_runs_weights(done)
 
     # The straight run's latest checkpoint damaged: it falls back to step 4
     # and trains step 5 again, to the same weights.
@@ -194,8 +196,7 @@ def test_resume_after_an_interrupt_past_the_last_whole_interval_and_from_a_corru
     assert "step 5 is unusable" in text and "Falling back to the previous checkpoint" in text
     assert "ckpt-0000000004.weights.h5: step 4, skipping 4 consumed batches" in text
     assert int(retrained.optimizer.iterations) == 5 and checkpointed("straight") == [2, 4, 5]
-    for a, b in zip(expected, weights_of(retrained)):
-        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert_straight_runs_weights(retrained)
 
     # With `overwrite`, another run takes the directory: a new run, from step 0.
     model = train(other, data, tmp_path / "run", train_steps=1, checkpoint_every=1, overwrite=True, **QUIET)

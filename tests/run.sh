@@ -12,15 +12,16 @@
 # Python writes the bytecode of the modules it imports (the README's install
 # skips pip's compiling of every installed file), once, for every later
 # process, even where the environment says not to. XLA compiles without
-# LLVM's optimisation passes: the tests' models are tiny,
-# so compiling, not running, is what XLA costs them (the JAX pass's decoding
-# tests run faster). Extra arguments go to pytest, e.g.
+# LLVM's optimisation passes, and with its older CPU emitters, which compile
+# faster: the tests' models are tiny, so compiling, not running, is
+# what XLA costs them (each JAX op a test runs eagerly is compiled once, and
+# every jitted or XLA search). Extra arguments go to pytest, e.g.
 # `bash tests/run.sh -x` or `bash tests/run.sh -n 0` (one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::DeprecationWarning
 unset PYTHONDONTWRITEBYTECODE
-export XLA_FLAGS="--xla_backend_optimization_level=0 ${XLA_FLAGS:-}"
+export XLA_FLAGS="--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false ${XLA_FLAGS:-}"
 # --timeout (seconds): a test that hangs fails, with room left for the slowest.
 OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loadscope-reorder --strict-markers
          --timeout=900)

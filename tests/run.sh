@@ -30,12 +30,13 @@ OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loa
 # by whichever process asks first.
 export KERAS_TRANSFORMER_TEST_SHARED=$(mktemp -d)
 trap 'rm -rf "$KERAS_TRANSFORMER_TEST_SHARED"' EXIT
-# The TensorFlow pass on two workers, and beside it, in one process with one
-# intra-op thread (tests/conftest.py), the JAX pass, the PyTorch pass and the
-# lowest Keras's one after the other: their output is printed after the
-# TensorFlow pass's. The TensorFlow workers leave the cores idle while they
-# wait (for a process they started, for a `tf.data` iterator's threads to
-# stop), and the third process takes that time.
+echo "== KERAS_BACKEND=tensorflow"
+KERAS_BACKEND=tensorflow python -m pytest tests "${OPTIONS[@]}" "$@"
+# Then the JAX pass on two workers, beside the PyTorch pass and the lowest
+# Keras's one after the other in one process with one intra-op thread
+# (tests/conftest.py): their output is printed after the JAX pass's. They
+# do not run beside the TensorFlow pass: its two workers keep both cores
+# busy, and more processes only make their threads wait for each other.
 others_log=$KERAS_TRANSFORMER_TEST_SHARED/others.log
 # The lowest Keras that setup.py allows (the newest is the one installed),
 # on TensorFlow: the layers, the model, its losses and schedule, the presets.
@@ -43,10 +44,8 @@ keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
 (
   status=0
   export KERAS_TRANSFORMER_TEST_THREADS=1
-  for backend in jax torch; do
-    echo "== KERAS_BACKEND=$backend"
-    KERAS_BACKEND=$backend python -m pytest tests "${OPTIONS[@]}" -m backend -n 0 "$@" || status=$?
-  done
+  echo "== KERAS_BACKEND=torch"
+  KERAS_BACKEND=torch python -m pytest tests "${OPTIONS[@]}" -m backend -n 0 "$@" || status=$?
   echo "== keras==$keras_lowest, KERAS_BACKEND=tensorflow"
   pip install -q --no-deps --no-compile --target "$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" "keras==$keras_lowest" &&
     PYTHONPATH="$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" KERAS_TRANSFORMER_EXPECTED_KERAS=$keras_lowest \
@@ -56,12 +55,12 @@ keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
   exit $status
 ) >"$others_log" 2>&1 &
 others_pass=$!
-echo "== KERAS_BACKEND=tensorflow"
-tensorflow_status=0
-KERAS_BACKEND=tensorflow python -m pytest tests "${OPTIONS[@]}" "$@" || tensorflow_status=$?
+echo "== KERAS_BACKEND=jax"
+jax_status=0
+KERAS_BACKEND=jax python -m pytest tests -m backend "${OPTIONS[@]}" "$@" || jax_status=$?
 others_status=0
 wait "$others_pass" || others_status=$?
 cat "$others_log"
-for status in $tensorflow_status $others_status; do
+for status in $jax_status $others_status; do
   [ "$status" -eq 0 ] || exit "$status"
 done

@@ -1,12 +1,13 @@
 """Shared test setup: quiet logs, fixed seeds, no graph rewrites by
 TensorFlow in the pytest processes, the `backend` and `slow`
 markers, the run's folder of shared artifacts (tests/shared.py), the
-order of the modules, and a garbage collection after each."""
+order of the modules, and a garbage collection after each, beside the next."""
 
 import gc
 import os
 import shutil
 import tempfile
+import threading
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -148,15 +149,34 @@ def _seed_and_policy():
 
 @pytest.fixture(autouse=True, scope="module")
 def _collect_each_modules_cycles():
-    """A full garbage collection after each module. A `tf.data` iterator
-    left in a reference cycle (by a `fit` that ended or was interrupted) is
-    freed only by a full collection, and its destructor holds the process
-    until the iterator's threads, its autotuning thread among them, stop.
-    Collected after the module that made them, such waits count in that
-    module's teardown, not in a later module's test, and no longer pile up
-    for one collection that chance triggers. The JAX and PyTorch passes
+    """A full garbage collection after each module, in a thread of its own
+    while the next module's tests run. A `tf.data` iterator left in a
+    reference cycle (by a `fit` that ended or was interrupted) is freed
+    only by a full collection, and its destructor waits for the iterator's
+    autotuning thread to stop. That thread can miss the wake-up of the
+    iterator's cancellation (TensorFlow's `Model::OptimizeLoop` looks for
+    the cancellation before `CancellationManager::StartCancel` records it)
+    and sleep out its optimization period, which grows with the iterator's
+    age to a minute. The destructor waits without the GIL, so the tests go
+    on meanwhile; the collections do not overlap, and the last ends before
+    the process does (`pytest_sessionfinish`). The JAX and PyTorch passes
     feed Keras NumPy arrays, not `tf.data`, and skip it: a full collection
     walks every object the process holds."""
+    global _collection
     yield
     if keras.backend.backend() == "tensorflow":
-        gc.collect()
+        _wait_for_the_last_collection()
+        _collection = threading.Thread(target=gc.collect, name="collect-module-cycles", daemon=True)
+        _collection.start()
+
+
+_collection = None  # the thread of the last module's collection
+
+
+def _wait_for_the_last_collection():
+    if _collection is not None:
+        _collection.join()
+
+
+def pytest_sessionfinish(session):
+    _wait_for_the_last_collection()

@@ -153,13 +153,13 @@ def _collect_each_modules_cycles():
     while the next module's tests run. A `tf.data` iterator left in a
     reference cycle (by a `fit` that ended or was interrupted) is freed
     only by a full collection, and its destructor waits for the iterator's
-    autotuning thread to stop. That thread can miss the wake-up of the
-    iterator's cancellation (TensorFlow's `Model::OptimizeLoop` looks for
-    the cancellation before `CancellationManager::StartCancel` records it)
-    and sleep out its optimization period, which grows with the iterator's
-    age to a minute. The destructor waits without the GIL, so the tests go
-    on meanwhile; the collections do not overlap, and the last ends before
-    the process does (`pytest_sessionfinish`). The JAX and PyTorch passes
+    autotuning thread to stop. TensorFlow's `CancellationManager::StartCancel`
+    wakes that thread (`Model::OptimizeLoop`) before it marks the iterator
+    cancelled, and a thread that looks in between sleeps out its
+    optimization period, which grows with the iterator's age to a minute;
+    on a busy machine it often does. The destructor waits without the GIL,
+    so the tests go on meanwhile; the collections do not overlap, and the
+    last ends before the process does (`pytest_sessionfinish`). The JAX and PyTorch passes
     feed Keras NumPy arrays, not `tf.data`, and skip it: a full collection
     walks every object the process holds."""
     global _collection

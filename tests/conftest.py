@@ -159,9 +159,9 @@ def _collect_each_modules_cycles():
     optimization period, which grows with the iterator's age to a minute;
     on a busy machine it often does. The destructor waits without the GIL,
     so the tests go on meanwhile; the collections do not overlap, and the
-    last ends before the process does (`pytest_sessionfinish`). The JAX and PyTorch passes
-    feed Keras NumPy arrays, not `tf.data`, and skip it: a full collection
-    walks every object the process holds."""
+    last ends before the process does (`pytest_sessionfinish`). The JAX and
+    PyTorch passes feed Keras NumPy arrays, not `tf.data`, and skip it: a
+    full collection walks every object the process holds."""
     global _collection
     yield
     if keras.backend.backend() == "tensorflow":

@@ -158,14 +158,15 @@ def _collect_each_modules_cycles():
     cancelled, and a thread that looks in between sleeps out its
     optimization period, which grows with the iterator's age to a minute;
     on a busy machine it often does. The destructor waits without the GIL,
-    so the tests go on meanwhile; the collections do not overlap, and the
-    last ends before the process does (`pytest_sessionfinish`). The JAX and
-    PyTorch passes feed Keras NumPy arrays, not `tf.data`, and skip it: a
-    full collection walks every object the process holds."""
+    so the tests go on meanwhile. A module that ends while the last
+    collection still waits starts none (Python runs one collection at a
+    time), and nothing waits for it but the end of the process
+    (`pytest_sessionfinish`). The JAX and PyTorch passes feed Keras NumPy
+    arrays, not `tf.data`, and skip it: a full collection walks every
+    object the process holds."""
     global _collection
     yield
-    if keras.backend.backend() == "tensorflow":
-        _wait_for_the_last_collection()
+    if keras.backend.backend() == "tensorflow" and not (_collection and _collection.is_alive()):
         _collection = threading.Thread(target=gc.collect, name="collect-module-cycles", daemon=True)
         _collection.start()
 

@@ -147,6 +147,9 @@ def _seed_and_policy():
     keras.config.set_dtype_policy("float32")
 
 
+_collection = None  # the thread of the last module's collection
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _collect_each_modules_cycles():
     """A full garbage collection after each module, in a thread of its own
@@ -171,13 +174,6 @@ def _collect_each_modules_cycles():
         _collection.start()
 
 
-_collection = None  # the thread of the last module's collection
-
-
-def _wait_for_the_last_collection():
+def pytest_sessionfinish(session):
     if _collection is not None:
         _collection.join()
-
-
-def pytest_sessionfinish(session):
-    _wait_for_the_last_collection()

@@ -1,6 +1,6 @@
 """Shared test setup: quiet logs, fixed seeds, no graph rewrites by
-TensorFlow in the pytest processes, the `backend` and `slow`
-markers, the run's folder of shared artifacts (tests/shared.py), the
+TensorFlow in the pytest processes, the `backend`, `portable` and
+`slow` markers, the run's folder of shared artifacts (tests/shared.py), the
 order of the modules, and a garbage collection after each, beside the next."""
 
 import gc
@@ -25,6 +25,12 @@ def pytest_configure(config):
         "training through Keras). tests/run.sh runs every test on TensorFlow, then `-m backend` on JAX and "
         "PyTorch. Tests that are TensorFlow-only by nature (tf.data, SavedModel export, tf.distribute, "
         "serving, the CLI, the benchmark scripts) do not carry it.",
+    )
+    config.addinivalue_line(
+        "markers",
+        "portable: the outcome does not depend on the backend and needs no TensorFlow (the search's and the "
+        "training loop's own rules, Python over keras.ops). tests/run.sh runs these once, in the PyTorch pass, "
+        "whose eager ops cost the least; its TensorFlow pass leaves them out. A plain `pytest` runs them too.",
     )
     config.addinivalue_line(
         "markers",
@@ -91,6 +97,9 @@ def pytest_collection_modifyitems(config, items):
     pytest-xdist hands its workers a module at a time in this order
     (tests/run.sh: --dist loadfile --no-loadscope-reorder), so that no
     worker is left running a long module at the end while the other waits."""
+    both = [item.nodeid for item in items if item.get_closest_marker("backend") and item.get_closest_marker("portable")]
+    if both:  # one runs on every backend, the other on one
+        raise pytest.UsageError(f"marked both `backend` and `portable`: {both}")
     heaviest = HEAVIEST_FIRST["tensorflow" if keras.backend.backend() == "tensorflow" else "other"]
     rank = {module: i for i, module in enumerate(heaviest)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))

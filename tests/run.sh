@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The test suite: everything on TensorFlow (the default backend), then the
-# tests marked `backend` (their outcome depends on the Keras backend: layers,
-# model, losses and schedule, decoding, training through Keras; see
-# tests/conftest.py) again on JAX and on PyTorch, and the model's own tests
-# once more with the lowest Keras that setup.py allows. Data,
-# export, serving, the CLI and the benchmark scripts run once, on TensorFlow.
+# The test suite: everything on TensorFlow (the default backend) but the
+# tests marked `portable`, then the tests marked `backend` (their outcome
+# depends on the Keras backend: layers, model, losses and schedule,
+# decoding, training through Keras; see tests/conftest.py) again on JAX and
+# on PyTorch, with the `portable` ones (the search's and the training loop's
+# own rules, whose outcome does not) once, on PyTorch, whose eager ops cost
+# the least; and the model's own tests once more with the lowest Keras that
+# setup.py allows. Data, export, serving, the CLI and the benchmark scripts
+# run once, on TensorFlow.
 # The TensorFlow and JAX passes run on two pytest-xdist workers, a test file
 # at a time (--dist loadfile: a module's fixtures are made once), the
 # heaviest files first (tests/conftest.py). Skipped tests are listed with their reasons, and the
@@ -31,7 +34,7 @@ OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loa
 export KERAS_TRANSFORMER_TEST_SHARED=$(mktemp -d)
 trap 'rm -rf "$KERAS_TRANSFORMER_TEST_SHARED"' EXIT
 echo "== KERAS_BACKEND=tensorflow"
-KERAS_BACKEND=tensorflow python -m pytest tests "${OPTIONS[@]}" "$@"
+KERAS_BACKEND=tensorflow python -m pytest tests -m "not portable" "${OPTIONS[@]}" "$@"
 # Then the JAX pass on two workers, beside the PyTorch pass and the lowest
 # Keras's one after the other in one process with one intra-op thread
 # (tests/conftest.py): their output is printed after the JAX pass's. They
@@ -45,7 +48,7 @@ keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
   status=0
   export KERAS_TRANSFORMER_TEST_THREADS=1
   echo "== KERAS_BACKEND=torch"
-  KERAS_BACKEND=torch python -m pytest tests "${OPTIONS[@]}" -m backend -n 0 "$@" || status=$?
+  KERAS_BACKEND=torch python -m pytest tests "${OPTIONS[@]}" -m "backend or portable" -n 0 "$@" || status=$?
   echo "== keras==$keras_lowest, KERAS_BACKEND=tensorflow"
   pip install -q --no-deps --no-compile --target "$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" "keras==$keras_lowest" &&
     PYTHONPATH="$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" KERAS_TRANSFORMER_EXPECTED_KERAS=$keras_lowest \

@@ -19,10 +19,12 @@ from tests.decoding.toy_models import EOS, BigramModel, CopyModel
 # The decoding loop's module: its batch widths for `narrow_batches="halves"`.
 loop = importlib.import_module("keras_transformer.decoding.loop")
 
-# `backend` (tests/run.sh runs those on JAX and PyTorch too): the loop's
+# `backend` (tests/run.sh runs those on every backend): the loop's
 # backend-specific parts, that is narrowing, top-k and jax.jit, against
-# NumPy. The rest of the search's rules are Python over keras.ops and run
-# on TensorFlow; tests/pipeline compares whole translations across backends.
+# NumPy; TensorFlow's graphs and XLA run in the TensorFlow pass. The rest of
+# the search's rules are Python over keras.ops (`portable`: tests/run.sh
+# runs them once, on PyTorch); tests/pipeline compares whole translations
+# across backends.
 
 TINY = dict(vocab_size=24, num_layers=2, d_model=16, num_heads=2, d_ff=32, dropout_rate=0.0, max_length=32)
 
@@ -69,6 +71,7 @@ def table(rows, vocab=9, eps=1e-6):
 # --- cache -----------------------------------------------------------------
 
 
+@pytest.mark.portable
 def test_cached_steps_equal_full_pass_at_every_step():
     model = tiny_model()
     source = sources()
@@ -84,6 +87,7 @@ def test_cached_steps_equal_full_pass_at_every_step():
         np.testing.assert_allclose(np_(cached), full[:, i], atol=1e-5)
 
 
+@pytest.mark.portable
 def test_greedy_with_and_without_cache_agree():
     model = tiny_model()
     cached = greedy_decode(model, sources(), max_length=10)
@@ -92,6 +96,7 @@ def test_greedy_with_and_without_cache_agree():
     np.testing.assert_allclose(np_(cached[1]), np_(uncached[1]), atol=1e-5)
 
 
+@pytest.mark.portable
 def test_beam_search_with_and_without_cache_agree():
     # Beams are reordered every step: a wrong cache reordering shows here.
     model = tiny_model()
@@ -102,6 +107,7 @@ def test_beam_search_with_and_without_cache_agree():
     np.testing.assert_allclose(np_(cached[1]), np_(uncached[1]), atol=1e-5)
 
 
+@pytest.mark.portable
 def test_the_cache_grows_in_segments_and_decoding_equals_the_full_pass(monkeypatch):
     # Segments of 3, 6 and 13 positions (16, 32, ... by default): greedy and
     # beam search over a growing cache equal the uncached full passes, beams
@@ -190,6 +196,7 @@ def test_top_k_in_blocks_gives_numpys_largest_values_ties_to_the_lower_index():
             np.testing.assert_array_equal(got_indices, expected)
 
 
+@pytest.mark.portable
 def test_batch_widths_halve_twice_down_to_the_narrowest():
     assert loop.NARROWEST_WIDTH == 8
     assert loop.batch_widths(64) == [64, 32, 16]
@@ -208,10 +215,11 @@ def sources_of_lengths(lengths):
     return source
 
 
-# Beam search without EOS also on JAX and PyTorch (`backend`): jax.jit's
-# narrowing is tested only here.
+# Beam search without EOS on every backend (`backend`): jax.jit's narrowing
+# is tested only here. The other cases once (`portable`).
 @pytest.mark.parametrize("eos_id, sampler", [
-    pytest.param(*case, marks=pytest.mark.backend) if case == (None, "beam") else case for case in SAMPLER_CASES])
+    pytest.param(*case, marks=pytest.mark.backend if case == (None, "beam") else pytest.mark.portable)
+    for case in SAMPLER_CASES])
 def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_id, sampler):
     # Four sentences with length limits 5, 2, 9 and 3 (no extra length),
     # segments of 3 and 9 positions, widths of 4, 2 and 1 sentences.
@@ -291,12 +299,14 @@ def test_halves_with_a_batch_size_known_only_when_the_graph_runs(monkeypatch):
     np.testing.assert_allclose(np_(scores), np_(expected[1])[:1], atol=1e-5)
 
 
+@pytest.mark.portable
 @pytest.mark.parametrize("value", ["yes", 1, None])
 def test_narrow_batches_takes_false_true_or_halves(value):
     with pytest.raises(ValueError, match="narrow_batches"):
         beam_search(tiny_model(), sources(), narrow_batches=value)
 
 
+@pytest.mark.portable
 def test_extend_cache_pads_the_self_attention_part_with_zeros():
     model = tiny_model()
     source = sources()
@@ -321,6 +331,7 @@ def test_extend_cache_pads_the_self_attention_part_with_zeros():
 # --- greedy ------------------------------------------------------------------
 
 
+@pytest.mark.portable
 def test_greedy_output_format_and_scores():
     model = tiny_model()
     source = sources()
@@ -338,6 +349,7 @@ def test_greedy_output_format_and_scores():
         np.testing.assert_allclose(scores[row], log_probs[np.arange(end), out[:end]].sum(), rtol=1e-4)
 
 
+@pytest.mark.portable
 def test_default_length_is_source_length_plus_extra_capped_by_model():
     model = tiny_model()
     short = np.array([[5, 6, EOS]], "int32")
@@ -360,6 +372,7 @@ def test_default_length_is_source_length_plus_extra_capped_by_model():
 # --- beam search -------------------------------------------------------------
 
 
+@pytest.mark.portable
 @pytest.mark.parametrize("eos_id", [3, 9])
 def test_beam_size_one_is_greedy(eos_id):
     model = tiny_model(seed=2)
@@ -369,6 +382,7 @@ def test_beam_size_one_is_greedy(eos_id):
     np.testing.assert_allclose(np_(beam[1]), np_(greedy[1]), atol=1e-5)
 
 
+@pytest.mark.portable
 def test_beam_search_finds_what_greedy_misses():
     # a: 0.6 then EOS at best 0.3 (0.18); b: 0.4 then EOS 0.95 (0.38).
     a, b = 4, 5
@@ -411,6 +425,7 @@ def test_wide_beam_equals_exhaustive_search(seed, alpha):
     assert np_(tokens)[0].tolist() == [seq for _, seq in best]
 
 
+@pytest.mark.portable
 def test_length_penalty_decides_between_short_and_long_hypotheses():
     # short: a EOS (2 tokens, log p_s); long: b c d e EOS (5 tokens, log p_l
     # < log p_s). The long one wins iff p_l / lp(5) > p_s / lp(2), i.e.
@@ -433,6 +448,7 @@ def test_length_penalty_decides_between_short_and_long_hypotheses():
     np.testing.assert_allclose(np_(length_penalty(np.array([2, 5]), 0.6)), [(7 / 6) ** 0.6, (10 / 6) ** 0.6], rtol=1e-6)
 
 
+@pytest.mark.portable
 def test_no_hypothesis_scores_zero_as_in_greedy():
     model = Transformer(vocab_size=30, num_layers=1, d_model=16, num_heads=2, d_ff=24, max_length=40)
     source = np.array([[0, 0, 0, 0], [5, 6, 3, 0]], "int32")  # the first row allows 0 tokens
@@ -446,6 +462,7 @@ def test_no_hypothesis_scores_zero_as_in_greedy():
     assert float(ops.convert_to_numpy(scores)[1]) < 0  # a real hypothesis keeps its score
 
 
+@pytest.mark.portable
 def test_n_best_is_sorted_and_distinct():
     model = tiny_model(seed=3)
     tokens, scores = beam_search(model, sources(), beam_size=4, num_return=4, max_length=6, eos_id=5)
@@ -456,6 +473,7 @@ def test_n_best_is_sorted_and_distinct():
         assert len({tuple(h) for h in row}) == 4
 
 
+@pytest.mark.portable
 @pytest.mark.parametrize("decoder", ["greedy", "beam"])
 def test_sentence_decodes_alike_alone_and_in_a_batch(decoder):
     # Each sentence may produce its own length + 4 tokens: 7, 10 and 13 of
@@ -476,6 +494,7 @@ def test_sentence_decodes_alike_alone_and_in_a_batch(decoder):
         np.testing.assert_allclose(scores[row], alone_scores[0], atol=1e-4)
 
 
+@pytest.mark.portable
 def test_copy_model_batch_of_different_lengths():
     model = CopyModel()
     source = np.array([[4, 5, 6, 7, EOS], [8, EOS, 0, 0, 0]], "int32")
@@ -521,6 +540,7 @@ def test_jax_jit_matches_eager(monkeypatch):
 # --- arguments -----------------------------------------------------------------
 
 
+@pytest.mark.portable
 @pytest.mark.parametrize(
     "kwargs, name",
     [
@@ -540,6 +560,7 @@ def test_bad_arguments_raise(kwargs, name):
         beam_search(model, np.array([[4, EOS]], "int32"), **kwargs)
 
 
+@pytest.mark.portable
 @pytest.mark.parametrize("ids", [np.array([[4.0, 3.0]]), [[4, 3.5]], np.array([4, 3]), [[-4, 3]]])
 def test_bad_source_ids_raise(ids):
     model = CopyModel()

@@ -22,8 +22,9 @@ from tests.decoding.trained_copy import padded
 
 # `backend` (also on JAX and PyTorch): a trained model against decoding by
 # hand, and the backend's random numbers. The Translator's own rules are
-# Python and run on TensorFlow; tests/pipeline compares whole translations
-# across backends.
+# Python (`portable`: tests/run.sh runs them once, on PyTorch); its eager
+# start and its batches on TensorFlow run in the TensorFlow pass, and
+# tests/pipeline compares whole translations across backends.
 
 WORDS = "the cat sat on a mat and dog ran far".split()
 
@@ -41,6 +42,7 @@ def test_round_trip_keeps_order_and_empty_strings(beam_size, jit_compile):
     assert translator.translate([]) == []
 
 
+@pytest.mark.portable
 def test_each_sentence_keeps_the_hypotheses_its_search_finished(monkeypatch):
     # Beam search leaves out the placeholders of hypotheses it never
     # finished: one sentence may have fewer than another.
@@ -52,6 +54,7 @@ def test_each_sentence_keeps_the_hypotheses_its_search_finished(monkeypatch):
     assert [(h.text, h.score) for h in second] == [("sat", -0.2)] and [h.text for h in blank] == [""]
 
 
+@pytest.mark.portable
 def test_the_decoder_cache_stays_within_its_bound_over_a_thousand_sampling_seeds():
     # Each sampler configuration has its own decoder; a long-running process
     # sampling with new seeds keeps only the most recently used.
@@ -65,6 +68,7 @@ def test_the_decoder_cache_stays_within_its_bound_over_a_thousand_sampling_seeds
     assert translator.translate(["the cat"], sampler=RandomSampler(seed=0)) == first
 
 
+@pytest.mark.portable
 def test_translate_ids_accepts_lists_and_padded_arrays():
     translator = copy_translator(beam_size=2, jit_compile=False)
     assert translator.translate_ids([[4, 5, 3], [6, 3], []]) == [[4, 5], [6], []]
@@ -72,6 +76,7 @@ def test_translate_ids_accepts_lists_and_padded_arrays():
     assert translator.translate_ids(padded) == [[4, 5], [6]]
 
 
+@pytest.mark.portable
 def test_an_over_long_source_is_translated_whole_in_windows_or_truncated_if_asked():
     # max_length 16 less 50 extra tokens: a source budget of 8 tokens, 7 words and EOS.
     long = " ".join(WORDS * 2)  # 20 words, no sentence end: windows of 7, 7 and 6 words
@@ -84,6 +89,7 @@ def test_an_over_long_source_is_translated_whole_in_windows_or_truncated_if_aske
     assert truncating.translate_ids([[4] * 20 + [EOS_ID]]) == [[4] * 7]
 
 
+@pytest.mark.portable
 @pytest.mark.parametrize(
     "kwargs, name",
     [(dict(beam_size=0), "beam_size"), (dict(alpha=-1.0), "alpha"), (dict(batch_size=0), "batch_size"),
@@ -95,6 +101,7 @@ def test_bad_arguments_raise(kwargs, name):
         copy_translator(**kwargs)
 
 
+@pytest.mark.portable
 @pytest.mark.parametrize("ids", [[[4, 2.5]], [[4, True]], [["4"]], [[4, 99]], [[-1, 3]], "4 3", [4, 3]])
 def test_bad_ids_raise(ids):
     translator = copy_translator(jit_compile=False)
@@ -102,6 +109,7 @@ def test_bad_ids_raise(ids):
         translator.translate_ids(ids)
 
 
+@pytest.mark.portable
 def test_translate_needs_a_tokenizer_and_strings():
     translator = Translator(CopyModel(), jit_compile=False)
     with pytest.raises(ValueError, match="tokenizer"):
@@ -207,6 +215,7 @@ def test_auto_on_tensorflow_decodes_eagerly_until_a_call_takes_it_past_eager_ste
     assert [translated(10) > 0, translated(5) > 0, translated(1)] == [True, True, 0]
 
 
+@pytest.mark.portable
 def test_beam_search_of_width_one_is_the_greedy_decoding_by_hand(trained, by_hand):
     model, tokenizer, _, _ = trained
     texts = list(by_hand)
@@ -217,11 +226,13 @@ def test_beam_search_of_width_one_is_the_greedy_decoding_by_hand(trained, by_han
         assert row == (ids + [EOS_ID] + [0] * len(row))[: len(row)]  # EOS, then padding
 
 
+@pytest.mark.portable
 def test_beam_search_translations_narrow_the_batch_and_equal_the_whole_batch(trained, monkeypatch):
     # Widths of 16, 8 and 4 sentences under `jax.jit` and XLA
-    # (`narrow_batches`); on PyTorch and eagerly each sentence leaves the
-    # batch when done. Either way each translation is the one of the 16
-    # sources decoded together.
+    # (`narrow_batches`: tests/export/test_xla_export.py); on PyTorch, where
+    # tests/run.sh runs this, and eagerly each sentence leaves the batch when
+    # done. Either way each translation is the one of the 16 sources decoded
+    # together.
     import importlib
 
     monkeypatch.setattr(importlib.import_module("keras_transformer.decoding.loop"), "NARROWEST_WIDTH", 1)
@@ -255,6 +266,7 @@ def agreement(held_out, alignments):
     return agree / total
 
 
+@pytest.mark.portable
 def test_alignments_follow_the_permutation_that_a_diagonal_misses(permuting):
     model, tokenizer, _, held_out = permuting
     best = [h[0] for h in Translator(model, tokenizer).hypotheses(held_out, alignments=True)]
@@ -266,6 +278,7 @@ def test_alignments_follow_the_permutation_that_a_diagonal_misses(permuting):
     assert agreement(sources, diagonal) < 0.5
 
 
+@pytest.mark.portable
 def test_scores_of_the_searchs_own_outputs_are_the_scores_it_reported(permuting):
     # Compared on token ids: the n best of beam search, and greedy decoding
     # scored with the same length penalty.
@@ -324,6 +337,7 @@ def test_sampling_is_seeded_per_sentence_and_cut_to_the_top_tokens(permuting):
         assert translator.translate(held_out, sampler=RandomSampler(seed=3, **hot, **cut)) == greedy
 
 
+@pytest.mark.portable
 def test_target_prefixes_start_each_output_and_are_scored_once(permuting, monkeypatch):
     # Each prefix is a word the model would not start with: the source's
     # first word (no permutation keeps it first). The graph at once (no
@@ -371,6 +385,7 @@ def test_target_prefixes_start_each_output_and_are_scored_once(permuting, monkey
         translator.translate(texts[:1], target_prefix=[" ".join(["cat"] * 60)])
 
 
+@pytest.mark.portable
 def test_constraints_appear_in_each_output_and_leave_other_sentences_unchanged(permuting, monkeypatch):
     # Each constraint is a word absent from the sentence's translation;
     # every third sentence has none, every fourth two.

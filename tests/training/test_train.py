@@ -13,7 +13,8 @@ from tests.training.tasks import TINY, copy_task, numpy_passes, source_blind_los
 
 CONFIG = dict(vocab_size=20, **TINY, dropout_rate=0.0)
 # Output-directory, resume and time-limit logic is backend-independent
-# Python; its end-to-end runs through `fit` need only one backend. One
+# Python; its end-to-end runs through `fit` need only one backend
+# (`portable`: tests/run.sh runs them on PyTorch, the cheapest). One
 # training step through each backend's trainer (`backend`: accumulated
 # micro-batches against one big step) runs on every backend, like
 # checkpoints' save and restore; tests/training/test_distributed.py trains
@@ -128,6 +129,7 @@ def test_paper_training_optimizer_defaults():
     assert optimizer.gradient_accumulation_steps is None
 
 
+@pytest.mark.portable
 @pytest.mark.slow
 def test_resume_after_an_interrupt_past_the_last_whole_interval_and_from_a_corrupt_checkpoint(tmp_path):
     # A `pass -> NumPy batches` function, the input of machines without
@@ -204,11 +206,13 @@ def test_resume_after_an_interrupt_past_the_last_whole_interval_and_from_a_corru
     assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == ["ckpt-0000000001.json", "ckpt-0000000001.weights.h5"]
 
 
+@pytest.mark.portable
 def test_an_empty_pass_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match=r"train_data\(0\)"):
         train(CONFIG, lambda index: iter(()), tmp_path, train_steps=2, checkpoint_every=2, **QUIET)
 
 
+@pytest.mark.portable
 def test_time_limit_stops_at_the_first_checkpoint_after_it(tmp_path):
     from keras_transformer.training import TimeLimit, latest_checkpoint
 
@@ -254,6 +258,7 @@ def test_invalid_training_options_are_refused_by_name(options, message):
         TrainingOptions(**{"train_steps": 1000, "checkpoint_every": 100, **options})
 
 
+@pytest.mark.portable
 def test_a_batch_larger_than_the_numpy_data_is_an_error_before_the_directory_is_claimed(tmp_path):
     # Whole batches only: none would ever come, and training would wait forever.
     with pytest.raises(ValueError, match=r"batch_size.*\(16\). Received: batch_size=17"):

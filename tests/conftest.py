@@ -28,9 +28,10 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
-        "portable: the outcome does not depend on the backend and needs no TensorFlow (the search's and the "
-        "training loop's own rules, Python over keras.ops). tests/run.sh runs these once, in the PyTorch pass, "
-        "whose eager ops cost the least; its TensorFlow pass leaves them out. A plain `pytest` runs them too.",
+        "portable: the outcome does not depend on the backend (the own rules of the search, the Translator, "
+        "the training loop and the `train` command: Python over keras.ops). tests/run.sh runs these once, in "
+        "the PyTorch pass, whose eager ops cost the least; its TensorFlow pass leaves them out. A plain "
+        "`pytest` runs them too.",
     )
     config.addinivalue_line(
         "markers",

@@ -3,11 +3,12 @@
 # tests marked `portable`, then the tests marked `backend` (their outcome
 # depends on the Keras backend: layers, model, losses and schedule,
 # decoding, training through Keras; see tests/conftest.py) again on JAX and
-# on PyTorch, with the `portable` ones (the search's and the training loop's
-# own rules, whose outcome does not) once, on PyTorch, whose eager ops cost
-# the least; and the model's own tests once more with the lowest Keras that
-# setup.py allows. Data, export, serving, the CLI and the benchmark scripts
-# run once, on TensorFlow.
+# on PyTorch, with the `portable` ones (the own rules of the search, the
+# Translator, the training loop and the `train` command, whose outcome does
+# not) once, on PyTorch, whose eager ops cost the least; and the model's
+# own tests once more with the lowest Keras that setup.py allows. Data,
+# export, serving, the rest of the CLI and the benchmark scripts run once,
+# on TensorFlow.
 # The TensorFlow and JAX passes run on two pytest-xdist workers, a test file
 # at a time (--dist loadfile: a module's fixtures are made once), the
 # heaviest files first (tests/conftest.py). Skipped tests are listed with their reasons, and the
@@ -19,9 +20,21 @@
 # faster: the tests' models are tiny, so compiling, not running, is
 # what XLA costs them (each JAX op a test runs eagerly is compiled once, and
 # every jitted or XLA search). Extra arguments go to pytest, e.g.
-# `bash tests/run.sh -x` or `bash tests/run.sh -n 0` (one process).
+# `bash tests/run.sh -x` or `bash tests/run.sh -n 0` (one process); a
+# `-m EXPR` among them narrows each pass's own selection (pytest keeps only
+# the last -m it is given).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+arguments=() only=""
+while (($#)); do
+  case $1 in
+    -m) only=$2; shift 2 ;;
+    *) arguments+=("$1"); shift ;;
+  esac
+done
+set -- ${arguments[@]+"${arguments[@]}"}
+# `marks EXPR`: a pass's selection, EXPR, within the one asked for.
+marks() { if [ -n "$only" ]; then echo "($1) and ($only)"; else echo "$1"; fi; }
 export TF_CPP_MIN_LOG_LEVEL=2 PYTHONWARNINGS=ignore::DeprecationWarning
 unset PYTHONDONTWRITEBYTECODE
 export XLA_FLAGS="--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false ${XLA_FLAGS:-}"
@@ -34,7 +47,7 @@ OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loa
 export KERAS_TRANSFORMER_TEST_SHARED=$(mktemp -d)
 trap 'rm -rf "$KERAS_TRANSFORMER_TEST_SHARED"' EXIT
 echo "== KERAS_BACKEND=tensorflow"
-KERAS_BACKEND=tensorflow python -m pytest tests -m "not portable" "${OPTIONS[@]}" "$@"
+KERAS_BACKEND=tensorflow python -m pytest tests -m "$(marks "not portable")" "${OPTIONS[@]}" "$@"
 # Then the JAX pass on two workers, beside the PyTorch pass and the lowest
 # Keras's one after the other in one process with one intra-op thread
 # (tests/conftest.py): their output is printed after the JAX pass's. They
@@ -48,11 +61,11 @@ keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
   status=0
   export KERAS_TRANSFORMER_TEST_THREADS=1
   echo "== KERAS_BACKEND=torch"
-  KERAS_BACKEND=torch python -m pytest tests "${OPTIONS[@]}" -m "backend or portable" -n 0 "$@" || status=$?
+  KERAS_BACKEND=torch python -m pytest tests "${OPTIONS[@]}" -m "$(marks "backend or portable")" -n 0 "$@" || status=$?
   echo "== keras==$keras_lowest, KERAS_BACKEND=tensorflow"
   pip install -q --no-deps --no-compile --target "$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" "keras==$keras_lowest" &&
     PYTHONPATH="$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" KERAS_TRANSFORMER_EXPECTED_KERAS=$keras_lowest \
-    KERAS_BACKEND=tensorflow python -m pytest "${OPTIONS[@]}" -n 0 \
+    KERAS_BACKEND=tensorflow python -m pytest "${OPTIONS[@]}" -m "$(marks "not portable")" -n 0 \
       tests/test_keras_version.py tests/layers tests/models/test_transformer.py tests/test_losses_metrics.py \
       tests/test_schedules.py tests/test_presets.py "$@" || status=$?
   exit $status
@@ -60,7 +73,7 @@ keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
 others_pass=$!
 echo "== KERAS_BACKEND=jax"
 jax_status=0
-KERAS_BACKEND=jax python -m pytest tests -m backend "${OPTIONS[@]}" "$@" || jax_status=$?
+KERAS_BACKEND=jax python -m pytest tests -m "$(marks backend)" "${OPTIONS[@]}" "$@" || jax_status=$?
 others_status=0
 wait "$others_pass" || others_status=$?
 cat "$others_log"

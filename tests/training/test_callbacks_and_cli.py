@@ -244,7 +244,11 @@ def test_cli_help_gives_every_default():
     assert "(default: 127.0.0.1)" in serve
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
+# The `train` command's own rules (its options reach the run, a rerun
+# resumes, the run's identity) do not depend on the backend: `portable`,
+# run once, on PyTorch (tests/run.sh). Its files and the tf.data pipeline
+# of the TensorFlow backend: tests/training/test_own_files.py.
+@pytest.mark.portable
 def test_cli_training_options_reach_the_run(tmp_path, capsys):
     # 4 steps of two batches each, a checkpoint a step, the newest 2 kept,
     # a validation pass every second checkpoint, bfloat16 computation and a
@@ -265,7 +269,7 @@ def test_cli_training_options_reach_the_run(tmp_path, capsys):
     assert [("val_loss" in line, line.startswith("2/2 ")) for _, line in epochs] == [(False, True), (True, True)] * 2
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
+@pytest.mark.portable
 def test_cli_trains_a_tiny_model_resumes_and_warns_while_it_learns_nothing(tmp_path, capsys):
     # A learning rate of almost 0: from step 2 (twice the warm-up) the loss
     # is still above that of predicting the tokens by their frequency. The
@@ -360,7 +364,7 @@ def test_cli_output_dir_that_is_a_file_or_holds_a_damaged_manifest(tmp_path, mon
     assert "argument --fit-verbose: invalid choice" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
+@pytest.mark.portable
 def test_cli_vocabulary_size_is_part_of_the_run_and_the_tokenizer_is_written_once_checked(tmp_path, monkeypatch):
     from keras_transformer import datasets
     from keras_transformer.data import SubwordTokenizer

@@ -153,6 +153,7 @@ def load_engine(engine, args):
         import sentencepiece
 
         processor = sentencepiece.SentencePieceProcessor(model_file=args.tokenizer_path)
+        length_penalty = args.ct2_length_penalty  # the parent's `ct2_length_penalty(args)`
         compute_type = engine.split("-", 1)[1]
         translator = ctranslate2.Translator(
             args.ct2_model, device="cuda" if args.device == "gpu" else "cpu", compute_type=compute_type,
@@ -166,13 +167,13 @@ def load_engine(engine, args):
                 pieces = processor.encode([texts[i] for i in rows], out_type=str)
                 results = translator.translate_batch(
                     [p + ["</s>"] for p in pieces], beam_size=args.beam_size, num_hypotheses=args.beam_size,
-                    length_penalty=ct2_length_penalty(args), patience=args.ct2_patience, return_scores=True,
+                    length_penalty=length_penalty, patience=args.ct2_patience, return_scores=True,
                     max_decoding_length=args.max_decoding_length,
                 )
                 for i, result in zip(rows, results):
                     best = 0
                     if not args.ct2_no_rescore:
-                        best, _ = gnmt_rescore(result.hypotheses, result.scores, ct2_length_penalty(args),
+                        best, _ = gnmt_rescore(result.hypotheses, result.scores, length_penalty,
                                                args.alpha)
                     outputs[i] = processor.decode_pieces(result.hypotheses[best])
                     natives[i] = processor.decode_pieces(result.hypotheses[0])
@@ -306,6 +307,7 @@ def worker(args):
         result["narrow_batches"] = translate.narrow_batches
     if engine.startswith("ctranslate2"):
         result["ct2_use_mkl_env"] = os.environ.get("CT2_USE_MKL")  # None: CTranslate2's own default
+        result["keras_imported"] = "keras" in sys.modules  # not counted in CTranslate2's start-up
 
     n = len(sources)
     sorted_order = sorted(range(n), key=lambda i: (lengths[i], i))
@@ -507,6 +509,7 @@ def parse_args(argv=None):
                              "(default: 0 on Intel CPUs, auto elsewhere)")
     parser.add_argument("--ct2-model", default=None, help="a converted model (default: converted into a temporary folder)")
     parser.add_argument("--tokenizer-path", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--ct2-length-penalty", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--max-decoding-length", type=int, default=256)
     parser.add_argument("--compilation-cache", default=None, metavar="DIR",
                         help="keep compiled programs in DIR across processes (JAX's persistent cache, "
@@ -598,6 +601,7 @@ def main(argv=None):
             *(["--narrow-batches"] if args.narrow_batches else []),
             *(["--savedmodel-warmup"] if args.savedmodel_warmup else []),
             "--tokenizer-path", os.path.join(presets.preset_directory(args.preset), presets.TOKENIZER_FILE),
+            "--ct2-length-penalty", str(ct2_length_penalty(args)),
         ] + (["--ct2-model", args.ct2_model] if args.ct2_model else []) + (
             ["--ct2-no-rescore"] if args.ct2_no_rescore else [])
         results, reference_outputs, all_outputs = [], None, {}

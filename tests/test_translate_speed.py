@@ -254,6 +254,8 @@ def test_benchmark_smoke_ctranslate2(benchmark_run):
     intel = is_intel_cpu()
     assert report["ctranslate2"]["use_mkl"] == ("0" if intel else "auto")
     assert results["ctranslate2-int8"]["ct2_use_mkl_env"] == ("0" if intel else None)
+    # CTranslate2's start-up and first translation import CTranslate2 and SentencePiece, not Keras.
+    assert not results["ctranslate2-float32"]["keras_imported"] and not results["ctranslate2-int8"]["keras_imported"]
     assert (report["ctranslate2"]["length_penalty"], report["ctranslate2"]["patience"]) == (0.42, 2.0)
     assert report["machine"]["cpu_flags"] == cpu_flags() and report["machine"]["processor"] == cpu_name()
 

@@ -153,7 +153,6 @@ def load_engine(engine, args):
         import sentencepiece
 
         processor = sentencepiece.SentencePieceProcessor(model_file=args.tokenizer_path)
-        length_penalty = args.ct2_length_penalty  # the parent's `ct2_length_penalty(args)`
         compute_type = engine.split("-", 1)[1]
         translator = ctranslate2.Translator(
             args.ct2_model, device="cuda" if args.device == "gpu" else "cpu", compute_type=compute_type,
@@ -167,13 +166,13 @@ def load_engine(engine, args):
                 pieces = processor.encode([texts[i] for i in rows], out_type=str)
                 results = translator.translate_batch(
                     [p + ["</s>"] for p in pieces], beam_size=args.beam_size, num_hypotheses=args.beam_size,
-                    length_penalty=length_penalty, patience=args.ct2_patience, return_scores=True,
+                    length_penalty=args.ct2_length_penalty, patience=args.ct2_patience, return_scores=True,
                     max_decoding_length=args.max_decoding_length,
                 )
                 for i, result in zip(rows, results):
                     best = 0
                     if not args.ct2_no_rescore:
-                        best, _ = gnmt_rescore(result.hypotheses, result.scores, length_penalty,
+                        best, _ = gnmt_rescore(result.hypotheses, result.scores, args.ct2_length_penalty,
                                                args.alpha)
                     outputs[i] = processor.decode_pieces(result.hypotheses[best])
                     natives[i] = processor.decode_pieces(result.hypotheses[0])
@@ -554,6 +553,8 @@ def parse_args(argv=None):
         from keras_transformer.converters.ctranslate2 import PATIENCE
 
         args.ct2_patience = float(PATIENCE)
+    if args.ct2_length_penalty is None:  # the engines' processes are given it: they import no Keras
+        args.ct2_length_penalty = ct2_length_penalty(args)
     return args
 
 
@@ -601,7 +602,7 @@ def main(argv=None):
             *(["--narrow-batches"] if args.narrow_batches else []),
             *(["--savedmodel-warmup"] if args.savedmodel_warmup else []),
             "--tokenizer-path", os.path.join(presets.preset_directory(args.preset), presets.TOKENIZER_FILE),
-            "--ct2-length-penalty", str(ct2_length_penalty(args)),
+            "--ct2-length-penalty", str(args.ct2_length_penalty),
         ] + (["--ct2-model", args.ct2_model] if args.ct2_model else []) + (
             ["--ct2-no-rescore"] if args.ct2_no_rescore else [])
         results, reference_outputs, all_outputs = [], None, {}
@@ -644,7 +645,7 @@ def main(argv=None):
         "tensorflow_intra_op_threads": args.intra_op_threads or args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
         "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
         "translator_narrow_batches": args.narrow_batches, "once_through": args.once_through, "savedmodel_warmup": args.savedmodel_warmup,
-        "ctranslate2": {"length_penalty": ct2_length_penalty(args), "patience": args.ct2_patience,
+        "ctranslate2": {"length_penalty": args.ct2_length_penalty, "patience": args.ct2_patience,
                         "rescored_with_gnmt": not args.ct2_no_rescore, "convert_s": ct2_convert_s,
                         "use_mkl": args.ct2_use_mkl,
                         "version": _version("ctranslate2")},

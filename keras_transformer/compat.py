@@ -35,10 +35,15 @@ rest of the package calls these functions and never a private API itself:
   on, nor a public reader of the checksums file it ships for each dataset,
   which names the archives to place in `manual_dir` (no upstream issue
   filed).
-- `MultiWorkerFit`: Keras' `fit`, `evaluate` and `predict` fail under a
-  multi-worker `tf.distribute` strategy (keras-team/keras#20585,
+- `TrainerWorkarounds`: Keras' `fit`, `evaluate` and `predict` fail under
+  a multi-worker `tf.distribute` strategy (keras-team/keras#20585,
   tensorflow/tensorflow#72388); it overrides Keras' private
-  `_maybe_symbolic_build`.
+  `_maybe_symbolic_build`. And without a strategy, Keras' TensorFlow
+  trainer makes the optimizer's variables inside the first traced training
+  step, so that `tf.function` traces the step a second time
+  (tensorflow/tensorflow#48851), which costs as much as the first trace,
+  most of the start-up of `fit`: its `fit` makes them first, with public
+  APIs, as Keras' own `compile_from_config` does.
 """
 
 import contextlib
@@ -187,9 +192,18 @@ def _multi_worker_strategy():
     return strategy if sum(cluster.num_tasks(job) for job in cluster.jobs) > 1 else None
 
 
-class MultiWorkerFit:
-    """Mixin of a `keras.Model` that makes its `fit`, `evaluate` and
-    `predict` work under a multi-worker strategy (see the module)."""
+class TrainerWorkarounds:
+    """Mixin of a `keras.Model`: `fit` traces its first step once, and
+    `fit`, `evaluate` and `predict` work under a multi-worker strategy (see
+    the module)."""
+
+    def fit(self, *args, **kwargs):
+        optimizer = getattr(self, "optimizer", None)  # None before `compile`, which `fit` then asks for
+        if self.built and optimizer is not None and not optimizer.built:
+            strategy = getattr(self, "distribute_strategy", None)  # TensorFlow's trainer only
+            with strategy.scope() if strategy is not None else contextlib.nullcontext():
+                optimizer.build(self.trainable_variables)
+        return super().fit(*args, **kwargs)
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         # Keras' TensorFlow trainer; keras-team/keras#20585.

@@ -6,7 +6,7 @@ import numbers
 import keras
 from keras import ops
 
-from keras_transformer.compat import MultiWorkerFit, collections_deferred, sublayers
+from keras_transformer.compat import TrainerWorkarounds, collections_deferred, sublayers
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.positional_encoding import PositionalEncoding
@@ -72,7 +72,7 @@ def _checked(config):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(MultiWorkerFit, keras.Model):
+class Transformer(TrainerWorkarounds, keras.Model):
     """The Transformer of "Attention Is All You Need".
 
     `model((source_ids, target_input_ids))` returns next-token logits

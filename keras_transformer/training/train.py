@@ -240,11 +240,6 @@ def build_model(config, precision, options, accumulation, jit_compile, initial_w
         metrics=[MaskedAccuracy()],
         jit_compile=jit_compile,
     )
-    # Without a tf.distribute strategy, Keras would make the optimizer's
-    # variables inside the first traced step, and tf.function then traces
-    # that step a second time, without creating them: made here, the step
-    # is traced once.
-    model.optimizer.build(model.trainable_variables)
     return model
 
 

@@ -119,6 +119,19 @@ def test_config_and_keras_file_round_trip(tmp_path, norm_first):
     np.testing.assert_array_equal(ops.convert_to_numpy(loaded((source, target))), expected)
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.function's traces")
+def test_plain_fit_traces_its_training_step_once():
+    # Left alone, Keras' TensorFlow trainer makes the optimizer's variables
+    # inside the first traced step, and tf.function traces it a second time
+    # (keras_transformer/compat.py).
+    model = Transformer(**dict(TINY, num_layers=1))
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    traced, step = [], model.train_step
+    model.train_step = lambda data: traced.append(data) or step(data)
+    model.fit((ids(4, 5), ids(4, 6)), ids(4, 6), batch_size=2, epochs=2, verbose=0)
+    assert len(traced) == 1 and model.optimizer.iterations.numpy() == 4
+
+
 @pytest.mark.backend
 def test_numpy_integer_sizes_are_accepted_as_ints():
     model = Transformer(**{k: np.int64(v) for k, v in TINY.items()})

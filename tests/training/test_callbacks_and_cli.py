@@ -245,9 +245,10 @@ def test_cli_help_gives_every_default():
 
 
 # The `train` command's own rules (its options reach the run, a rerun
-# resumes, the run's identity) do not depend on the backend: `portable`,
-# run once, on PyTorch (tests/run.sh). Its files and the tf.data pipeline
-# of the TensorFlow backend: tests/training/test_own_files.py.
+# resumes, the run's identity, fine-tuning a preset) do not depend on the
+# backend: `portable`, run once, on PyTorch (tests/run.sh). Its files and
+# the tf.data pipeline of the TensorFlow backend:
+# tests/training/test_own_files.py.
 @pytest.mark.portable
 def test_cli_training_options_reach_the_run(tmp_path, capsys):
     # 4 steps of two batches each, a checkpoint a step, the newest 2 kept,
@@ -395,3 +396,33 @@ def test_cli_vocabulary_size_is_part_of_the_run_and_the_tokenizer_is_written_onc
     assert main(argv(450, "--overwrite")) == 0
     assert SubwordTokenizer.load(run).vocab_size == 450
     assert json.load(open(run / "run.json"))["identity"]["data"] == {"corpus": "tatoeba_en_fr", "vocab_size": 450}
+
+
+FINE_TUNING = """\
+The frobnicator is ready.\tLe frobnicateur est prêt.
+Where is the frobnicator?\tOù est le frobnicateur ?
+I bought a frobnicator.\tJ'ai acheté un frobnicateur.
+The frobnicator is broken.\tLe frobnicateur est cassé.
+"""
+
+
+@pytest.mark.portable
+@pytest.mark.slow
+def test_fine_tuning_a_preset_from_the_command_line_teaches_it_a_new_word(tmp_path):
+    """Four pairs with a word the preset never saw, 5 steps: the run's
+    preset uses the word, and still knows French."""
+    from keras_transformer import Translator
+    from keras_transformer.data import SubwordTokenizer
+
+    (tmp_path / "pairs.tsv").write_text(FINE_TUNING * 8, encoding="utf-8")
+    before = Translator.from_preset("tatoeba_en_fr").translate(["The frobnicator is ready."])
+    assert "frobnicateur" not in before[0]
+    assert main([
+        "train", "--from-preset", "tatoeba_en_fr", "--train-file", str(tmp_path / "pairs.tsv"),
+        "--output-dir", str(tmp_path / "run"), "--train-steps", "5", "--checkpoint-every", "5", "--warmup-steps", "5",
+        "--learning-rate-scale", "0.01", "--tokens-per-batch", "1024", "--tokens-per-step", "1024",
+        "--jit-compile", "off", "--fit-verbose", "0", "--no-tensorboard",
+    ]) == 0
+    assert open(tmp_path / "run" / "tokenizer.model", "rb").read() == SubwordTokenizer.from_preset("tatoeba_en_fr").model_proto
+    translator = Translator.from_preset(tmp_path / "run")
+    assert translator.translate(["The frobnicator is ready.", "I love you."]) == ["Le frobnicateur est prêt.", "Je t'aime."]

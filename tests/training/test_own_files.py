@@ -1,6 +1,6 @@
-"""`train` on your own files, fine-tuning a preset, and the run directory as
-a preset that `Translator.from_preset`, `translate` (streaming), `evaluate`
-and `export` take as it is, and that `preset` averages.
+"""`train` on your own files, and the run directory as a preset that
+`Translator.from_preset`, `translate` (streaming), `evaluate` and `export`
+take as it is, and that `preset` averages.
 
 The own-files run learns a toy English->French task from a TSV it is given:
 each sentence "the [ADJ] ANIMAL VERB the THING." becomes "le ANIMAL [ADJ]
@@ -249,32 +249,6 @@ def test_data_arguments_that_do_not_go_together_are_named(tmp_path, extra, error
     with pytest.raises((ValueError, FileNotFoundError), match=error):
         main(["train", "--train-file", str(tmp_path / "train.tsv"), "--output-dir", str(tmp_path / "run"), *extra])
     assert not os.path.exists(tmp_path / "run")
-
-
-FINE_TUNING = """\
-The frobnicator is ready.\tLe frobnicateur est prêt.
-Where is the frobnicator?\tOù est le frobnicateur ?
-I bought a frobnicator.\tJ'ai acheté un frobnicateur.
-The frobnicator is broken.\tLe frobnicateur est cassé.
-"""
-
-
-@pytest.mark.slow
-def test_fine_tuning_a_preset_from_the_command_line_teaches_it_a_new_word(tmp_path):
-    """Four pairs with a word the preset never saw, 5 steps: the run's
-    preset uses the word, and still knows French."""
-    (tmp_path / "pairs.tsv").write_text(FINE_TUNING * 8, encoding="utf-8")
-    before = Translator.from_preset("tatoeba_en_fr").translate(["The frobnicator is ready."])
-    assert "frobnicateur" not in before[0]
-    assert main([
-        "train", "--from-preset", "tatoeba_en_fr", "--train-file", str(tmp_path / "pairs.tsv"),
-        "--output-dir", str(tmp_path / "run"), "--train-steps", "5", "--checkpoint-every", "5", "--warmup-steps", "5",
-        "--learning-rate-scale", "0.01", "--tokens-per-batch", "1024", "--tokens-per-step", "1024",
-        "--jit-compile", "off", "--fit-verbose", "0", "--no-tensorboard",
-    ]) == 0
-    assert open(tmp_path / "run" / "tokenizer.model", "rb").read() == SubwordTokenizer.from_preset("tatoeba_en_fr").model_proto
-    translator = Translator.from_preset(tmp_path / "run")
-    assert translator.translate(["The frobnicator is ready.", "I love you."]) == ["Le frobnicateur est prêt.", "Je t'aime."]
 
 
 def test_pairs_longer_than_the_models_max_length_are_left_out(tmp_path, monkeypatch):

@@ -55,7 +55,8 @@ KERAS_BACKEND=tensorflow python -m pytest tests -m "$(marks "not portable")" "${
 # busy, and more processes only make their threads wait for each other.
 others_log=$KERAS_TRANSFORMER_TEST_SHARED/others.log
 # The lowest Keras that setup.py allows (the newest is the one installed),
-# on TensorFlow: the layers, the model, its losses and schedule, the presets.
+# on TensorFlow: the layers, the model, its losses and schedule, the presets
+# (of the shipped ones, one: they are saved and load alike).
 keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
 (
   status=0
@@ -67,7 +68,9 @@ keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
     PYTHONPATH="$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" KERAS_TRANSFORMER_EXPECTED_KERAS=$keras_lowest \
     KERAS_BACKEND=tensorflow python -m pytest "${OPTIONS[@]}" -m "$(marks "not portable")" -n 0 \
       tests/test_keras_version.py tests/layers tests/models/test_transformer.py tests/test_losses_metrics.py \
-      tests/test_schedules.py tests/test_presets.py "$@" || status=$?
+      tests/test_schedules.py tests/test_presets.py \
+      --deselect "tests/test_presets.py::test_each_shipped_preset_translates[libreoffice_en_de]" \
+      --deselect "tests/test_presets.py::test_each_shipped_preset_translates[tatoeba_fr_en]" "$@" || status=$?
   exit $status
 ) >"$others_log" 2>&1 &
 others_pass=$!

@@ -1,6 +1,6 @@
 """Presets: the shipped trained model, save_to_preset / from_preset round trips, errors.
 
-Fine-tuning a preset is tested from the command line (tests/training/test_own_files.py)."""
+Fine-tuning a preset is tested from the command line (tests/training/test_callbacks_and_cli.py)."""
 
 import json
 import os

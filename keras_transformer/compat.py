@@ -40,10 +40,10 @@ rest of the package calls these functions and never a private API itself:
   tensorflow/tensorflow#72388); it overrides Keras' private
   `_maybe_symbolic_build`. And without a strategy, Keras' TensorFlow
   trainer makes the optimizer's variables inside the first traced training
-  step, so that `tf.function` traces the step a second time
-  (tensorflow/tensorflow#48851), which costs as much as the first trace,
-  most of the start-up of `fit`: its `fit` makes them first, with public
-  APIs, as Keras' own `compile_from_config` does.
+  step, and `tf.function` then traces that step a second time
+  (tensorflow/tensorflow#48851); tracing is most of what `fit` spends
+  before its first step. Its `fit` makes them before, with public APIs, as
+  Keras' own `compile_from_config` does.
 """
 
 import contextlib

@@ -62,9 +62,8 @@ setup(
             "sacrebleu>=2.4,<3",
             "jax>=0.6,<1",
             "jaxlib>=0.6,<1",
-            # The lowest torch the `torch` extra allows: the tests' machines
-            # carry its CPU build on disk, where a newer release comes from
-            # the package index as its CUDA build.
+            # The lowest torch the `torch` extra allows: the PyTorch pass
+            # tests the oldest release a user may have (tests/test_keras_version.py).
             "torch>=2.13,<2.14",
             "fastapi>=0.110,<1",
             "uvicorn>=0.29,<1",

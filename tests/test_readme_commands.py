@@ -6,7 +6,8 @@ split, the comment after `#` dropped, `NAME=value` words before it taken as
 its environment) is one test:
 
 - install steps (`python3 -m venv`, `. .venv/bin/activate`, `pip install
-  -e ".[extra]"`) name extras that setup.py declares;
+  -e ".[extra]"` or `uv pip install -e ".[extra]"`) install this checkout
+  with extras that setup.py declares, or uv itself (`pip install "uv>=0.5"`);
 - `keras-transformer ...` (and `python -m keras_transformer.cli ...`) parses
   with the real `argparse` parser, `python examples/wmt14.py ...` with the
   example's; every file, folder, preset and corpus such a command reads
@@ -410,7 +411,10 @@ def test_document_command(command):
         assert argv[3:] == [".venv"], (where, argv)
     elif argv[0] == ".":
         assert argv[1:] == [".venv/bin/activate"], (where, argv)
-    elif argv[:2] == ["pip", "install"]:
+    elif argv[:2] == ["pip", "install"] and "-e" not in argv:
+        # The test command's installer, from the package index.
+        assert [w for w in argv[2:] if not w.startswith("-")] == ["uv>=0.5"], (where, argv)
+    elif argv[:2] == ["pip", "install"] or argv[:3] == ["uv", "pip", "install"]:
         assert "-e" in argv, (where, argv)
         target = argv[argv.index("-e") + 1]
         match = re.fullmatch(r"\.(?:\[([a-z0-9_,-]+)\])?", target)

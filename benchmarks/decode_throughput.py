@@ -142,7 +142,7 @@ def print_row(row):
     )
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", nargs="+", default=["tiny", "base"])
     parser.add_argument("--methods", nargs="+", choices=["greedy", "beam"], default=["greedy", "beam"])
@@ -161,7 +161,7 @@ def main():
     parser.add_argument("--ct2-device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="CTranslate2's threads on CPU")
     parser.add_argument("--output", help="JSON file to write")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import tempfile
 

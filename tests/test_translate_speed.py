@@ -16,7 +16,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -288,7 +287,7 @@ def test_repeats_give_the_median_of_each_timing_and_each_sentences_latency():
     assert median_run(runs[:1]) == runs[0]
 
 
-@pytest.mark.portable  # the script's bookkeeping: run here, on the backend whose eager steps cost the least
+@pytest.mark.portable  # the script's bookkeeping, in this process: once, in the PyTorch pass (tests/run.sh)
 def test_decode_throughput_runs_ctranslate2_on_the_same_random_weights(tmp_path, capsys):
     """`decode_throughput.py --ctranslate2`: a random model converted with
     placeholder pieces decodes in CTranslate2 exactly as many tokens as ours,

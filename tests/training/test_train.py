@@ -55,14 +55,15 @@ def test_accumulated_micro_batches_equal_one_big_step(tmp_path):
     assert compared > 0.9 * sum(w.size for w in weights_of(big))
 
 
-def test_mixed_precision_policies():
+def test_precision_policies_and_label_smoothing_reach_the_compiled_model():
     config = TransformerConfig(**CONFIG)
     fp16 = build_model(config, "mixed_float16", TrainingOptions(), 1, "auto")
     assert isinstance(fp16.optimizer, keras.optimizers.LossScaleOptimizer)
     assert fp16.compute_dtype == "float16" and fp16.variable_dtype == "float32"
-    bf16 = build_model(config, "mixed_bfloat16", TrainingOptions(), 2, "auto")
+    bf16 = build_model(config, "mixed_bfloat16", TrainingOptions(label_smoothing=0.2), 2, "auto")
     assert not isinstance(bf16.optimizer, keras.optimizers.LossScaleOptimizer)
     assert bf16.compute_dtype == "bfloat16" and bf16.optimizer.gradient_accumulation_steps == 2
+    assert (fp16.loss.label_smoothing, bf16.loss.label_smoothing) == (0.1, 0.2)  # the run's eps_ls
     ids = np.array([[3, 4, 2]], "int32")
     logits = bf16((ids, ids))
     loss = bf16.loss(ids, logits)

@@ -3,9 +3,10 @@ SavedModel exports, reference translations.
 
 Each is a folder in $KERAS_TRANSFORMER_TEST_SHARED, which tests/run.sh
 makes for its three passes and tests/conftest.py for a pytest run without
-it. The first test process to ask for one (any pytest-xdist worker, any
-pass) makes it under a file lock, in a partial folder that it then renames;
-the others wait on the lock and read it. It is always made the same way,
+it (a folder that the variable names and that does not exist yet is made).
+The first test process to ask for one (any pytest-xdist worker, any pass)
+makes it under a file lock, in a partial folder that it then renames; the
+others wait on the lock and read it. It is always made the same way,
 on TensorFlow: in a TensorFlow process itself, from the JAX and PyTorch
 passes by `python -m tests.shared NAME FOLDER` with KERAS_BACKEND=tensorflow.
 So a pass run alone reads what it would read after the others, and no pass
@@ -34,6 +35,7 @@ def recipe(function):
 
 def path(name):
     """The folder of `name` (one of `RECIPES`), made now unless it was before."""
+    os.makedirs(os.environ[FOLDER], exist_ok=True)
     folder = os.path.join(os.environ[FOLDER], name)
     with open(folder + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes

@@ -44,7 +44,7 @@ def translate(exported):
 
 def test_version_folder_layout_and_assets(exported):
     _, _, path = exported
-    assert os.path.basename(path) == "10"  # the next version after 9, not after "9" in text order
+    assert os.path.basename(path) == "10"  # the next version after 9 (their order: tests/serving/test_server.py)
     assert os.path.isfile(os.path.join(path, "saved_model.pb"))
     assert os.path.isfile(os.path.join(path, "assets", "tokenizer.model"))
     metadata = json.load(open(os.path.join(path, "assets.extra", "metadata.json")))

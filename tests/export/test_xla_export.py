@@ -2,11 +2,12 @@
 bucket's searches compiled per number of rows, rounded up to a power of two
 (3 rows run as 4, with a copy of the last sentence), a batch narrowed to a
 quarter once most of its sentences are done, and every decoding loop
-(serving_default's beam search, sampling, scoring, steering) returns what
-the graph without XLA does. The permuting model's two exports
-(tests/shared.py); that the graph runs with tensorflow and tensorflow-text
-alone is checked on the export without XLA (tests/export/test_export.py):
-XLA adds no op of a library of its own."""
+(serving_default's beam search, sampling, steering) returns what the graph
+without XLA does, as does the scoring signature that the export carries
+beside them (one forward pass, which XLA does not compile). The permuting
+model's two exports (tests/shared.py); that the graph runs with tensorflow
+and tensorflow-text alone is checked on the export without XLA
+(tests/export/test_export.py): XLA adds no op of a library of its own."""
 
 import json
 import os

@@ -3,7 +3,7 @@ SavedModel exports, reference translations.
 
 Each is a folder in $KERAS_TRANSFORMER_TEST_SHARED, which tests/run.sh
 makes for its three passes and tests/conftest.py for a pytest run without
-it (a folder that the variable names and that does not exist yet is made).
+it (a folder it names that does not exist yet is made here, at first use).
 The first test process to ask for one (any pytest-xdist worker, any pass)
 makes it under a file lock, in a partial folder that it then renames; the
 others wait on the lock and read it. It is always made the same way,

@@ -67,7 +67,6 @@ def test_train_throughput_interleaves_ours_the_peer_and_a_baseline_checkout_in_o
 
 
 def test_profile_summary_sums_gpu_kernels_per_step_and_ignores_host_events():
-    sys.path.insert(0, ROOT)
     from benchmarks.profile_train_step import device_events, summarise
 
     trace = {"traceEvents": [
@@ -91,7 +90,6 @@ def test_profile_summary_sums_gpu_kernels_per_step_and_ignores_host_events():
 def test_cpu_profile_keeps_xla_kernels_of_compute_threads_and_maps_them_to_ops():
     # The TensorFlow CPU profile: XLA's kernels ("thunks") on the Eigen compute
     # threads count, its runtime's bookkeeping and other threads do not.
-    sys.path.insert(0, ROOT)
     from types import SimpleNamespace as NS
 
     from benchmarks.profile_train_step import cpu_events, hlo_op_names, summarise

@@ -169,7 +169,6 @@ def test_ctranslate2s_own_position_table_is_not_ours(tokenizer):
 def run_benchmark(folder, engines, limit, extra=()):
     """`(report, results by engine, what it printed)` of benchmarks/translate_speed.py's
     `main` run here, its engines' processes started from this one's environment."""
-    sys.path.insert(0, ROOT)
     from benchmarks.translate_speed import main
 
     output = folder / "translate_speed.json"
@@ -260,7 +259,6 @@ def test_benchmark_smoke_ctranslate2(benchmark_run):
 
 
 def test_gnmt_rescore_ranks_ctranslate2s_n_best_by_our_length_penalty():
-    sys.path.insert(0, ROOT)
     from benchmarks.translate_speed import gnmt_rescore
 
     # Log-probs -3.0 (9 tokens + EOS) and -1.5 (2 tokens + EOS): CTranslate2's
@@ -275,7 +273,6 @@ def test_gnmt_rescore_ranks_ctranslate2s_n_best_by_our_length_penalty():
 
 
 def test_repeats_give_the_median_of_each_timing_and_each_sentences_latency():
-    sys.path.insert(0, ROOT)
     from benchmarks.translate_speed import TIMINGS, median_run
 
     runs = [dict({key: float(i) for key in TIMINGS}, latency_ms=[10.0 + i, 30.0 - i], outputs=[f"run {i}"])
@@ -292,7 +289,6 @@ def test_decode_throughput_runs_ctranslate2_on_the_same_random_weights(tmp_path,
     """`decode_throughput.py --ctranslate2`: a random model converted with
     placeholder pieces decodes in CTranslate2 exactly as many tokens as ours,
     and each row's rates are its counts over its seconds."""
-    sys.path.insert(0, ROOT)
     from benchmarks.decode_throughput import main
 
     output = tmp_path / "decode.json"
@@ -356,7 +352,6 @@ def test_device_sets_what_each_engines_process_sees(capsys):
     """`--device cpu` hides GPUs from every engine and keeps JAX on the CPU with `--threads`
     threads; `--device gpu` leaves the GPU to them. `ctranslate2-float16` needs a GPU.
     `--ct2-use-mkl` sets CTranslate2's CT2_USE_MKL (0 on Intel CPUs by default; `auto`, unset)."""
-    sys.path.insert(0, ROOT)
     from benchmarks.translate_speed import engine_environment, parse_args
 
     parent = {"PATH": "/bin", "PYTHONPATH": "/elsewhere", "XLA_FLAGS": "--xla_dump_to=/tmp/x"}

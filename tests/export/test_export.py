@@ -155,7 +155,8 @@ def test_warmup_requests_fill_each_bucket(exported):
         tensor = tf.make_ndarray(request.inputs["inputs"])
         assert tensor.shape == (1,)
         sentences.append(tensor[0].decode("utf-8"))
-    assert read_warmup_requests(path) == [[s] for s in sentences]
+    assert [(name, inputs["inputs"].tolist()) for name, inputs in read_warmup_requests(path)] == [
+        ("serving_default", [s.encode()]) for s in sentences]
     # A source of n pieces takes n + 1 tokens with EOS: each sentence fills its bucket.
     lengths = [len(sp.encode(s)) + 1 for s in sentences]
     assert lengths[0] == buckets[0] and buckets[0] < lengths[1] <= buckets[1], (lengths, buckets)
@@ -173,9 +174,17 @@ def test_warmup_requests_for_an_older_export_and_a_damaged_file(exported, tmp_pa
     assert read_warmup_requests(copy) == []
     write_warmup_requests(copy, batch_sizes=(1, 3))
     requests = read_warmup_requests(copy)
-    assert [len(r) for r in requests] == [1, 3, 1, 3] and requests[1] == [requests[0][0]] * 3
+    texts = [inputs["inputs"].tolist() for _, inputs in requests]
+    assert [len(t) for t in texts] == [1, 3, 1, 3] and texts[1] == [texts[0][0]] * 3
     seen = []
-    assert replay_warmup_requests(seen.append, copy)[0] == 4 and seen == requests
+    assert replay_warmup_requests(lambda name, inputs: seen.append((name, inputs)), copy)[0] == 4
+    assert [(name, inputs["inputs"].tolist()) for name, inputs in seen] == [("serving_default", t) for t in texts]
+
+    def refused(name, inputs):
+        raise ValueError("refused")
+
+    with pytest.raises(OSError, match="The warm-up request for the signature 'serving_default' .* failed: refused"):
+        replay_warmup_requests(refused, copy)
     for bad in ((0,), (1.5,), 4, (True,), (1,) * 501):
         with pytest.raises(ValueError, match="batch_sizes"):
             write_warmup_requests(copy, batch_sizes=bad)

@@ -32,6 +32,7 @@ Je t'aime.
 """
 
 import argparse
+import re
 import sys
 
 from keras_transformer.cli import average_checkpoints, evaluate, export, preset, score, serve, train, translate
@@ -92,21 +93,54 @@ def parse_arguments(argv=None):
     name = before.command
     args = parser.commands[name].parse_intermixed_args(argv[argv.index(name) + 1 :])
     args.verbose = before.verbose or getattr(args, "verbose", False)
+    args.flags = flags_of(parser.commands[name])
     return args
+
+
+def flags_of(parser):
+    """`{argument: (flag, is_switch)}` of a command's options: the Python
+    argument each sets, its flag, and whether it takes no value.
+
+    >>> flags_of(build_parser().commands["translate"])["batch_size"]
+    ('--batch-size', False)
+    """
+    return {action.dest: (max(action.option_strings, key=len), action.nargs == 0)
+            for action in parser._actions if action.option_strings and action.dest not in ("help", "verbose")}
+
+
+def in_flag_terms(message, flags):
+    """`message` with the Python arguments it names (`` `beam_size` ``,
+    `beam_size=2`) named as the command's flags; the arguments the command
+    has no flag for stay as they are.
+
+    >>> in_flag_terms("`beam_size` applies to a preset. Received: beam_size=2, narrow_batches=True",
+    ...               {"beam_size": ("--beam-size", False), "narrow_batches": ("--narrow-batches", True)})
+    '`--beam-size` applies to a preset. Received: --beam-size=2, --narrow-batches'
+    """
+    for name, (flag, switch) in flags.items():
+        message = message.replace(f"`{name}`", f"`{flag}`")
+        if switch:
+            message = re.sub(rf"(?<![-\w]){name}=True\b", flag, message)
+        message = re.sub(rf"(?<![-\w]){name}=", f"{flag}=", message)
+    return message
 
 
 def main(argv=None):
     """Runs the command line `argv` (default `sys.argv[1:]`); returns 0 on success.
 
-    As the process's command line, a bad argument or a missing, existing or
-    unreadable file (`ValueError`, `OSError`) ends the process with a
-    one-line message on stderr and status 1, not a traceback. Called with
-    `argv`, as from Python, the exception is raised as it is.
+    A bad argument or a missing, existing or unreadable file (`ValueError`,
+    `OSError`) is reported with the command's flags where the library's
+    message names the Python arguments they set (`in_flag_terms`). As the
+    process's command line, it ends the process with that one-line message
+    on stderr and status 1, not a traceback; called with `argv`, as from
+    Python, the exception is raised, with that message.
     """
     args = parse_arguments(argv)
     try:
         return args.run(args) or 0
     except (ValueError, OSError) as error:
+        if len(error.args) == 1 and isinstance(error.args[0], str):
+            error.args = (in_flag_terms(error.args[0], args.flags),)
         if argv is not None:
             raise
         raise SystemExit(f"keras-transformer {args.command}: error: {error}") from error

@@ -56,6 +56,32 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return help + " (default: %(default)s)"
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser, which keeps the options added to it in
+    `options` (argparse lists them only in a private attribute)."""
+
+    def __init__(self, *args, **kwargs):
+        self.options = []
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        action = super().add_argument(*args, **kwargs)
+        self.options.append(action)
+        return action
+
+    def add_argument_group(self, *args, **kwargs):
+        group = super().add_argument_group(*args, **kwargs)
+        add_argument = group.add_argument
+
+        def add_and_keep(*args, **kwargs):
+            action = add_argument(*args, **kwargs)
+            self.options.append(action)
+            return action
+
+        group.add_argument = add_and_keep
+        return group
+
+
 def build_parser():
     """The `argparse` parser: one sub-parser per command, in `parser.commands`."""
     parser = argparse.ArgumentParser(
@@ -64,7 +90,8 @@ def build_parser():
         formatter_class=HelpFormatter,
     )
     parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                       parser_class=CommandParser)
     parser.commands = {}
     for command in COMMANDS:
         sub = subparsers.add_parser(command.NAME, help=command.HELP, description=command.HELP,
@@ -105,7 +132,7 @@ def flags_of(parser):
     ('--batch-size', False)
     """
     return {action.dest: (max(action.option_strings, key=len), action.nargs == 0)
-            for action in parser._actions if action.option_strings and action.dest not in ("help", "verbose")}
+            for action in parser.options if action.option_strings and action.dest not in ("help", "verbose")}
 
 
 def in_flag_terms(message, flags):

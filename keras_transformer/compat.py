@@ -35,6 +35,17 @@ rest of the package calls these functions and never a private API itself:
   on, nor a public reader of the checksums file it ships for each dataset,
   which names the archives to place in `manual_dir` (no upstream issue
   filed).
+- `in_shape_inference()`: Keras infers a layer's output shapes by calling
+  it on placeholders, and has no public way to tell that from a real call
+  (`keras.src.backend.common.symbolic_scope.in_symbolic_scope`; no upstream
+  issue filed). The placeholders' values and sizes are not the data's: on
+  PyTorch an unknown length is 83, then 89, and under a `tf.distribute`
+  strategy Keras builds a model from a batch averaged across replicas,
+  whose token ids are float. Checks of lengths and ids skip them.
+- `has_values(x)`: whether a tensor holds values that Python can read
+  (an eager tensor), not a placeholder of a traced function (a
+  `tf.function` graph, a JAX trace, a TorchDynamo trace, Keras' shape
+  inference). Keras has no public test for it (no upstream issue filed).
 - `TrainerWorkarounds`: Keras' `fit`, `evaluate` and `predict` fail under
   a multi-worker `tf.distribute` strategy (keras-team/keras#20585,
   tensorflow/tensorflow#72388); it overrides Keras' private
@@ -57,6 +68,33 @@ import os
 
 import keras
 from keras import ops
+
+
+def in_shape_inference():
+    """Whether Keras is inferring output shapes (see the module)."""
+    from keras.src.backend.common.symbolic_scope import in_symbolic_scope
+
+    return in_symbolic_scope()
+
+
+def has_values(x):
+    """Whether the tensor `x` holds values Python can read (see the module)."""
+    if in_shape_inference():
+        return False
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.executing_eagerly() and not tf.is_symbolic_tensor(x)
+    if backend == "jax":
+        import jax
+
+        return not isinstance(x, jax.core.Tracer)
+    if backend == "torch":
+        import torch
+
+        return not torch.compiler.is_compiling() and x.device.type != "meta"
+    return True
 
 
 def sublayers(layer):

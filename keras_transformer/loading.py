@@ -11,8 +11,10 @@ one of:
   file, e.g. from `average-checkpoints`) and its own `tokenizer.model`;
 - a **`.keras` file**, with a `tokenizer` (a SentencePiece `.model` file).
 
-The errors name the command line's flags (`--tokenizer`, `--weights`,
-`--quantize`), which are the Python arguments of the same names.
+Errors are exceptions (`ValueError`, `FileNotFoundError`) that name the
+arguments of `load_model` and `Translator.load` (`tokenizer`, `weights`,
+`quantize`); the command line names its flags in their place
+(`keras_transformer.cli.main`).
 
 Example:
 
@@ -72,7 +74,7 @@ def no_such_model(model):
     return FileNotFoundError(
         f"No model at {model!r}: expected a shipped preset (one of {presets.list_presets()}), a preset "
         f"directory (config.json), a SavedModel folder (saved_models/<name>), a .keras file or a training "
-        f"run folder with --weights. Received: model={model!r}"
+        f"run folder. Received: model={model!r}"
     )
 
 
@@ -82,7 +84,7 @@ def load_model(path_or_name, tokenizer=None, weights=None, quantize=None):
     quantized with `quantize` (`"int8"`) if given. `tokenizer` is a
     `SubwordTokenizer` or its `.model` file's path."""
     if quantize not in (None, "int8"):
-        raise ValueError(f"--quantize takes 'int8'. Received: --quantize={quantize!r}")
+        raise ValueError(f"Argument `quantize` must be None or 'int8'. Received: quantize={quantize!r}")
     kind = model_kind(path_or_name, weights)
     if kind == SAVED_MODEL:
         raise ValueError(f"{path_or_name!r} is a SavedModel folder: its graph is loaded by "
@@ -93,9 +95,9 @@ def load_model(path_or_name, tokenizer=None, weights=None, quantize=None):
         if kind == RUN and tokenizer is None:
             tokenizer = os.path.join(path_or_name, "tokenizer.model")  # the run's own
         if tokenizer is None:
-            raise ValueError("--tokenizer is required with a .keras file or a run folder (its SentencePiece .model "
-                             "file; only a preset carries its own). "
-                             f"Received: model={path_or_name!r}, --tokenizer=None")
+            raise ValueError("Argument `tokenizer` is required with a .keras file (its SentencePiece .model "
+                             "file; a preset and a run folder carry their own). "
+                             f"Received: model={path_or_name!r}, tokenizer=None")
         model = load_keras_model(path_or_name, weights)
         tokenizer = load_tokenizer(tokenizer)
     if quantize:
@@ -106,8 +108,8 @@ def load_model(path_or_name, tokenizer=None, weights=None, quantize=None):
 def _load_preset(name, tokenizer, weights):
     no_tokenizer_with_preset(name, tokenizer)
     if weights is not None:
-        raise ValueError(f"--weights is for a training run folder; the preset {name!r} has its own "
-                         f"model.weights.h5. Received: --weights={weights!r}")
+        raise ValueError(f"Argument `weights` is for a training run folder; the preset {name!r} has its own "
+                         f"model.weights.h5. Received: weights={weights!r}")
     preset = preset_path(name)
     return presets.load_model(preset), SubwordTokenizer.from_preset(preset)
 
@@ -117,55 +119,59 @@ def load_keras_model(path, weights=None):
     (e.g. the output of `average-checkpoints`)."""
     if os.path.isdir(path):
         manifest = _read_manifest(path)
-        if manifest is None or not weights:
-            raise SystemExit(
-                f"{path!r} is a folder: expected a training run (run.json) and --weights "
-                "(a .weights.h5 file, e.g. from average-checkpoints)"
+        if manifest is None:
+            raise FileNotFoundError(f"{path!r} is a folder without a training run's run.json. Received: path={path!r}")
+        if not weights:
+            raise ValueError(
+                f"{path!r} is a training run without its final model (config.json, written when it ends): "
+                "give `weights`, a .weights.h5 file (one of its checkpoints, or their average from "
+                f"`average-checkpoints`). Received: model={path!r}, weights={weights!r}"
             )
         model = Transformer(**manifest.get("identity", manifest)["model"])
         model.build(((None, None), (None, None)))
         model.load_weights(weights)
         return model
     if not os.path.isfile(path):
-        raise SystemExit(f"No model file at {path!r} (expected a .keras file or a run folder)")
+        raise FileNotFoundError(f"No model file at {path!r} (expected a .keras file or a run folder). "
+                                f"Received: model={path!r}")
     return keras.saving.load_model(path, compile=False)
 
 
 def load_tokenizer(path):
-    """The `SubwordTokenizer` of the `.model` file given as `--tokenizer`."""
+    """The `SubwordTokenizer` of the `.model` file `path` (the argument `tokenizer`)."""
 
     if isinstance(path, SubwordTokenizer):
         return path
-    if not path or not os.path.isfile(path):
-        raise SystemExit(f"--tokenizer must name a SentencePiece .model file. Received: {path!r}")
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        raise FileNotFoundError(f"Argument `tokenizer` must name a SentencePiece .model file or be a "
+                                f"SubwordTokenizer. Received: tokenizer={path!r}")
     return SubwordTokenizer.load(path)
 
 
 def no_tokenizer_with_preset(model, tokenizer):
-    """A preset carries its own tokenizer: `--tokenizer` beside one is an error."""
+    """A preset carries its own tokenizer: `tokenizer` beside one is an error."""
     if tokenizer is not None:
         raise ValueError(
-            f"--tokenizer is for a .keras model or a run folder; the preset {model!r} has its own "
-            f"tokenizer.model. Received: --tokenizer={tokenizer!r}"
+            f"Argument `tokenizer` is for a .keras model or a run folder; the preset {model!r} has its own "
+            f"tokenizer.model. Received: tokenizer={tokenizer!r}"
         )
 
 
 def no_options_with_saved_model(model, **given):
     """A SavedModel decodes as it was exported, with its own tokenizer:
-    `--tokenizer`, `--weights`, `--quantize` or a decoding option beside
-    one is an error."""
+    `tokenizer`, `weights`, `quantize` or a decoding option beside one is
+    an error."""
     tokenizer = given.pop("tokenizer", None)
     if tokenizer is not None:
-        raise ValueError(f"--tokenizer is for a .keras model or a run folder; the SavedModel {model!r} has its "
-                         f"own tokenizer (assets/tokenizer.model). Received: --tokenizer={tokenizer!r}")
+        raise ValueError(f"Argument `tokenizer` is for a .keras model or a run folder; the SavedModel {model!r} "
+                         f"has its own tokenizer (assets/tokenizer.model). Received: tokenizer={tokenizer!r}")
     given = {name: value for name, value in given.items() if value is not None}
     if given:
-        names = ", ".join(f"--{name.replace('_', '-')}" for name in given)
-        values = ", ".join(f"--{name.replace('_', '-')}" + ("" if value is True else f"={value!r}")
-                           for name, value in given.items())
+        names = ", ".join(f"`{name}`" for name in given)
+        values = ", ".join(f"{name}={value!r}" for name, value in given.items())
         raise ValueError(
-            f"{names} applies to a preset or a .keras model; a SavedModel translates as it was "
-            f"exported. Received: model={model!r}, {values}"
+            f"{names} {'applies' if len(given) == 1 else 'apply'} to a preset or a .keras model; a SavedModel "
+            f"translates as it was exported. Received: model={model!r}, {values}"
         )
 
 

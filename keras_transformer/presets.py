@@ -13,11 +13,14 @@ A preset is named by a shipped name (`list_presets()`, the folders of
 architecture-only configs `"tiny"`, `"small"`, `"base"` and `"big"` are not
 presets: they carry no weights, and `Transformer.from_architecture` builds them.
 
-Example:
+Example (tests/test_presets.py runs it):
 
->>> from keras_transformer import Transformer, Translator
+>>> from keras_transformer import SubwordTokenizer, Transformer, Translator
 >>> model = Transformer.from_preset("tatoeba_en_fr")       # trained, offline
->>> model.save_to_preset("my_preset")                      # and back
+>>> model.save_to_preset("my_preset")                      # its config and weights
+'my_preset'
+>>> SubwordTokenizer.from_preset("tatoeba_en_fr").save_to_preset("my_preset")  # and its tokenizer
+'my_preset/tokenizer.model'
 >>> Translator.from_preset("my_preset").translate(["I love you."])
 ["Je t'aime."]
 """

@@ -52,15 +52,20 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
-def paper_optimizer(d_model, warmup_steps=4000, **kwargs):
+def paper_optimizer(d_model, warmup_steps=4000, scale=1.0, **kwargs):
     """Adam(beta_1=0.9, beta_2=0.98, epsilon=1e-9) on `TransformerSchedule`.
+
+    `d_model`, `warmup_steps` and `scale` are the schedule's (fine-tuning
+    wants a smaller scale, such as 0.1); other keyword arguments go to
+    `keras.optimizers.Adam`.
 
     Example:
 
     >>> model.compile(optimizer=paper_optimizer(d_model=512), ...)
+    >>> fine_tuning = paper_optimizer(d_model=512, warmup_steps=100, scale=0.1)
     """
     return keras.optimizers.Adam(
-        TransformerSchedule(d_model, warmup_steps),
+        TransformerSchedule(d_model, warmup_steps, scale),
         beta_1=0.9,
         beta_2=0.98,
         epsilon=1e-9,

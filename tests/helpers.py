@@ -1,43 +1,8 @@
-"""Shared checks: the config round trip and .keras save/load every layer
-must pass, gradients on the active backend, and equal rows of outputs."""
-
-import inspect
-import os
+"""Shared checks: gradients on the active backend, equal rows of outputs,
+and TensorFlow's graph rewrites. (What every layer must pass:
+tests/layers/checks.py.)"""
 
 import keras
-import numpy as np
-
-
-def assert_config_is_constructor_arguments(layer):
-    """`get_config()` holds exactly the constructor arguments."""
-    config = layer.get_config()
-    parameters = set()
-    for cls in type(layer).__mro__:
-        if cls is keras.layers.Layer:
-            break
-        if "__init__" in vars(cls):
-            signature = inspect.signature(cls.__init__)
-            parameters |= {
-                name for name, p in signature.parameters.items()
-                if name != "self" and p.kind is not p.VAR_KEYWORD
-            }
-    keras_arguments = {"name", "trainable", "dtype"}
-    assert set(config) - keras_arguments == parameters
-    clone = type(layer).from_config(config)
-    assert clone.get_config() == config
-
-
-def assert_survives_keras_file(layer, inputs, tmp_path, **call_kwargs):
-    """A functional model around `layer`, saved and loaded, gives the same
-    outputs (the loaded layer is rebuilt from its config)."""
-    symbolic = [keras.Input(shape=x.shape[1:], dtype=x.dtype) for x in inputs]
-    model = keras.Model(symbolic, layer(*symbolic, **call_kwargs))
-    expected = model.predict(inputs, verbose=0)
-    path = os.path.join(tmp_path, "layer.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    assert type(loaded.layers[-1]) is type(layer)
-    np.testing.assert_allclose(loaded.predict(inputs, verbose=0), expected, atol=1e-6)
 
 
 def backend_gradients(f, *args):

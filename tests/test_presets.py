@@ -96,15 +96,16 @@ def test_save_to_preset_round_trips(tmp_path, tokenizer, weights_dtype):
     assert not np.array_equal(keras.ops.convert_to_numpy(untrained.weights[0]), keras.ops.convert_to_numpy(model.weights[0]))
 
 
-def test_a_translator_from_a_preset_folder_is_its_model_and_its_tokenizer(tmp_path, tokenizer):
-    # Which files `Translator.from_preset` reads, and how: the same on every
-    # backend (the weights each backend loads are the round trip's above).
-    model = Transformer.from_architecture("tiny", vocab_size=tokenizer.vocab_size, num_layers=1, max_length=32)
-    model.save_to_preset(tmp_path)
-    tokenizer.save_to_preset(tmp_path)
-    sentences = ["the cat is red.", "the fish is big."]
-    expected = Translator(model, tokenizer, beam_size=2, jit_compile=False).translate(sentences)
-    assert Translator.from_preset(tmp_path, beam_size=2, jit_compile=False).translate(sentences) == expected
+def test_the_modules_example_saves_a_preset_that_translates(tmp_path, monkeypatch):
+    """`keras_transformer.presets`' docstring example, as written: a preset
+    folder of the shipped model and its tokenizer translates as the
+    shipped preset does (the files `Translator.from_preset` reads)."""
+    import doctest
+
+    monkeypatch.chdir(tmp_path)
+    results = doctest.testmod(presets, optionflags=doctest.ELLIPSIS, report=False)
+    assert results.attempted == 5 and results.failed == 0
+    assert sorted(os.listdir("my_preset")) == ["config.json", "metadata.json", "model.weights.h5", "tokenizer.model"]
 
 
 @pytest.mark.backend

@@ -69,3 +69,9 @@ def test_paper_optimizer_settings():
     optimizer = paper_optimizer(d_model=512)
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
     assert isinstance(optimizer._learning_rate, TransformerSchedule)
+    # The fine-tuning scale that docs/training.md recommends, and Adam's own arguments.
+    fine_tuning = paper_optimizer(d_model=512, warmup_steps=100, scale=0.1, clipnorm=1.0)
+    assert fine_tuning.clipnorm == 1.0
+    for step in (0, 99, 1000):
+        assert float(fine_tuning._learning_rate(step)) == pytest.approx(
+            0.1 * float(TransformerSchedule(512, warmup_steps=100)(step)), rel=1e-6)

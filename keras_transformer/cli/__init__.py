@@ -32,6 +32,7 @@ Je t'aime.
 """
 
 import argparse
+import re
 import sys
 
 from keras_transformer.cli import average_checkpoints, evaluate, export, preset, score, serve, train, translate
@@ -55,6 +56,32 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return help + " (default: %(default)s)"
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser, which keeps the options added to it in
+    `options` (argparse lists them only in a private attribute)."""
+
+    def __init__(self, *args, **kwargs):
+        self.options = []
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        action = super().add_argument(*args, **kwargs)
+        self.options.append(action)
+        return action
+
+    def add_argument_group(self, *args, **kwargs):
+        group = super().add_argument_group(*args, **kwargs)
+        add_argument = group.add_argument
+
+        def add_and_keep(*args, **kwargs):
+            action = add_argument(*args, **kwargs)
+            self.options.append(action)
+            return action
+
+        group.add_argument = add_and_keep
+        return group
+
+
 def build_parser():
     """The `argparse` parser: one sub-parser per command, in `parser.commands`."""
     parser = argparse.ArgumentParser(
@@ -63,7 +90,8 @@ def build_parser():
         formatter_class=HelpFormatter,
     )
     parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                       parser_class=CommandParser)
     parser.commands = {}
     for command in COMMANDS:
         sub = subparsers.add_parser(command.NAME, help=command.HELP, description=command.HELP,
@@ -92,21 +120,54 @@ def parse_arguments(argv=None):
     name = before.command
     args = parser.commands[name].parse_intermixed_args(argv[argv.index(name) + 1 :])
     args.verbose = before.verbose or getattr(args, "verbose", False)
+    args.flags = flags_of(parser.commands[name])
     return args
+
+
+def flags_of(parser):
+    """`{argument: (flag, is_switch)}` of a command's options: the Python
+    argument each sets, its flag, and whether it takes no value.
+
+    >>> flags_of(build_parser().commands["translate"])["batch_size"]
+    ('--batch-size', False)
+    """
+    return {action.dest: (max(action.option_strings, key=len), action.nargs == 0)
+            for action in parser.options if action.option_strings and action.dest not in ("help", "verbose")}
+
+
+def in_flag_terms(message, flags):
+    """`message` with the Python arguments it names (`` `beam_size` ``,
+    `beam_size=2`) named as the command's flags; the arguments the command
+    has no flag for stay as they are.
+
+    >>> in_flag_terms("`beam_size` applies to a preset. Received: beam_size=2, narrow_batches=True",
+    ...               {"beam_size": ("--beam-size", False), "narrow_batches": ("--narrow-batches", True)})
+    '`--beam-size` applies to a preset. Received: --beam-size=2, --narrow-batches'
+    """
+    for name, (flag, switch) in flags.items():
+        message = message.replace(f"`{name}`", f"`{flag}`")
+        if switch:
+            message = re.sub(rf"(?<![-\w]){name}=True\b", flag, message)
+        message = re.sub(rf"(?<![-\w]){name}=", f"{flag}=", message)
+    return message
 
 
 def main(argv=None):
     """Runs the command line `argv` (default `sys.argv[1:]`); returns 0 on success.
 
-    As the process's command line, a bad argument or a missing, existing or
-    unreadable file (`ValueError`, `OSError`) ends the process with a
-    one-line message on stderr and status 1, not a traceback. Called with
-    `argv`, as from Python, the exception is raised as it is.
+    A bad argument or a missing, existing or unreadable file (`ValueError`,
+    `OSError`) is reported with the command's flags where the library's
+    message names the Python arguments they set (`in_flag_terms`). As the
+    process's command line, it ends the process with that one-line message
+    on stderr and status 1, not a traceback; called with `argv`, as from
+    Python, the exception is raised, with that message.
     """
     args = parse_arguments(argv)
     try:
         return args.run(args) or 0
     except (ValueError, OSError) as error:
+        if len(error.args) == 1 and isinstance(error.args[0], str):
+            error.args = (in_flag_terms(error.args[0], args.flags),)
         if argv is not None:
             raise
         raise SystemExit(f"keras-transformer {args.command}: error: {error}") from error

@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer import compat
 from keras_transformer.validation import check_positive, check_rate
 
 
@@ -85,21 +86,60 @@ def _write(cache, update, index):
     return ops.slice_update(cache, (zero, zero, index, zero), update)
 
 
-def _expand_mask(mask):
-    """Brings a boolean mask to (batch, 1, query_length, key_length)."""
+def _check_sizes(name, shape, form, expected):
+    """Raises a ValueError naming `name` unless each size of `shape` that is
+    known here (a Python int, outside Keras' shape inference) is 1 or the
+    size `expected` gives for it (an int; None: any)."""
+    if compat.in_shape_inference():  # placeholder sizes (compat)
+        return
+    for size, wanted in zip(shape, expected):
+        if isinstance(size, int) and isinstance(wanted, int) and size not in (1, wanted):
+            shown = tuple("?" if w is None else w for w in expected)
+            raise ValueError(
+                f"Argument `{name}` must have the shape {form} = {shown} (or 1 to broadcast). "
+                f"Received: {name}.shape={tuple(shape)}"
+            )
+
+
+def _expand_mask(mask, batch, query_length, key_length, num_heads):
+    """`attention_mask`, checked, as a boolean `(batch, 1 or heads,
+    query_length, key_length)`; the sizes given (None: unknown) are those
+    of the call."""
     if mask is None:
         return None
     mask = ops.cast(mask, "bool")
-    if len(mask.shape) == 2:  # (batch, key_length): a padding mask.
+    rank = len(mask.shape)
+    if rank == 2:  # (batch, key_length): a padding mask.
+        _check_sizes("attention_mask", mask.shape, "(batch, key_length)", (batch, key_length))
         return mask[:, None, None, :]
-    if len(mask.shape) == 3:  # (batch, query_length, key_length)
+    if rank == 3:  # (batch, query_length, key_length)
+        _check_sizes("attention_mask", mask.shape, "(batch, query_length, key_length)",
+                     (batch, query_length, key_length))
         return mask[:, None, :, :]
-    if len(mask.shape) == 4:  # already (batch, heads or 1, query, key)
+    if rank == 4:  # (batch, heads or 1, query, key)
+        _check_sizes("attention_mask", mask.shape, "(batch, num_heads, query_length, key_length)",
+                     (batch, num_heads, query_length, key_length))
         return mask
     raise ValueError(
         "Argument `attention_mask` must have rank 2, 3 or 4. "
-        f"Received: attention_mask.shape={mask.shape}"
+        f"Received: attention_mask.shape={tuple(mask.shape)}"
     )
+
+
+def _key_padding(name, mask, batch, key_length):
+    """A padding mask `(batch, key_length)` (`True` at real tokens), checked,
+    as a boolean `(batch, 1, 1, key_length)`."""
+    if mask is None:
+        return None
+    if len(mask.shape) != 2:
+        raise ValueError(f"Argument `{name}` must be a padding mask (batch, length). "
+                         f"Received: {name}.shape={tuple(mask.shape)}")
+    _check_sizes(name, mask.shape, "(batch, length)", (batch, key_length))
+    return ops.cast(mask, "bool")[:, None, None, :]
+
+
+def _sum(a, b):
+    return None if a is None or b is None else a + b
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -174,6 +214,24 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores: bool. Also return the attention weights
             `(batch, num_heads, query_length, key_length)`.
         training: bool. Enables attention dropout.
+        query_mask: optional padding mask of `query`, boolean `(batch,
+            query_length)`, `True` at real tokens. In self-attention the
+            keys are the queries: no query attends to a masked position.
+            Padded queries are computed like the others; their outputs
+            mean nothing.
+        value_mask: optional padding mask of `value` `(batch, key_length)`
+            (cross-attention): no query attends to a masked position.
+        mask: `query_mask` under the name Keras gives it when `query` is
+            the only tensor argument.
+
+    Masks: `attention_mask`, the keys' padding mask (`value_mask` in
+    cross-attention, `query_mask` or `mask` in self-attention) and the
+    causal mask are combined: a query attends to a key that all of them
+    allow. As in `keras.layers.MultiHeadAttention`, Keras passes the mask
+    attached to an input (by `keras.layers.Embedding(mask_zero=True)`, or
+    propagated by the layers after it) as `query_mask`, `value_mask` or
+    `mask` unless one is given, and the output carries the query's mask
+    on to the next layer. With a `cache`, only `attention_mask` is read.
 
     Returns:
         `output` `(batch, query_length, d_model)`; `(output, cache)` when a
@@ -184,6 +242,9 @@ class MultiHeadAttention(keras.layers.Layer):
     >>> attention = MultiHeadAttention(d_model=16, num_heads=4)
     >>> x = keras.random.normal((2, 5, 16))
     >>> attention(x, use_causal_mask=True).shape
+    (2, 5, 16)
+    >>> padding = keras.ops.array([[True] * 5, [True] * 3 + [False] * 2])
+    >>> attention(x, query_mask=padding).shape  # no query attends to x[1, 3:]
     (2, 5, 16)
 
     Reference: Vaswani et al., 2017, section 3.2.
@@ -247,6 +308,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(
             dropout_rate, dtype=self.dtype_policy, name="attention_dropout"
         )
+        self.supports_masking = True  # the output carries the query's mask
 
     @property
     def projections(self):
@@ -283,31 +345,40 @@ class MultiHeadAttention(keras.layers.Layer):
         cache_update_index=None,
         return_attention_scores=False,
         training=None,
+        query_mask=None,
+        value_mask=None,
+        mask=None,
     ):
         if cache is not None:
             return self._call_cached(query, value, attention_mask, use_causal_mask, cache, cache_update_index,
                                      return_attention_scores, training)
-        mask = _expand_mask(attention_mask)
+        batch, length = query.shape[0], query.shape[1]
         if self.cross_attention:
             if cache_update_index is not None:
                 raise ValueError("Cross-attention takes no `cache_update_index`.")
             if value is None:
                 raise ValueError("Cross-attention needs `value` (or its `cache`).")
+            key_length = value.shape[1]
+            padding = _key_padding("value_mask", value_mask, batch, key_length)
             q = self._heads(self.query_dense, query)[:, :, 0]  # (batch, T, heads, d_k)
             k, v = ops.unstack(self._heads(self.key_value_dense, value, parts=2), 2, axis=2)
         else:
             self._check_self_attention(value)
+            key_length = length
+            name = "query_mask" if query_mask is not None else "mask"
+            padding = _key_padding(name, query_mask if query_mask is not None else mask, batch, key_length)
             q, k, v = ops.unstack(self._heads(self.query_key_value_dense, query, parts=3), 3, axis=2)
+        masks = _merge_masks(_expand_mask(attention_mask, batch, length, key_length, self.num_heads), padding)
 
         if return_attention_scores or (training and self.dropout_rate > 0):
-            output, scores = self._attention(q, k, v, mask, training, use_causal_mask=use_causal_mask)
+            output, scores = self._attention(q, k, v, masks, training, use_causal_mask=use_causal_mask)
         else:
-            if mask is not None:
+            if masks is not None:
                 # cuDNN's kernel (JAX on GPUs) takes a mask only with its
                 # query and key axes in full.
-                shape = ops.shape(mask)
-                mask = ops.broadcast_to(mask, (shape[0], shape[1], ops.shape(q)[1], ops.shape(k)[1]))
-            output = ops.dot_product_attention(q, k, v, mask=mask, is_causal=use_causal_mask)
+                shape = ops.shape(masks)
+                masks = ops.broadcast_to(masks, (shape[0], shape[1], ops.shape(q)[1], ops.shape(k)[1]))
+            output = ops.dot_product_attention(q, k, v, mask=masks, is_causal=use_causal_mask)
         batch, length = ops.shape(output)[0], ops.shape(output)[1]
         output = self.output_dense(ops.reshape(output, (batch, length, self.d_model)))  # (batch, T, d_model)
         return (output, scores) if return_attention_scores else output
@@ -329,11 +400,11 @@ class MultiHeadAttention(keras.layers.Layer):
         into that layout at every step."""
         single = len(query.shape) == 2  # (rows, d_model): one position a row, a decoding step
         out_shape = (-1, self.d_model) if single else ops.shape(query)
-        mask = _expand_mask(attention_mask)
         if self.cross_attention:
             if cache_update_index is not None:
                 raise ValueError("Cross-attention takes no `cache_update_index`.")
             k, v = _pair(cache)  # (sentences, heads, S, d_k) each
+            mask = _expand_mask(attention_mask, k.shape[0], None, k.shape[2], self.num_heads)
             # The rows of one sentence (its hypotheses, consecutive) share its
             # keys and values: they go into the query axis of one attention.
             q = ops.reshape(self.query_dense(query), (ops.shape(k)[0], -1, self.num_heads, self.head_dim))
@@ -369,6 +440,8 @@ class MultiHeadAttention(keras.layers.Layer):
             start = ops.cast(cache_update_index, "int32")  # any integer type in
             cache = tuple(_write(c, ops.cast(x, c.dtype), start) for c, x in zip(past, (k, v)))
         k, v = (ops.cast(c, self.compute_dtype) for c in cache)  # (rows, heads, L, d_k)
+        mask = _expand_mask(attention_mask, query.shape[0], 1 if single else query.shape[1], k.shape[2],
+                            self.num_heads)
         if cache_update_index is not None or not single:
             # Each query sees the cache up to its own position.
             key_positions = ops.arange(ops.shape(k)[2])
@@ -403,6 +476,28 @@ class MultiHeadAttention(keras.layers.Layer):
             scores = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
         dropped = self.dropout(scores, training=training)
         return ops.einsum(f"bnqs,{kv_axes}->{q_axes}", dropped, v), scores
+
+    def compute_output_shape(self, query_shape, value_shape=None):
+        return tuple(query_shape)
+
+    def compute_output_spec(self, query, value=None, attention_mask=None, use_causal_mask=False, cache=None,
+                            cache_update_index=None, return_attention_scores=False, training=None, **masks):
+        """The outputs' shapes and dtypes, as `call` gives them, without running it."""
+        results = (keras.KerasTensor(self.compute_output_shape(query.shape), dtype=self.compute_dtype),)
+        length = 1 if len(query.shape) == 2 else query.shape[1]
+        if cache is not None and not self.cross_attention:
+            key, _ = _pair(cache)
+            key_length = key.shape[2] if cache_update_index is not None else _sum(key.shape[2], length)
+            results += (tuple(keras.KerasTensor((*c.shape[:2], key_length, c.shape[3]), dtype=c.dtype)
+                              for c in _pair(cache)),)
+        elif cache is not None:
+            key_length = _pair(cache)[0].shape[2]
+        else:
+            key_length = (value if self.cross_attention else query).shape[1]
+        if return_attention_scores:
+            scores = (query.shape[0], self.num_heads, length, key_length)
+            results += (keras.KerasTensor(scores, dtype=self.compute_dtype),)
+        return results[0] if len(results) == 1 else results
 
     def get_config(self):
         config = super().get_config()

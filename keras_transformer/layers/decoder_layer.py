@@ -20,7 +20,8 @@ class DecoderLayer(EncoderLayer):
         memory: encoder output `(batch, source_length, d_model)`; may be
             `None` when `cross_attention_cache` is given.
         memory_mask: optional boolean `(batch, source_length)`, `True` for
-            real source tokens.
+            real source tokens. Keras passes the mask attached to `memory`
+            under this name where none is given.
         self_attention_cache: optional `(key, value)` cache for
             incremental decoding, each `(batch, num_heads, length, d_k)`,
             written at `cache_update_index` or appended to without one
@@ -33,6 +34,13 @@ class DecoderLayer(EncoderLayer):
         return_attention_scores: bool. Also return the cross-attention
             weights `(batch, num_heads, target_length, source_length)`.
         training: bool. Enables dropout.
+        padding_mask: optional boolean `(batch, target_length)`, `True` for
+            real target tokens: no position attends to a padded one. With
+            padding at the end only, the causal mask hides it already.
+            Not read with caches.
+        x_mask: the mask Keras attaches to `x` and passes under this name;
+            read where `padding_mask` is not given. The output carries it
+            on.
 
     Returns:
         `x`, or a tuple `(x, self_attention_cache)`, `(x, scores)` or
@@ -76,13 +84,17 @@ class DecoderLayer(EncoderLayer):
         cache_update_index=None,
         return_attention_scores=False,
         training=None,
+        padding_mask=None,
+        x_mask=None,
     ):
         cache, scores = self_attention_cache, None
+        if padding_mask is None:
+            padding_mask = x_mask
 
         def attend_to_self(y):
             nonlocal cache
             if cache is None:
-                return self.self_attention(y, use_causal_mask=True, training=training)
+                return self.self_attention(y, use_causal_mask=True, query_mask=padding_mask, training=training)
             y, cache = self.self_attention(
                 y, cache=cache, cache_update_index=cache_update_index, training=training
             )
@@ -112,4 +124,17 @@ class DecoderLayer(EncoderLayer):
             results += (cache,)
         if return_attention_scores:
             results += (scores,)
+        return results[0] if len(results) == 1 else results
+
+    def compute_output_spec(self, x, memory=None, memory_mask=None, self_attention_cache=None,
+                            cross_attention_cache=None, cache_update_index=None, return_attention_scores=False,
+                            **kwargs):
+        """The outputs' shapes and dtypes, as `call` gives them, without running it."""
+        results = (keras.KerasTensor(self.compute_output_shape(x.shape), dtype=self.compute_dtype),)
+        if self_attention_cache is not None:
+            results += (self.self_attention.compute_output_spec(
+                x, cache=self_attention_cache, cache_update_index=cache_update_index)[1],)
+        if return_attention_scores:
+            results += (self.cross_attention.compute_output_spec(
+                x, memory, cache=cross_attention_cache, return_attention_scores=True)[1],)
         return results[0] if len(results) == 1 else results

@@ -3,7 +3,7 @@
 import keras
 
 from keras_transformer.layers.attention import MultiHeadAttention
-from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.feed_forward import FeedForward, serialized_activation
 from keras_transformer.layers.residual import residual
 from keras_transformer.validation import (
     check_bool,
@@ -25,7 +25,9 @@ class EncoderLayer(keras.layers.Layer):
             Defaults to `0.1`.
         attention_dropout_rate: float in [0, 1). Dropout on the attention
             weights. Defaults to `0.0` (the paper has none).
-        activation: Feed-forward activation. Defaults to `"relu"`.
+        activation: Feed-forward activation: a Keras activation, by name or
+            as the function, or a registered function (`FeedForward`); the
+            config holds its name. Defaults to `"relu"`.
         norm_first: bool. Pre-norm instead of the paper's post-norm.
             Defaults to `False`.
         layer_norm_epsilon: float. Defaults to `1e-6`.
@@ -34,8 +36,12 @@ class EncoderLayer(keras.layers.Layer):
     Call arguments:
         x: float tensor `(batch, length, d_model)`.
         padding_mask: optional boolean tensor `(batch, length)`, `True` for
-            real tokens.
+            real tokens: no position attends to a padded one.
         training: bool. Enables dropout.
+        mask: the mask Keras attaches to `x` (after
+            `keras.layers.Embedding(mask_zero=True)`, for one), which it
+            passes here itself; read where `padding_mask` is not given.
+            The output carries it on.
 
     Example:
 
@@ -67,7 +73,7 @@ class EncoderLayer(keras.layers.Layer):
         self.d_ff = d_ff
         self.dropout_rate = dropout_rate
         self.attention_dropout_rate = attention_dropout_rate
-        self.activation = activation
+        self.activation = serialized_activation(activation)
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
         dtype = self.dtype_policy
@@ -84,6 +90,7 @@ class EncoderLayer(keras.layers.Layer):
             epsilon=layer_norm_epsilon, dtype=dtype, name="feed_forward_norm"
         )
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=dtype, name="dropout")
+        self.supports_masking = True  # the output carries the input's mask
 
     def build(self, input_shape):
         for layer in (
@@ -96,13 +103,19 @@ class EncoderLayer(keras.layers.Layer):
             layer.build(input_shape)
         self.built = True
 
-    def call(self, x, padding_mask=None, training=None):
+    def call(self, x, padding_mask=None, training=None, mask=None):
+        if padding_mask is None:
+            padding_mask = mask
+
         def attend(y):
-            return self.self_attention(y, attention_mask=padding_mask, training=training)
+            return self.self_attention(y, query_mask=padding_mask, training=training)
 
         x = residual(x, attend, self.self_attention_norm, self.dropout, self.norm_first, training)
         x = residual(x, self.feed_forward, self.feed_forward_norm, self.dropout, self.norm_first, training)
         return x  # (batch, length, d_model)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
 
     def get_config(self):
         config = super().get_config()

@@ -5,6 +5,20 @@ import keras
 from keras_transformer.validation import check_positive
 
 
+def serialized_activation(activation):
+    """`activation` as a config holds it: the name of one of Keras'
+    activations (`keras.activations.gelu` gives `"gelu"`), or the
+    serialized form of a function registered with
+    `keras.saving.register_keras_serializable`."""
+    try:
+        return keras.activations.serialize(keras.activations.get(activation))
+    except (TypeError, ValueError, OSError) as error:
+        raise ValueError(
+            "Argument `activation` must be the name of a Keras activation or a function registered with "
+            f"`keras.saving.register_keras_serializable` ({error}). Received: activation={activation!r}"
+        ) from None
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class FeedForward(keras.layers.Layer):
     """FFN(x) = max(0, x W1 + b1) W2 + b2, applied at every position.
@@ -12,8 +26,13 @@ class FeedForward(keras.layers.Layer):
     Args:
         d_model: int. Width of the inputs and outputs.
         d_ff: int. Width of the inner layer.
-        activation: Activation of the inner layer. Defaults to `"relu"`.
+        activation: Activation of the inner layer: a Keras activation, by
+            name or as the function (its config holds the name), or a
+            registered function. Defaults to `"relu"`.
         **kwargs: Standard layer arguments.
+
+    It acts on each position alone: a Keras mask on its input passes on to
+    its output.
 
     Example:
 
@@ -27,11 +46,12 @@ class FeedForward(keras.layers.Layer):
         check_positive("d_ff", d_ff)
         self.d_model = d_model
         self.d_ff = d_ff
-        self.activation = keras.activations.get(activation)
+        self.activation = keras.activations.get(serialized_activation(activation))
         self.inner = keras.layers.Dense(
             d_ff, activation=self.activation, dtype=self.dtype_policy, name="inner"
         )
         self.outer = keras.layers.Dense(d_model, dtype=self.dtype_policy, name="outer")
+        self.supports_masking = True
 
     def build(self, input_shape):
         self.inner.build(input_shape)
@@ -40,6 +60,9 @@ class FeedForward(keras.layers.Layer):
 
     def call(self, x):
         return self.outer(self.inner(x))  # (batch, length, d_ff) -> (batch, length, d_model)
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape[:-1], self.d_model)
 
     def get_config(self):
         config = super().get_config()

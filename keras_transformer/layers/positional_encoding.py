@@ -4,6 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer import compat
 from keras_transformer.validation import check_bool, check_positive
 
 
@@ -40,6 +41,11 @@ class PositionalEncoding(keras.layers.Layer):
         start_index: int or scalar int tensor: position of the first token,
             for incremental decoding. Defaults to `0`.
 
+    A sequence longer than `max_length` is an error where its length is
+    known when the layer is called: always in eager calls, and in a
+    traced function whose input length is fixed. Each position is encoded
+    alone: a Keras mask on the input passes on to the output.
+
     Example:
 
     >>> encoding = PositionalEncoding(max_length=64)
@@ -53,6 +59,7 @@ class PositionalEncoding(keras.layers.Layer):
         check_bool("learned", learned)
         self.max_length = int(max_length)
         self.learned = learned
+        self.supports_masking = True
 
     def build(self, input_shape):
         d_model = input_shape[-1]
@@ -73,7 +80,10 @@ class PositionalEncoding(keras.layers.Layer):
     def call(self, embeddings, start_index=0):
         single = len(embeddings.shape) == 2  # (batch, d_model): one position each, `start_index`
         length = 1 if single else embeddings.shape[1]
-        if length is not None and isinstance(start_index, int):
+        # A length that is not an int (None, or a JAX trace's symbolic
+        # size) is not known yet; Keras' shape inference has placeholder
+        # lengths (compat).
+        if isinstance(length, int) and isinstance(start_index, int) and not compat.in_shape_inference():
             if start_index + length > self.max_length:
                 raise ValueError(
                     f"Sequence of length {start_index + length} is longer "
@@ -89,6 +99,9 @@ class PositionalEncoding(keras.layers.Layer):
         scale = ops.cast(self.d_model**0.5, self.compute_dtype)
         positions = ops.cast(positions, self.compute_dtype)
         return embeddings * scale + (positions if single else positions[None])
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
 
     def get_config(self):
         config = super().get_config()

@@ -30,6 +30,10 @@ class ReversibleEmbedding(keras.layers.Embedding):
     `NotImplementedError`, which `model.quantize()` reports as a warning,
     and leave the layer in float.
 
+    With `mask_zero=True` the lookup's output carries the mask `ids != 0`,
+    as `keras.layers.Embedding` gives it, and the logits carry the mask of
+    the hidden states they come from.
+
     Example:
 
     >>> embedding = ReversibleEmbedding(100, 16)
@@ -38,6 +42,10 @@ class ReversibleEmbedding(keras.layers.Embedding):
     (1, 3, 100)
     """
 
+    def __init__(self, input_dim, output_dim, **kwargs):
+        super().__init__(input_dim, output_dim, **kwargs)
+        self.supports_masking = True  # with `mask_zero`, or as the logits keep the hidden states' mask
+
     def call(self, inputs, reverse=False):
         if not reverse:
             return super().call(inputs)
@@ -45,9 +53,26 @@ class ReversibleEmbedding(keras.layers.Embedding):
         # A 2-D product: Keras' TensorFlow `matmul` broadcasts a 2-D operand
         # of a batched one in some Keras releases, and then the table's
         # gradient comes through a tensor of (batch, d_model, vocab).
-        rows = ops.reshape(inputs, (-1, ops.shape(inputs)[-1]))  # (batch * length, d_model)
+        # Keras' Embedding casts no inputs (its ids): the hidden states are
+        # cast here, so that the logits come in the compute dtype.
+        rows = ops.cast(ops.reshape(inputs, (-1, ops.shape(inputs)[-1])), self.compute_dtype)  # (batch * length, d_model)
         logits = ops.matmul(rows, ops.transpose(table))  # (batch * length, vocab)
         return ops.reshape(logits, (*ops.shape(inputs)[:-1], ops.shape(table)[0]))  # (..., vocab)
+
+    def compute_output_shape(self, input_shape, reverse=False):
+        if reverse:
+            return (*input_shape[:-1], self.input_dim)
+        return super().compute_output_shape(input_shape)
+
+    def compute_output_spec(self, inputs, reverse=False):
+        if reverse:
+            return keras.KerasTensor(self.compute_output_shape(inputs.shape, reverse=True), dtype=self.compute_dtype)
+        return super().compute_output_spec(inputs)
+
+    def compute_mask(self, inputs, mask=None):
+        if keras.backend.is_float_dtype(inputs.dtype):  # hidden states: the logits keep their mask
+            return mask
+        return super().compute_mask(inputs, mask)
 
     def quantize(self, mode=None, type_check=True, config=None):
         if mode != "int8":

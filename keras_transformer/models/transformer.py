@@ -6,9 +6,11 @@ import numbers
 import keras
 from keras import ops
 
+from keras_transformer import compat
 from keras_transformer.compat import TrainerWorkarounds, collections_deferred, sublayers
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.feed_forward import serialized_activation
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.reversible_embedding import ReversibleEmbedding
 from keras_transformer.models.config import TransformerConfig, architecture_config
@@ -26,11 +28,12 @@ def padding_mask(ids):
 
 
 def _as_ids(name, ids):
-    """Token ids `(batch, length)` as int32.
+    """Token ids `(batch, length)` as int32; any other integer dtype is cast.
 
-    Other numeric dtypes are cast, as `keras.layers.Embedding` casts them:
-    under a `tf.distribute` strategy, Keras builds the model's loss and
-    metrics from a batch averaged across replicas, whose ids are float32.
+    Float ids are refused, as their fractions would be cut silently, but in
+    Keras' shape inference (compat.in_shape_inference): under a
+    `tf.distribute` strategy Keras builds the model's loss and metrics from
+    a batch averaged across replicas, whose ids are float32.
     """
     ids = ops.convert_to_tensor(ids)
     if len(ids.shape) != 2:
@@ -39,9 +42,24 @@ def _as_ids(name, ids):
             f"Received: {name}.shape={tuple(ids.shape)}"
         )
     dtype = keras.backend.standardize_dtype(ids.dtype)
-    if dtype == "bool" or not ("int" in dtype or "float" in dtype):
+    if "int" not in dtype and not ("float" in dtype and compat.in_shape_inference()):
         raise TypeError(f"`{name}` must hold integer token ids. Received: {name} of dtype {dtype}")
     return ids if dtype == "int32" else ops.cast(ids, "int32")
+
+
+def _check_id_values(name, ids, vocab_size):
+    """Raises a ValueError naming `name` if an id of `ids` is outside `[0,
+    vocab_size)`, where the ids hold values (an eager call): in a traced
+    function they are placeholders, and a check would add ops and a wait
+    for the device to every step (see docs/training.md)."""
+    if not compat.has_values(ids):
+        return
+    values = ops.convert_to_numpy(ids)
+    if values.size and (values.min() < 0 or values.max() >= vocab_size):
+        raise ValueError(
+            f"`{name}` must hold token ids in [0, {vocab_size}) (the vocabulary's size). Received: {name} with "
+            f"ids from {values.min()} to {values.max()}"
+        )
 
 
 def _checked(config):
@@ -60,7 +78,7 @@ def _checked(config):
     ints = {name: int(getattr(config, name)) for name in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff",
                                                            "max_length", "target_vocab_size")
             if getattr(config, name) is not None}
-    config = dataclasses.replace(config, **ints)
+    config = dataclasses.replace(config, **ints, activation=serialized_activation(config.activation))
     if config.d_model % 2:  # positional encodings come in (sin, cos) pairs
         raise ValueError(f"Argument `d_model` must be even. Received: d_model={config.d_model}")
     if config.d_model % config.num_heads:
@@ -77,7 +95,11 @@ class Transformer(TrainerWorkarounds, keras.Model):
 
     `model((source_ids, target_input_ids))` returns next-token logits
     `(batch, target_length, vocab_size)`. Token id 0 is padding and is masked
-    in every attention. Source and target share one embedding matrix, which
+    in every attention: the model makes its masks from the ids, and its
+    inputs carry no Keras masks. Ids are integers (float ids are an error);
+    ids outside the vocabulary are an error where the ids hold values (an
+    eager call), not inside a traced function (`fit`, `predict`), where a
+    check would cost every step an op and a wait for the device. Source and target share one embedding matrix, which
     is also the pre-softmax projection (section 3.4), unless
     `target_vocab_size` asks for separate vocabularies; the target embedding
     is then still shared with the projection.
@@ -104,7 +126,9 @@ class Transformer(TrainerWorkarounds, keras.Model):
         learned_positions: bool. Learned position embeddings (Table 3, E).
         norm_first: bool. Pre-norm residual blocks (adds a final LayerNorm
             to the encoder and the decoder).
-        activation: feed-forward activation.
+        activation: feed-forward activation: a Keras activation, by name
+            or as the function, or a registered function; the config holds
+            its name.
         layer_norm_epsilon: float.
         **kwargs: Standard model arguments (`name`, `dtype`, ...).
 
@@ -226,6 +250,7 @@ class Transformer(TrainerWorkarounds, keras.Model):
             self.target_embedding.build(target_shape)
         self.encoder_positions.build(hidden)
         self.decoder_positions.build(hidden)
+        self.embedding_dropout.build(hidden)
         for layer in self.encoder_layers + self.decoder_layers:
             layer.build(hidden)
         if self.transformer_config.norm_first:
@@ -240,6 +265,7 @@ class Transformer(TrainerWorkarounds, keras.Model):
     def encode(self, source_ids, training=None):
         """Encoder output `(batch, source_length, d_model)`."""
         source_ids = _as_ids("source_ids", source_ids)
+        _check_id_values("source_ids", source_ids, self.transformer_config.vocab_size)
         mask = padding_mask(source_ids)  # (batch, source_length)
         x = self.encoder_positions(self.embedding(source_ids))
         x = self.embedding_dropout(x, training=training)
@@ -421,14 +447,27 @@ class Transformer(TrainerWorkarounds, keras.Model):
         source_ids, target_ids = inputs
         source_ids = _as_ids("source_ids", source_ids)
         target_ids = _as_ids("target_ids", target_ids)
+        _check_id_values("target_ids", target_ids, self._output_embedding.input_dim)
         batch = (source_ids.shape[0], target_ids.shape[0])
-        if None not in batch and batch[0] != batch[1]:
+        # Sizes that are not ints (None, a JAX trace's symbolic sizes) are
+        # not known yet.
+        if all(isinstance(b, int) for b in batch) and batch[0] != batch[1]:
             raise ValueError(
                 "`source_ids` and `target_ids` must have the same batch size. "
                 f"Received: source_ids.shape={tuple(source_ids.shape)}, target_ids.shape={tuple(target_ids.shape)}"
             )
         memory = self.encode(source_ids, training=training)
         return self.decode(target_ids, memory, padding_mask(source_ids), training=training)
+
+    def compute_output_shape(self, input_shape):
+        if not isinstance(input_shape, (tuple, list)) or len(input_shape) != 2 or any(
+                not isinstance(shape, (tuple, list)) or len(shape) != 2 for shape in input_shape):
+            raise ValueError(
+                "Transformer expects inputs `(source_ids, target_input_ids)`, each of shape (batch, length). "
+                f"Received: inputs of shape {input_shape}"
+            )
+        (batch, _), (target_batch, target_length) = input_shape
+        return (batch if batch is not None else target_batch, target_length, self._output_embedding.input_dim)
 
     def quantize(self, mode=None, **kwargs):
         """`keras.Model.quantize`, with Keras' garbage collection per dropped

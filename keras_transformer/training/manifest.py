@@ -101,7 +101,7 @@ def check_output_dir(output_dir, identity, overwrite=False, partial=False):
             reason = f"it belongs to another run (different {', '.join(_differences(stored, identity))})"
         raise RunMismatchError(
             f"Output directory {output_dir!r} cannot be used: {reason}. Use a new directory, "
-            "resume with the same settings, or pass overwrite=True (--overwrite) to delete "
+            "resume with the same settings, or pass overwrite=True to delete "
             "that run's checkpoints."
         )
     return "new"

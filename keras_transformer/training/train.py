@@ -33,8 +33,10 @@ Example:
 >>> model.history.history["val_loss"]
 """
 
+import contextlib
 import dataclasses
 import os
+import random
 from typing import Any, Optional, Union
 
 import keras
@@ -243,6 +245,34 @@ def build_model(config, precision, options, accumulation, jit_compile, initial_w
     return model
 
 
+@contextlib.contextmanager
+def seeded(seed):
+    """Runs the block with the global generators a run draws from seeded
+    with `seed`, and puts back their states after it.
+
+    They are Python's `random`, from which Keras draws the default seed of
+    every initializer and every dropout layer's `SeedGenerator`, and, on
+    PyTorch, torch's generator, from which Keras' dropout draws when its
+    layer has no seed of its own. NumPy's global generator, TensorFlow's
+    global seed and Keras' global `SeedGenerator` are left alone: nothing
+    in a run reads them (the data's order comes from its own seeds).
+    """
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        if keras.backend.backend() == "torch":
+            import torch
+
+            devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(seed)
+                yield
+        else:
+            yield
+    finally:
+        random.setstate(state)
+
+
 def _tensorboard(log_dir, log):
     """`[TensorBoard callback]`, or `[]` with a message without `tensorboard`."""
     try:
@@ -302,6 +332,10 @@ def train(
 
     Returns:
         The trained `Transformer`; `model.history` holds the `fit` history.
+
+    The run seeds the global generators it draws from with `options.seed`,
+    and puts back their states when it ends (`seeded`): afterwards the
+    process's random generators are as they were before.
     """
     options = dataclasses.replace(options or TrainingOptions(), **option_overrides)
     distributed = options.strategy
@@ -314,7 +348,14 @@ def train(
         options.tokens_per_step, options.tokens_per_batch
     )
     identity = _run_identity(config, options, precision, accumulation, data)
-    keras.utils.set_random_seed(options.seed)
+    with seeded(options.seed):
+        return _train(config, train_data, output_dir, validation_data, options, distributed, precision, jit_compile,
+                      accumulation, identity, callbacks, write_run_files, initial_weights, log)
+
+
+def _train(config, train_data, output_dir, validation_data, options, distributed, precision, jit_compile,
+           accumulation, identity, callbacks, write_run_files, initial_weights, log):
+    """`train`'s run, once its options are resolved, with its generators seeded."""
     with distributed.scope():
         # Built first, so that an invalid config fails before the output
         # directory is claimed for it.

@@ -4,7 +4,7 @@ import pytest
 from keras import ops
 
 from keras_transformer import MultiHeadAttention
-from tests.helpers import assert_config_is_constructor_arguments, assert_survives_keras_file
+from tests.layers.checks import assert_spec_describes
 
 pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
 
@@ -57,6 +57,7 @@ def test_self_attention_with_padding_matches_numpy(return_weights):
     lengths = np.array([6, 4, 1])
     padding = np.arange(6)[None, :] < lengths[:, None]  # (batch, S)
     out = layer(x, attention_mask=padding, return_attention_scores=return_weights)
+    assert_spec_describes(layer, (x,), dict(attention_mask=padding, return_attention_scores=return_weights), out)
     if return_weights:
         out, weights = out
         assert weights.shape == (3, 4, 6, 6)
@@ -98,7 +99,11 @@ def test_cache_step_by_step_equals_causal_attention():
     full, full_scores = (ops.convert_to_numpy(t) for t in layer(x, use_causal_mask=True, return_attention_scores=True))
     cache = (ops.zeros((2, 4, 8, 4)), ops.zeros((2, 4, 8, 4)))  # (batch, heads, length, d_k)
     for i in range(6):
-        step, cache, scores = layer(x[:, i : i + 1], cache=cache, cache_update_index=i, return_attention_scores=True)
+        outputs = layer(x[:, i : i + 1], cache=cache, cache_update_index=i, return_attention_scores=True)
+        if i == 0:
+            assert_spec_describes(layer, (x[:, :1],), dict(cache=cache, cache_update_index=i,
+                                                           return_attention_scores=True), outputs)
+        step, cache, scores = outputs
         np.testing.assert_allclose(ops.convert_to_numpy(step)[:, 0], full[:, i], atol=1e-5)
         # The weights over the cache: the causal row i, none on positions not yet written.
         scores = ops.convert_to_numpy(scores)  # (batch, heads, 1, cache length)
@@ -168,17 +173,6 @@ def test_seeded_initializer_draws_distinct_projections(cross_attention):
         assert np.abs(w).max() <= limit and np.abs(w).max() > 0.8 * limit
 
 
-def test_config_and_keras_file_round_trip(tmp_path):
-    layer = MultiHeadAttention(16, 4, dropout_rate=0.1, use_bias=False)
-    assert_config_is_constructor_arguments(layer)
-    x = np.random.normal(size=(2, 5, 16)).astype("float32")
-    assert_survives_keras_file(layer, [x], tmp_path, use_causal_mask=True)
-    cross = MultiHeadAttention(16, 4, cross_attention=True, kernel_initializer=keras.initializers.GlorotUniform(seed=3))
-    assert_config_is_constructor_arguments(cross)
-    memory = np.random.normal(size=(2, 7, 16)).astype("float32")
-    assert_survives_keras_file(cross, [x, memory], tmp_path)
-
-
 def test_self_and_cross_attention_refuse_each_others_inputs():
     x = np.random.normal(size=(2, 5, 16)).astype("float32")
     with pytest.raises(ValueError, match="Self-attention takes no `value`"):
@@ -189,20 +183,26 @@ def test_self_and_cross_attention_refuse_each_others_inputs():
         random_layer().project_key_value(x)
 
 
-def test_mixed_precision_is_close_to_float32():
+def test_a_mask_of_the_wrong_shape_is_an_error_naming_it():
     layer = random_layer()
     x = np.random.normal(size=(2, 5, 16)).astype("float32")
-    expected = ops.convert_to_numpy(layer(x, use_causal_mask=True))
-    half = MultiHeadAttention(16, 4, dtype="mixed_bfloat16")
-    half.build((None, None, 16))
-    half.set_weights(layer.get_weights())
-    out = half(x, use_causal_mask=True)
-    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
-    out = ops.convert_to_numpy(ops.cast(out, "float32"))
-    # bf16 keeps 8 significant bits: the projections, the logits, the
-    # weighted sum and the output projection each round to 2^-8 of what they
-    # round (the softmax is float32). Measured over 20 seeds on each backend:
-    # at most 2.8 * 2^-8 of the largest output (1.3-2.1 here); the bound is
-    # 8 * 2^-8. The former atol 0.1, rtol 0.05 came to 18-19 * 2^-8.
-    scale = np.abs(expected).max()
-    np.testing.assert_allclose(out, expected, rtol=0, atol=8 * 2**-8 * scale)
+    with pytest.raises(ValueError, match=r"`attention_mask` must have the shape \(batch, key_length\) = \(2, 5\).*"
+                                         r"Received: attention_mask.shape=\(2, 4\)"):
+        layer(x, attention_mask=np.ones((2, 4), bool))
+    with pytest.raises(ValueError, match=r"`attention_mask` .* \(batch, query_length, key_length\) = \(2, 5, 5\)"):
+        layer(x, attention_mask=np.ones((3, 5, 5), bool))
+    with pytest.raises(ValueError, match=r"`attention_mask` .* = \(2, 4, 5, 5\).*shape=\(2, 3, 5, 5\)"):
+        layer(x, attention_mask=np.ones((2, 3, 5, 5), bool))
+    with pytest.raises(ValueError, match=r"`attention_mask` must have rank 2, 3 or 4.*\(5,\)"):
+        layer(x, attention_mask=np.ones((5,), bool))
+    with pytest.raises(ValueError, match=r"`query_mask` must have the shape \(batch, length\) = \(2, 5\)"):
+        layer(x, query_mask=np.ones((2, 6), bool))
+    cross = random_layer(cross_attention=True)
+    with pytest.raises(ValueError, match=r"`value_mask` must be a padding mask \(batch, length\)"):
+        cross(x, x, value_mask=np.ones((2, 5, 5), bool))
+    # In a decoding step, against the cache's length.
+    memory = np.random.normal(size=(2, 7, 16)).astype("float32")
+    with pytest.raises(ValueError, match=r"`attention_mask` .* = \(2, 7\)"):
+        cross(x[:, :1], cache=cross.project_key_value(memory), attention_mask=np.ones((2, 5), bool))
+    # A size of 1 broadcasts.
+    assert layer(x, attention_mask=np.ones((1, 1, 5), bool)).shape == (2, 5, 16)

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_transformer import DecoderLayer, EncoderLayer, FeedForward
-from tests.helpers import assert_config_is_constructor_arguments, assert_survives_keras_file
+from keras_transformer import DecoderLayer, EncoderLayer, FeedForward, Transformer
+from tests.layers.checks import assert_spec_describes
 
 pytestmark = pytest.mark.backend  # run on TensorFlow, JAX and PyTorch (tests/run.sh)
 
@@ -52,9 +52,16 @@ def test_encoder_padding_mask_hides_padded_positions():
     changed[:, 4:] = 100.0
     out2 = ops.convert_to_numpy(layer(changed, padding_mask=mask))
     np.testing.assert_allclose(out[:, :4], out2[:, :4], atol=1e-5)
+    # The mask Keras attaches (here by `Embedding(mask_zero=True)`) hides
+    # them as well: more padding leaves the real tokens' outputs as they were.
+    ids = keras.Input((None,), dtype="int32")
+    model = keras.Model(ids, layer(keras.layers.Embedding(20, 16, mask_zero=True)(ids)))
+    short, long = np.array([[3, 4, 5, 0]]), np.array([[3, 4, 5, 0, 0, 0, 0]])
+    np.testing.assert_allclose(ops.convert_to_numpy(model(long))[:, :3], ops.convert_to_numpy(model(short))[:, :3],
+                               atol=1e-5)
 
 
-def test_decoder_layer_is_causal_and_masks_memory():
+def test_decoder_layer_is_causal_and_masks_memory_and_target_padding():
     layer = DecoderLayer(**ARGS)
     x = np.random.normal(size=(2, 5, 16)).astype("float32")
     memory = np.random.normal(size=(2, 7, 16)).astype("float32")
@@ -65,36 +72,43 @@ def test_decoder_layer_is_causal_and_masks_memory():
     memory2[1, 3:] = 50.0  # padding of the second source
     out2 = ops.convert_to_numpy(layer(x2, memory2, memory_mask=memory_mask))
     np.testing.assert_allclose(out[:, :3], out2[:, :3], atol=1e-5)
+    # Target padding before the tokens, which the causal mask leaves visible.
+    padding_mask = np.arange(5)[None] >= np.array([[0], [2]])
+    out = ops.convert_to_numpy(layer(x, memory, padding_mask=padding_mask))
+    x2 = x.copy()
+    x2[1, :2] = 50.0
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(x2, memory, padding_mask=padding_mask))[1, 2:],
+                               out[1, 2:], atol=1e-5)
 
 
 def test_decoder_layer_with_caches_equals_full_pass():
     layer = DecoderLayer(**ARGS)
     x = np.random.normal(size=(2, 4, 16)).astype("float32")
     memory = np.random.normal(size=(2, 7, 16)).astype("float32")
-    full, weights = layer(x, memory, return_attention_scores=True)
+    full, weights = outputs = layer(x, memory, return_attention_scores=True)
+    assert_spec_describes(layer, (x, memory), dict(return_attention_scores=True), outputs)
     assert weights.shape == (2, 4, 4, 7)
     cache = (ops.zeros((2, 4, 4, 4)), ops.zeros((2, 4, 4, 4)))  # (batch, heads, length, d_k)
     cross = layer.cross_attention.project_key_value(memory)
     for i in range(4):
-        step, cache = layer(
-            x[:, i : i + 1], self_attention_cache=cache, cross_attention_cache=cross, cache_update_index=i
-        )
+        kwargs = dict(self_attention_cache=cache, cross_attention_cache=cross, cache_update_index=i)
+        step, cache = outputs = layer(x[:, i : i + 1], **kwargs)
+        if i == 0:
+            assert_spec_describes(layer, (x[:, :1],), kwargs, outputs)
         np.testing.assert_allclose(
             ops.convert_to_numpy(step)[:, 0], ops.convert_to_numpy(full)[:, i], atol=1e-5
         )
 
 
-@pytest.mark.parametrize("cls", [EncoderLayer, DecoderLayer])
-def test_config_and_keras_file_round_trip(cls, tmp_path):
-    layer = cls(**ARGS, dropout_rate=0.2, attention_dropout_rate=0.1, norm_first=True, activation="gelu")
-    assert_config_is_constructor_arguments(layer)
-    x = np.random.normal(size=(2, 5, 16)).astype("float32")
-    inputs = [x] if cls is EncoderLayer else [x, np.random.normal(size=(2, 3, 16)).astype("float32")]
-    assert_survives_keras_file(layer, inputs, tmp_path)
-
-
-def test_feed_forward_config_round_trip():
-    assert_config_is_constructor_arguments(FeedForward(16, 32, activation="gelu"))
+def test_an_activation_given_as_a_function_is_configured_by_its_name():
+    for layer in (FeedForward(16, 32, activation=keras.activations.gelu),
+                  EncoderLayer(**{**ARGS, "activation": keras.activations.gelu}),
+                  Transformer(vocab_size=20, num_layers=1, **ARGS, activation=keras.activations.gelu)):
+        config = layer.get_config()
+        assert config["activation"] == "gelu"
+        assert type(layer).from_config(config).get_config() == config
+    with pytest.raises(ValueError, match=r"`activation` must be the name of a Keras activation.*activation='nope'"):
+        EncoderLayer(**{**ARGS, "activation": "nope"})
 
 
 def test_dropout_only_in_training():
@@ -115,28 +129,16 @@ def test_invalid_configuration(kwargs, name):
         EncoderLayer(**{**ARGS, **kwargs})
 
 
-def test_mixed_bfloat16_layers_are_close_and_keep_float32_statistics():
-    layer = DecoderLayer(**ARGS)
-    x = np.random.normal(size=(2, 5, 16)).astype("float32")
-    memory = np.random.normal(size=(2, 3, 16)).astype("float32")
-    expected = ops.convert_to_numpy(layer(x, memory))
-    half = DecoderLayer(**ARGS, dtype="mixed_bfloat16")
-    half(x, memory)
-    half.set_weights(layer.get_weights())
-    out = ops.convert_to_numpy(ops.cast(half(x, memory), "float32"))
-    # bf16 keeps 8 significant bits: each of the dozen or so roundings on
-    # the way (projections, residual sums, the LayerNorms' outputs, ...) is
-    # off by up to 2^-8 of what it rounds. Measured over 20 seeds on each
-    # backend: at most 3.6 * 2^-8 of the largest output (1.6-2.5 here); the
-    # bound is 8 * 2^-8 (0.07-0.09). The former atol, 0.15, was 14-16 * 2^-8.
-    scale = np.abs(expected).max()
-    np.testing.assert_allclose(out, expected, rtol=0, atol=8 * 2**-8 * scale)
+def test_mixed_bfloat16_layer_norms_keep_float32_statistics():
+    # (Outputs close to float32's: tests/layers/test_public_layers.py.)
     # The sub-layers' outputs are about N(0, 1), whose bf16 mean and
     # variance are as good as float32 ones, so LayerNorm statistics computed
-    # in bf16 would pass the comparison above. On 1000 + N(0, 1) they would
+    # in bf16 would pass a comparison of outputs. On 1000 + N(0, 1) they would
     # not: bf16's spacing at 1000 is 4, so the input or its mean would be off
     # by up to 2 standard deviations; float32 statistics leave only the
     # output's rounding to bf16 (relative 2^-8; bound twice that).
+    half = DecoderLayer(**ARGS, dtype="mixed_bfloat16")
+    half.build((None, None, 16))
     offset = (1000.0 + np.random.normal(size=(2, 5, 16))).astype("float32")
     for norm in (half.self_attention_norm, half.cross_attention_norm, half.feed_forward_norm):
         assert keras.backend.standardize_dtype(norm.compute_dtype) == "bfloat16"

@@ -52,13 +52,14 @@ def test_counts_must_be_positive(argv, flag, value, capsys):
 @pytest.mark.parametrize(
     "flags, words",
     [
-        (["--max-instances", "0"], "Received: max_instances=0"),
-        (["--max-characters", "0"], "Received: max_characters=0"),
+        # The server's arguments, named as the command's flags (cli.in_flag_terms).
+        (["--max-instances", "0"], "`--max-instances` must be a positive integer. Received: --max-instances=0"),
+        (["--max-characters", "0"], "Received: --max-characters=0"),
         (["--request-timeout", "-1"], "Received: request_timeout_s=-1"),
-        (["--max-batch-size", "4", "--max-instances", "10"], "Received: max_instances=10"),
-        (["--port", "70000"], "Received: port=70000"),
-        (["--intra-op-threads", "-1"], "Received: intra_op_threads=-1"),
-        (["--inter-op-threads", "-2"], "Received: inter_op_threads=-2"),
+        (["--max-batch-size", "4", "--max-instances", "10"], "Received: --max-instances=10"),
+        (["--port", "70000"], "Received: --port=70000"),
+        (["--intra-op-threads", "-1"], "Received: --intra-op-threads=-1"),
+        (["--inter-op-threads", "-2"], "Received: --inter-op-threads=-2"),
     ],
 )
 def test_serve_limits_and_port_are_checked_before_loading(flags, words):

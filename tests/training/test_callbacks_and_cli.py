@@ -341,8 +341,9 @@ def _tiny_argv(output_dir, corpus, *extra):
         (["--set", "foo=1"], ValueError, "unknown model field 'foo'"),
         (["--set", "vocab_size=50"], ValueError, "use --vocab-size"),
         (["--set", "d_model"], ValueError, "FIELD=VALUE"),
-        (["--vocab-size", "0"], ValueError, "`vocab_size` must be >= 4 .* Received: vocab_size=0"),
-        (["--batch-size", "257"], ValueError, r"at most the number of examples \(256\). Received: batch_size=257"),
+        # train()'s arguments, named as the command's flags (cli.in_flag_terms).
+        (["--vocab-size", "0"], ValueError, "`--vocab-size` must be >= 4 .* Received: --vocab-size=0"),
+        (["--batch-size", "257"], ValueError, r"at most the number of examples \(256\). Received: --batch-size=257"),
     ],
 )
 def test_cli_bad_arguments_are_named_and_leave_no_run(tmp_path, extra, error, message):
@@ -379,7 +380,7 @@ def test_cli_vocabulary_size_is_part_of_the_run_and_the_tokenizer_is_written_onc
                           "--tokens-per-step", "512", *extra)
 
     refused = {
-        "`warmup_steps` must be a positive integer. Received: warmup_steps=0": ["--warmup-steps", "0"],
+        "`--warmup-steps` must be a positive integer. Received: --warmup-steps=0": ["--warmup-steps", "0"],
         "`d_model` must be even. Received: d_model=15": ["--set", "d_model=15"],
     }
     for message, bad in refused.items():

@@ -25,13 +25,34 @@ tensorflow_only = pytest.mark.skipif(
 QUIET = dict(tensorboard=False, verbose=0, log=lambda message: None)
 
 
+def global_draws():
+    """The next values of the process's random generators: Python's,
+    NumPy's, Keras' global `SeedGenerator`, TensorFlow's (from its global
+    seed) and, on PyTorch, torch's."""
+    import random
+
+    import tensorflow as tf
+
+    draws = [random.random(), np.random.random(), float(keras.random.uniform(())), float(tf.random.uniform(()))]
+    if keras.backend.backend() == "torch":
+        import torch
+
+        draws.append(float(torch.rand(())))
+    return draws
+
+
 @pytest.mark.backend
 @pytest.mark.slow
 def test_accumulated_micro_batches_equal_one_big_step(tmp_path):
     data = copy_task(32, pad=False)  # every batch has the same token count
     # Micro-batches 2k and 2k+1 of 4 sentences are big batch k of 8.
+    keras.utils.set_random_seed(7)
+    expected = global_draws()
+    keras.utils.set_random_seed(7)
     small = train(CONFIG, data, tmp_path / "a", train_steps=3, checkpoint_every=3,
                   batch_size=4, gradient_accumulation_steps=2, **QUIET)
+    # train() seeds what it draws from, and leaves the process's generators as they were.
+    assert global_draws() == expected
     big = train(CONFIG, data, tmp_path / "b", train_steps=3, checkpoint_every=3, batch_size=8, **QUIET)
     assert int(small.optimizer.iterations) == 3 == int(big.optimizer.iterations)
     np.testing.assert_allclose(

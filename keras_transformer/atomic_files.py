@@ -2,7 +2,8 @@
 
 A file is written under a temporary name in its final directory, flushed to
 disk and moved into place with `os.replace`: a crash or a full disk never
-leaves a truncated file behind. The temporary file is created with the mode
+leaves a truncated file behind. `check_room` says before a write whether
+its bytes fit, for writers that must not fail midway (HDF5's). The temporary file is created with the mode
 a plain `open` gives (0o666 less the umask). No TensorFlow here, so the
 tokenizer and the training code share it.
 
@@ -14,6 +15,7 @@ Example:
 """
 
 import contextlib
+import errno
 import os
 import secrets
 
@@ -66,3 +68,22 @@ def atomic_write(path, data):
     """Writes `data` (str, as UTF-8, or bytes) to `path` atomically."""
     with replacing(path) as temporary, open(temporary, "wb") as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def check_room(directory, size, what):
+    """Raises `OSError` (`ENOSPC`, `EFBIG`) naming `what` unless a file of
+    `size` bytes fits in `directory`: its free space, and the process's
+    file size limit (`ulimit -f`)."""
+    stat = os.statvfs(directory)
+    free = stat.f_bavail * stat.f_frsize
+    if size > free:
+        raise OSError(errno.ENOSPC, f"No space left on device for {what}: it takes about {size / 2**20:.1f} MiB, "
+                                    f"and {directory} has {free / 2**20:.1f} MiB free")
+    try:
+        import resource
+    except ImportError:  # not a POSIX system: no file size limit
+        return
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and size > limit:
+        raise OSError(errno.EFBIG, f"File too large for {what}: it takes about {size / 2**20:.1f} MiB, over this "
+                                   f"process's file size limit of {limit / 2**20:.1f} MiB (ulimit -f)")

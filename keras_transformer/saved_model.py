@@ -44,14 +44,16 @@ with the translator's `narrow_batches`, narrows to its half and then its
 quarter as its sentences finish.
 """
 
+import contextlib
 import functools
 import json
 import os
+import secrets
 import shutil
-import tempfile
 
 import keras
 
+from keras_transformer import locks
 from keras_transformer.alignment import piece_kinds, word_links
 from keras_transformer.compat import keep_cond_functional
 from keras_transformer.decoding.common import length_penalty
@@ -368,10 +370,10 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
     if os.path.exists(target):
         raise FileExistsError(f"{target!r} already exists; pass another `version`")
     os.makedirs(export_dir, exist_ok=True)
+    remove_stale_staging(export_dir)
     # Built beside its final place, then renamed: a version appears whole or
     # not at all (TF Serving ignores the non-numeric staging folder).
-    staging = tempfile.mkdtemp(prefix=".export-", dir=export_dir)
-    try:
+    with staging_folder(export_dir) as staging:
         saved = os.path.join(staging, "saved_model")
         _write_graph(translator, saved, n_best, jit_compile, parallel_loops, signatures)
         settings = dict(
@@ -388,9 +390,37 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
         if warmup_batch_sizes:
             write_warmup_requests(saved, list(warmup_batch_sizes))
         os.replace(saved, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+STAGING = ".export-"  # the prefix of an export's staging folder, and of its lock file
+
+
+@contextlib.contextmanager
+def staging_folder(export_dir):
+    """A new staging folder in `export_dir`, removed at the end. Its lock
+    (`locks.holding`), held meanwhile, tells a later export whether it is
+    the folder of an export that was killed, to remove."""
+    staging = os.path.join(export_dir, STAGING + secrets.token_hex(8))
+    with locks.holding(staging + ".lock", f"Export folder {staging!r}"):
+        os.mkdir(staging)
+        try:
+            yield staging
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def remove_stale_staging(export_dir):
+    """Removes what exports into `export_dir` that were killed left there:
+    the staging folders whose lock no process holds."""
+    for name in os.listdir(export_dir):
+        if not name.startswith(STAGING):
+            continue
+        staging = os.path.join(export_dir, name.removesuffix(".lock"))
+        if not locks.is_held(staging + ".lock"):
+            shutil.rmtree(staging, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(staging + ".lock")
 
 
 def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatures):

@@ -39,6 +39,12 @@ def run(args):
     manifest = read_manifest(args.run_dir) if os.path.isdir(args.run_dir) else None
     if manifest is None:
         raise FileNotFoundError(f"Argument `run_dir` is not a training run (no run.json). Received: {args.run_dir!r}")
+    if os.path.isdir(args.output) and read_manifest(args.output) is not None:
+        raise ValueError(
+            "Argument `--output` is a training run's directory, whose last weights (model.weights.h5) the preset "
+            "would replace: write the preset to a directory of its own. "
+            f"Received: run_dir={args.run_dir!r}, --output={args.output!r}"
+        )
     tokenizer = os.path.join(args.run_dir, "tokenizer.model")
     if not os.path.isfile(tokenizer):
         raise FileNotFoundError(f"The run has no tokenizer.model (a synthetic corpus?). Received: {args.run_dir!r}")

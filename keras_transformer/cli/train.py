@@ -28,6 +28,7 @@ is batched with NumPy and TensorBoard logs are not written.
 """
 
 import ast
+import contextlib
 import dataclasses
 import os
 
@@ -108,7 +109,7 @@ def run(args):
         select_strategy,
         train,
     )
-    from keras_transformer.training.manifest import check_output_dir
+    from keras_transformer.training.manifest import check_output_dir, holding_output_dir
 
     check_data_arguments(args)
     synthetic = args.corpus in SYNTHETIC_CORPORA
@@ -139,38 +140,80 @@ def run(args):
     )
     config = model_config(base.transformer_config if base else args.architecture or DEFAULT_ARCHITECTURE,
                           vocab_size, **overrides)
-    Transformer(**dataclasses.asdict(config))  # unbuilt: checks only
-    same_data = check_output_dir(args.output_dir, {"data": data, "seed": args.seed}, args.overwrite, partial=True)
-    train_data, valid_data, tokenizer, labels = corpus_datasets(
-        args, vocab_size, reuse_tokenizer=same_data == "resume", max_length=config.max_length)
-    if tokenizer is not None and same_data == "resume" and not os.path.exists(tokenizer_path(args.output_dir)):
-        tokenizer.save(args.output_dir)  # a resumed run whose tokenizer was removed: learned again alike
-    if tokenizer is not None:  # a small corpus may give fewer pieces than asked
-        config = dataclasses.replace(config, vocab_size=tokenizer.vocab_size)
-    plateau = frequency_loss(labels, config.target_vocab_size or config.vocab_size, options.label_smoothing)
-    model = train(
-        config,
-        train_data,
-        args.output_dir,
-        validation_data=valid_data,
-        data=data,
-        options=options,
-        callbacks=[StalledTrainingWarning(plateau, options.warmup_steps, options.checkpoint_interval)],
-        initial_weights=_preset_weights(args.from_preset),
-        write_run_files=tokenizer.save if tokenizer else None,  # before run.json: see claim_output_dir
-    )
-    save_run_preset(model, args.output_dir, data)
+    checked = Transformer(**dataclasses.asdict(config))  # checks the config
+    if base is not None:
+        check_preset_overrides(base, checked, args)
+    if not synthetic:
+        check_tokens_per_batch(args.tokens_per_batch, config.max_length, options.strategy.num_replicas)
+    # One process at a time trains in a directory (the chief, which writes).
+    with holding_output_dir(args.output_dir) if options.strategy.is_chief else contextlib.nullcontext():
+        same_data = check_output_dir(args.output_dir, {"data": data, "seed": args.seed}, args.overwrite, partial=True)
+        train_data, valid_data, tokenizer, labels = corpus_datasets(
+            args, vocab_size, reuse_tokenizer=same_data == "resume", max_length=config.max_length)
+        if tokenizer is not None and same_data == "resume" and not os.path.exists(tokenizer_path(args.output_dir)):
+            tokenizer.save(args.output_dir)  # a resumed run whose tokenizer was removed: learned again alike
+        if tokenizer is not None:  # a small corpus may give fewer pieces than asked
+            config = dataclasses.replace(config, vocab_size=tokenizer.vocab_size)
+        plateau = frequency_loss(labels, config.target_vocab_size or config.vocab_size, options.label_smoothing)
+        model = train(
+            config,
+            train_data,
+            args.output_dir,
+            validation_data=valid_data,
+            data=data,
+            options=options,
+            callbacks=[StalledTrainingWarning(plateau, options.warmup_steps)],
+            initial_weights=_preset_weights(args.from_preset),
+            write_run_files=tokenizer.save if tokenizer else None,  # before run.json: see claim_output_dir
+        )
+        save_run_preset(model, args.output_dir, data)
     what = "a preset" if tokenizer else "config.json and model.weights.h5 (a synthetic corpus: no tokenizer)"
     print(f"Saved the last weights: {args.output_dir} is {what}")
     return 0
 
 
+def check_preset_overrides(base, model, args):
+    """Raises `ValueError` unless `model`, the preset `base` with `--set`,
+    has the preset's weights to start from: `--set` may change dropout,
+    not the shapes of the weights."""
+    if [tuple(w.shape) for w in model.weights] != [tuple(w.shape) for w in base.weights]:
+        given = " ".join(f"--set {pair}" for pair in args.overrides)
+        raise ValueError(
+            f"--set changes the shapes of the weights of --from-preset {args.from_preset!r}, which the run starts "
+            "from: with --from-preset, --set takes only fields that keep them (dropout_rate, "
+            f"attention_dropout_rate). Received: {given}"
+        )
+
+
+def check_tokens_per_batch(tokens_per_batch, max_length, num_replicas):
+    """Raises `ValueError` unless a batch of `--tokens-per-batch` holds a
+    pair of the longest length trained on (the model's `max_length`, at
+    most `training_data.MAX_LENGTH`) on each replica."""
+    from keras_transformer.data.lengths import batch_sizes
+    from keras_transformer.data.training_data import MAX_LENGTH
+
+    longest = min(MAX_LENGTH, max_length)
+    try:
+        batch_sizes([longest], tokens_per_batch, num_replicas)
+    except ValueError:
+        raise ValueError(
+            f"--tokens-per-batch {tokens_per_batch} cannot hold {num_replicas} pair(s) of {longest} tokens, the "
+            f"longest trained on: raise --tokens-per-batch to {longest * num_replicas} or more, or train on "
+            f"shorter pairs with --set max_length=N. Received: --tokens-per-batch {tokens_per_batch}"
+        ) from None
+
+
 def save_run_preset(model, output_dir, data):
-    """Writes the run's last weights as the preset files of `output_dir`."""
+    """Writes the run's last weights as the preset files of `output_dir`
+    (a disk too full for them: an `OSError` before HDF5 writes a byte)."""
+    from keras_transformer.atomic_files import check_room
     from keras_transformer.presets import save_model
+    from keras_transformer.training.checkpoints import variables_bytes
     from keras_transformer.training.inference_model import inference_model
 
-    save_model(inference_model(model), output_dir, metadata={"data": data})
+    model = inference_model(model)
+    check_room(output_dir, variables_bytes(model.weights), f"the run's last weights in {output_dir}")
+    save_model(model, output_dir, metadata={"data": data})
 
 
 def check_data_arguments(args):
@@ -206,6 +249,13 @@ def check_data_arguments(args):
                     f"{flag} comes from the preset with --from-preset (its model and its tokenizer). "
                     f"Received: --from-preset={args.from_preset!r}, {flag}={value!r}"
                 )
+        if os.path.isdir(args.from_preset) and os.path.isdir(args.output_dir) and os.path.samefile(
+                args.from_preset, args.output_dir):
+            raise ValueError(
+                "--output-dir is the preset that --from-preset starts from, whose files the run would replace: "
+                f"train into a directory of its own. Received: --from-preset={args.from_preset!r}, "
+                f"--output-dir={args.output_dir!r}"
+            )
 
 
 def _base_model(args):
@@ -227,16 +277,19 @@ def _preset_weights(preset):
 
 
 def _data_identity(args, vocab_size):
-    """What the run's data is, for its manifest: a run on other data is another run."""
+    """What the run's data is, for its manifest: a run on other data is
+    another run. Your files are named with their size and SHA-256."""
+    from keras_transformer.training.checkpoints import file_sha256
+
     if args.corpus is not None:
         data = {"corpus": args.corpus, "vocab_size": vocab_size}
         if args.corpus_file is not None:
-            data["corpus_file"] = os.path.basename(args.corpus_file)
+            data["corpus_file"] = [os.path.basename(args.corpus_file), file_sha256(args.corpus_file)]
     else:
         data = {"vocab_size": vocab_size}
-        for name in ("train_file", "valid_file"):  # names and sizes: an edited file is other data
+        for name in ("train_file", "valid_file"):  # an edited file is other data, whatever its name and size
             files = getattr(args, name) or []
-            data[name] = [[os.path.basename(path), os.path.getsize(path)] for path in files]
+            data[name] = [[os.path.basename(path), os.path.getsize(path), file_sha256(path)] for path in files]
         if args.skip_bad_lines:
             data["skip_bad_lines"] = True
     if args.from_preset is not None:

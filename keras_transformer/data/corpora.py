@@ -1,6 +1,7 @@
 """Parallel corpora read as (source, target) string pairs: TSV and aligned files.
 
-Files may be plain or gzip (`.gz`). Bad lines never stop a pass: each is
+Files may be plain or gzip (`.gz`), their lines ending in `\n`, `\r\n` or
+`\r`. Bad lines never stop a pass: each is
 skipped and counted in a `ReadReport` with its file and line number, or, with
 `strict=True`, raises a `ValueError` naming them. WMT14 through TensorFlow
 Datasets is in `keras_transformer.data.wmt14`.
@@ -67,6 +68,15 @@ def _problem(report, strict, path, line, kind, detail=""):
     report.skip(path, line, kind)
 
 
+def _lines(f):
+    """The lines of the binary file `f`, without their ends: `\n`, `\r\n`
+    or a lone `\r` (old Mac files), as Python's universal newlines split
+    text; a line break is nothing else (not `\x0b`, `\x1c` or U+2028)."""
+    for line in f:
+        parts = line.removesuffix(b"\n").removesuffix(b"\r").split(b"\r")
+        yield from parts
+
+
 def _open_lines(path, report, strict):
     """Yields (line_number, bytes without newline); a corrupt file ends early, reported."""
     path = os.fspath(path)
@@ -76,10 +86,10 @@ def _open_lines(path, report, strict):
     number = 0
     try:
         with opener(path, "rb") as f:
-            for number, line in enumerate(f, 1):
+            for number, line in enumerate(_lines(f), 1):
                 if number == 1:
                     line = line.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
-                yield number, line.rstrip(b"\r\n")
+                yield number, line
     except (OSError, EOFError, zlib.error) as error:  # truncated or corrupt gzip
         _problem(report, strict, path, number + 1, "unreadable file", f" ({type(error).__name__}: {error})")
 
@@ -101,7 +111,7 @@ def _pair(source, target, path, number, report, strict):
     return None
 
 
-def read_tsv(path, report=None, strict=False, reverse=False, columns=(0, 1)):
+def read_tsv(path, report=None, strict=False, reverse=False, columns=(0, 1), numbered=False):
     """Yields (source, target) from `source<TAB>target[<TAB>more...]` lines.
 
     Args:
@@ -113,6 +123,7 @@ def read_tsv(path, report=None, strict=False, reverse=False, columns=(0, 1)):
         reverse: swap the two columns (read `target<TAB>source`).
         columns: the two different column indices (>= 0) to read; extra
             columns (e.g. an attribution) are ignored.
+        numbered: yield `(line_number, (source, target))` instead.
 
     Raises:
         FileNotFoundError: naming `path` when it does not exist.
@@ -136,11 +147,13 @@ def read_tsv(path, report=None, strict=False, reverse=False, columns=(0, 1)):
             continue
         pair = _pair(fields[columns[0]], fields[columns[1]], path, number, report, strict)
         if pair:
-            yield pair[::-1] if reverse else pair
+            pair = pair[::-1] if reverse else pair
+            yield (number, pair) if numbered else pair
 
 
-def read_aligned(source_path, target_path, report=None, strict=False):
-    """Yields (source, target) from two files aligned line by line.
+def read_aligned(source_path, target_path, report=None, strict=False, numbered=False):
+    """Yields (source, target) from two files aligned line by line
+    (`(line_number, (source, target))` with `numbered`).
 
     Lines past the end of the shorter file are counted as "misaligned line"
     (at the longer file's line numbers), or raise in `strict` mode.
@@ -167,7 +180,7 @@ def read_aligned(source_path, target_path, report=None, strict=False):
             continue
         pair = _pair(source, target, source_path, number, report, strict)
         if pair:
-            yield pair
+            yield (number, pair) if numbered else pair
 
 
 from keras_transformer.data.wmt14 import load_wmt14, wmt14_files  # noqa: E402,F401 - TFDS corpora

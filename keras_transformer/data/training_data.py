@@ -61,7 +61,7 @@ def corpus_pairs(name, corpus_file=None):
     return train_pairs, datasets.load(name, "validation")
 
 
-def read_files(paths, skip_bad_lines=False, log=print):
+def read_files(paths, skip_bad_lines=False, log=print, numbered=False):
     """The `(source, target)` pairs of your own parallel data.
 
     Args:
@@ -69,6 +69,8 @@ def read_files(paths, skip_bad_lines=False, log=print):
         skip_bad_lines: skip bad lines and log how many of each kind, with
             the first few files and lines, instead of raising at the first.
         log: callable for that count.
+        numbered: `(line_number, (source, target))` items instead, each
+            with its line in the file(s).
 
     Raises:
         FileNotFoundError: naming a missing file.
@@ -83,7 +85,7 @@ def read_files(paths, skip_bad_lines=False, log=print):
     report = ReadReport()
     reader = read_tsv if len(paths) == 1 else read_aligned
     try:
-        pairs = list(reader(*paths, report=report, strict=not skip_bad_lines))
+        pairs = list(reader(*paths, report=report, strict=not skip_bad_lines, numbered=numbered))
     except ValueError as error:
         raise ValueError(f"{error}. Fix the line, or skip such lines with --skip-bad-lines.") from None
     if report.total_skipped and log:

@@ -57,16 +57,12 @@ class CheckpointAndRestore(keras.callbacks.BackupAndRestore):
         self.log = log
         self.train_steps = None if train_steps is None else int(train_steps)
         self.checkpoint = ckpt.latest_checkpoint(directory, log=log)
-        self._epoch = self.initial_epoch
-        self._batches_in_epoch = 0
-
-    @property
-    def initial_epoch(self):
-        return 0 if self.checkpoint is None else self.checkpoint.metadata()["epoch"]
-
-    @property
-    def initial_step(self):
-        return 0 if self.checkpoint is None else self.checkpoint.metadata()["step"]
+        # Read once, here: the run goes on writing and pruning checkpoints,
+        # the one it resumed from among them.
+        metadata = {} if self.checkpoint is None else self.checkpoint.metadata()
+        self.initial_step = int(metadata.get("step", 0))
+        self.initial_epoch = int(metadata.get("epoch", 0))
+        self._begin_epoch(self.initial_epoch)
 
     @property
     def epochs(self):
@@ -100,22 +96,37 @@ class CheckpointAndRestore(keras.callbacks.BackupAndRestore):
             f"Resumed from {self.checkpoint.weights_path}: step {self.initial_step}, "
             f"skipping {self.consumed_batches} consumed batches."
         )
+        if self.train_steps is not None and self.initial_step > self.train_steps:
+            kept = ", ".join(str(c.step) for c in ckpt.list_checkpoints(self.backup_dir))
+            self.log(
+                f"Nothing to train: the run is at step {self.initial_step}, past train_steps={self.train_steps}, "
+                f"and keeps the weights of step {self.initial_step}. Its checkpoints in {self.backup_dir}: "
+                f"steps {kept}."
+            )
+        elif self.initial_step == self.train_steps:
+            self.log(f"Nothing to train: the run has reached train_steps={self.train_steps}.")
 
     def on_train_begin(self, logs=None):
         self._restore()
 
-    def on_epoch_begin(self, epoch, logs=None):
+    def _begin_epoch(self, epoch):
+        """What the batches of `fit` epoch `epoch` check, worked out once."""
         self._epoch = epoch
         self._batches_in_epoch = 0
+        self._expected = self._expected_batches(epoch)
+        # The last epoch may be shorter than `steps_per_epoch`: it stops itself.
+        self._stops_fit = self.train_steps is not None and self.epoch_end_step(epoch) == self.train_steps
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._begin_epoch(epoch)
 
     def on_train_batch_end(self, batch, logs=None):
         self._batches_in_epoch += 1
-        last = self.train_steps is not None and self.epoch_end_step(self._epoch) == self.train_steps
-        if last and self._batches_in_epoch == self._expected_batches(self._epoch):
-            self.model.stop_training = True  # the last epoch may be shorter than `steps_per_epoch`
+        if self._stops_fit and self._batches_in_epoch == self._expected:
+            self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
-        expected = self._expected_batches(epoch)
+        expected = self._expected
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
             self.log(f"Not writing a checkpoint for epoch {epoch + 1}: its loss is {float(loss)}.")

@@ -14,7 +14,7 @@ once (docs/training.md, "A run that stalls").
 Example:
 
 >>> loss = frequency_loss([[5, 6, 3], [5, 3]], vocab_size=8, label_smoothing=0.1)
->>> callback = StalledTrainingWarning(loss, warmup_steps=4000, checkpoint_every=1000)  # epochs of 1000 steps
+>>> callback = StalledTrainingWarning(loss, warmup_steps=4000)  # checked at each epoch end from step 8000
 >>> model.fit(..., callbacks=[callback])
 """
 
@@ -43,8 +43,11 @@ def frequency_loss(labels, vocab_size, label_smoothing=0.1):
     Returns:
         A float, in nats per token: with frequencies `p` and smoothed
         targets `(1 - eps) * one_hot + eps / vocab_size`, the best constant
-        prediction is `q = (1 - eps) * p + eps / vocab_size`, and its loss
-        `-sum((1 - eps) * p * log q) - eps / vocab_size * sum(log q)`.
+        prediction is `q = (1 - eps) * p + eps / vocab_size`, the mean
+        smoothed target, and its loss `-sum((1 - eps) * p * log q) - eps /
+        vocab_size * sum(log q)` is q's entropy, `-sum(q * log q)`, where
+        `0 * log 0` is 0: without smoothing, a token that never occurs has
+        `q = 0`.
     """
     counts = np.zeros(vocab_size)
     for row in labels:
@@ -56,32 +59,34 @@ def frequency_loss(labels, vocab_size, label_smoothing=0.1):
         raise ValueError("Argument `labels` holds no token other than padding.")
     p = counts / counts.sum()
     q = (1 - label_smoothing) * p + label_smoothing / vocab_size
-    return float(-((1 - label_smoothing) * p @ np.log(q)) - label_smoothing / vocab_size * np.log(q).sum())
+    q = q[q > 0]
+    return float(-np.sum(q * np.log(q)))
 
 
 class StalledTrainingWarning(keras.callbacks.Callback):
-    """Logs a warning, once, when the training loss at a checkpoint is still
-    within `MARGIN` of `frequency_loss`, from `CHECK_AFTER_WARMUPS` times
-    the warm-up on.
+    """Logs a warning, once, when the training loss at an epoch end (a
+    checkpoint, in `train()`) is still within `MARGIN` of `frequency_loss`,
+    from `CHECK_AFTER_WARMUPS` times the warm-up on.
+
+    The step is the optimizer's (`optimizer.iterations`, in optimizer steps
+    with gradient accumulation too): right after a shorter last interval,
+    and in a resumed run.
 
     Args:
         frequency_loss: float. The run's `frequency_loss`.
         warmup_steps: int. The schedule's warm-up, in optimizer steps.
-        checkpoint_every: int. Optimizer steps per `fit` epoch (`train()`'s
-            epochs end at checkpoints).
         log: callable taking a message.
     """
 
-    def __init__(self, frequency_loss, warmup_steps, checkpoint_every, log=print):
+    def __init__(self, frequency_loss, warmup_steps, log=print):
         super().__init__()
         self.frequency_loss = float(frequency_loss)
         self.first_step = CHECK_AFTER_WARMUPS * int(warmup_steps)
-        self.checkpoint_every = int(checkpoint_every)
         self.log = log
         self.warned = False
 
     def on_epoch_end(self, epoch, logs=None):
-        step = (epoch + 1) * self.checkpoint_every
+        step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
         loss = (logs or {}).get("loss")
         if self.warned or loss is None or step < self.first_step or loss < self.frequency_loss - MARGIN:
             return

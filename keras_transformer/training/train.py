@@ -7,7 +7,8 @@ What it does, in order:
 2. Picks the precision (`precision.py`): bf16 where supported, fp16 with
    loss scaling on older GPUs, fp32 on CPU; XLA where it works.
 3. Claims the output directory (`manifest.py`): a new run, the same run
-   resumed, or an error for another run's directory.
+   resumed, or an error for another run's directory, or for a directory
+   that another process trains in (its lock, held until `train` returns).
 4. Builds and compiles the model in the strategy scope: Adam(0.9, 0.98,
    1e-9) on the paper's schedule in global steps, label smoothing 0.1, and
    gradient accumulation up to about 25k target tokens per step.
@@ -46,7 +47,7 @@ from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models.config import TransformerConfig, architecture_config
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.training.callbacks import CheckpointAndRestore, NonFiniteLossGuard
-from keras_transformer.training.manifest import CHECKPOINTS, claim_output_dir
+from keras_transformer.training.manifest import CHECKPOINTS, claim_output_dir, holding_output_dir
 from keras_transformer.training.optimizer import (
     PAPER_TOKENS_PER_STEP,
     accumulation_steps,
@@ -362,51 +363,53 @@ def _train(config, train_data, output_dir, validation_data, options, distributed
         model = build_model(config, precision, options, accumulation, jit_compile, initial_weights)
     if not callable(train_data):  # checks `batch_size` before the directory is claimed
         train_data = _as_dataset(train_data, options.batch_size, options.seed, shuffle=True)
-    status = claim_output_dir(
-        output_dir, identity, options.overwrite, write=distributed.is_chief, write_run_files=write_run_files
-    )
-    log(
-        f"Training {status} run in {output_dir}: {distributed.describe()}, {precision}, "
-        f"jit_compile={jit_compile}, {accumulation} batch(es) per step"
-        + (
-            f", {options.tokens_per_batch} tokens per batch "
-            f"({options.tokens_per_batch // distributed.num_replicas} per replica)"
-            if options.tokens_per_batch
-            else ""
+    # One process trains in a directory at a time: the chief, which writes.
+    with holding_output_dir(output_dir) if distributed.is_chief else contextlib.nullcontext():
+        status = claim_output_dir(
+            output_dir, identity, options.overwrite, write=distributed.is_chief, write_run_files=write_run_files
         )
-    )
+        log(
+            f"Training {status} run in {output_dir}: {distributed.describe()}, {precision}, "
+            f"jit_compile={jit_compile}, {accumulation} batch(es) per step"
+            + (
+                f", {options.tokens_per_batch} tokens per batch "
+                f"({options.tokens_per_batch // distributed.num_replicas} per replica)"
+                if options.tokens_per_batch
+                else ""
+            )
+        )
 
-    restore = CheckpointAndRestore(
-        os.path.join(output_dir, CHECKPOINTS),
-        options.checkpoint_interval,
-        batches_per_step=accumulation,
-        keep=options.keep_checkpoints,
-        write=distributed.is_chief,
-        log=log,
-        train_steps=options.train_steps,
-    )
-    if callable(train_data):
-        dataset = _stream(train_data, restore.consumed_batches)
-    else:
-        dataset = train_data.repeat().skip(restore.consumed_batches)
-    if callable(validation_data):
-        validation_data = _Batches(list(validation_data(0)))
-    elif validation_data is not None:
-        validation_data = _as_dataset(validation_data, options.batch_size, options.seed, shuffle=False)
-        validation_data = _with_length(validation_data, options.validation_steps)
-    all_callbacks = [restore, NonFiniteLossGuard(accumulation, log=log), *callbacks]
-    if options.tensorboard and distributed.is_chief:
-        all_callbacks += _tensorboard(os.path.join(output_dir, "logs"), log)
-    model.fit(
-        dataset,
-        epochs=restore.epochs,  # the last one stops at train_steps
-        steps_per_epoch=options.checkpoint_interval * accumulation,
-        initial_epoch=restore.initial_epoch,
-        validation_data=validation_data,
-        validation_steps=options.validation_steps,
-        validation_freq=options.validate_every,
-        callbacks=all_callbacks,
-        verbose=options.verbose,
-        shuffle=False,  # the dataset order is part of the run
-    )
+        restore = CheckpointAndRestore(
+            os.path.join(output_dir, CHECKPOINTS),
+            options.checkpoint_interval,
+            batches_per_step=accumulation,
+            keep=options.keep_checkpoints,
+            write=distributed.is_chief,
+            log=log,
+            train_steps=options.train_steps,
+        )
+        if callable(train_data):
+            dataset = _stream(train_data, restore.consumed_batches)
+        else:
+            dataset = train_data.repeat().skip(restore.consumed_batches)
+        if callable(validation_data):
+            validation_data = _Batches(list(validation_data(0)))
+        elif validation_data is not None:
+            validation_data = _as_dataset(validation_data, options.batch_size, options.seed, shuffle=False)
+            validation_data = _with_length(validation_data, options.validation_steps)
+        all_callbacks = [restore, NonFiniteLossGuard(accumulation, log=log), *callbacks]
+        if options.tensorboard and distributed.is_chief:
+            all_callbacks += _tensorboard(os.path.join(output_dir, "logs"), log)
+        model.fit(
+            dataset,
+            epochs=restore.epochs,  # the last one stops at train_steps
+            steps_per_epoch=options.checkpoint_interval * accumulation,
+            initial_epoch=restore.initial_epoch,
+            validation_data=validation_data,
+            validation_steps=options.validation_steps,
+            validation_freq=options.validate_every,
+            callbacks=all_callbacks,
+            verbose=options.verbose,
+            shuffle=False,  # the dataset order is part of the run
+        )
     return model

@@ -277,16 +277,43 @@ def command_line_export(exported, tmp_path_factory):
     export = ["export", model_file, "--tokenizer", tokenizer_file, "--output-dir", str(folder / "saved" / "copy")]
     with pytest.raises(SystemExit, match="--metadata"):
         main(export + ["--metadata", "[1, 2]"])
-    assert main(export + ["--version", "3", "--quantize", "int8", "--beam-size", "2", "--alpha", "1.0",
-                          "--long-inputs", "truncate", "--max-extra-length", "20", "--buckets", "8",
-                          "--parallel-loops", "3", "--metadata", '{"bleu": 1.5}',
-                          "--warmup-batch-sizes", "1", "4"]) == 0
-    assert sorted(os.listdir(folder / "saved" / "copy")) == ["3"]
+    options = ["--version", "3", "--quantize", "int8", "--beam-size", "2", "--alpha", "1.0", "--long-inputs",
+               "truncate", "--max-extra-length", "20", "--buckets", "8", "--parallel-loops", "3", "--metadata",
+               '{"bleu": 1.5}', "--warmup-batch-sizes", "1", "4"]
+    left = killed_while_exporting(export + options, folder / "saved" / "copy")
+    assert left and not [name for name in left if name.isdigit()]  # no version, whole or not
+    assert main(export + options) == 0
+    assert sorted(os.listdir(folder / "saved" / "copy")) == ["3"]  # what the killed export left is gone
     quantized = Transformer.from_config(model.get_config())
     quantized.build(((None, None), (None, None)))
     quantized.set_weights(model.get_weights())
     quantized.quantize("int8")
     return quantized, sp, str(folder / "saved" / "copy" / "3"), model_file, tokenizer_file
+
+
+def killed_while_exporting(argv, export_dir):
+    """What `keras-transformer ARGV` leaves in `export_dir` when killed
+    with SIGKILL while it writes there."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    process = subprocess.Popen([sys.executable, "-m", "keras_transformer.cli", *argv], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(name.startswith(".export-") and os.path.isdir(os.path.join(export_dir, name))
+                      for name in (os.listdir(export_dir) if os.path.isdir(export_dir) else [])):
+            assert process.poll() is None and time.monotonic() < deadline, "the export did not start its folder"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        assert process.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    return os.listdir(export_dir)
 
 
 @pytest.fixture(scope="module")

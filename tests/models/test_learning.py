@@ -49,8 +49,7 @@ def train_reversal_model():
         loss=LabelSmoothedCrossEntropy(label_smoothing=0.1),
     )
     warnings = []  # a model that learns is not flagged as stalled
-    stalled = StalledTrainingWarning(frequency_loss(train_y, VOCAB), warmup_steps=100,
-                                     checkpoint_every=len(train_y) // 64, log=warnings.append)
+    stalled = StalledTrainingWarning(frequency_loss(train_y, VOCAB), warmup_steps=100, log=warnings.append)
     model.fit(train_x, train_y, batch_size=64, epochs=5, verbose=0, callbacks=[stalled])
     assert warnings == [] and stalled.first_step < 5 * len(train_y) // 64  # checked at the last epochs
     return model

@@ -3,6 +3,7 @@ command line returns what `Translator.hypotheses` and `Translator.score` do,
 in the commands of docs/decoding.md, which run as written."""
 
 import json
+import re
 
 import pytest
 
@@ -38,6 +39,26 @@ def test_score_refuses_three_files_and_names_a_missing_one(tmp_path):
         main(["score", "tatoeba_en_fr", "--pairs", str(tmp_path / "missing.tsv")])
 
 
+def test_score_rows_name_their_lines_and_an_over_long_pair_its_line(translator, tmp_path, capsys):
+    """With `--skip-bad-lines`, the rows of the pairs kept, each with its
+    line; without, the first pair the model cannot score stops the command
+    with its file and line."""
+    long = " ".join(["mot"] * 600)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(f"I love you.\tJe t'aime.\nno tab\nHello.\t{long}\nThank you.\tMerci.\n", encoding="utf-8")
+    assert main(["score", "tatoeba_en_fr", "--pairs", str(pairs), "--skip-bad-lines"]) == 0
+    out, err = capsys.readouterr()
+    rows = json_lines(out)
+    assert_rows_close(rows, [{"line": line, **s.prediction()} for line, s in zip(
+        (1, 4), translator.score(["I love you.", "Thank you."], ["Je t'aime.", "Merci."]))])
+    assert re.search(r"skipped 1 line without a tab \(first: .*pairs.tsv:2", err), err
+    assert re.search(r"skipped 1 pair\(s\) longer than the model scores \(first: .*pairs.tsv:3: the translation has "
+                     r"\d+ tokens \(EOS included\); the model scores at most \d+\.\)", err), err
+    pairs.write_text(f"I love you.\tJe t'aime.\nHello.\t{long}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"pairs.tsv:2: the translation has \d+ tokens .* --skip-bad-lines"):
+        main(["score", "tatoeba_en_fr", "--pairs", str(pairs)])
+
+
 def expected_output(translator, argv):
     """What `keras-transformer ARGV` writes, from the `Translator`'s Python API."""
     from keras_transformer.cli import parse_arguments
@@ -46,8 +67,9 @@ def expected_output(translator, argv):
 
     args = parse_arguments(argv)
     if args.command == "score":
-        sources, targets = map(list, zip(*read_files(args.pairs)))
-        return [s.prediction() for s in translator.score(sources, targets)]
+        lines, pairs = zip(*read_files(args.pairs, numbered=True))
+        sources, targets = map(list, zip(*pairs))
+        return [{"line": line, **s.prediction()} for line, s in zip(lines, translator.score(sources, targets))]
     outputs, sampler = output_options(args)
     texts = args.text
     if args.input:  # a file, a sentence a line

@@ -115,7 +115,8 @@ def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(expor
     (tmp_path / "target.txt").write_text("".join(f"{permute(s)}\n" for s in texts), encoding="utf-8")
     assert main(["score", folder, "--pairs", str(tmp_path / "source.txt"), str(tmp_path / "target.txt")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert_rows_close(rows, [s.prediction() for s in translator.score(texts, [permute(t) for t in texts])], atol=1e-4)
+    scored = translator.score(texts, [permute(t) for t in texts])
+    assert_rows_close(rows, [{"line": line, **s.prediction()} for line, s in enumerate(scored, 1)], atol=1e-4)
 
 
 def absent_word(text):

@@ -7,7 +7,8 @@
 Trains the tiny model on the copy task with `keras_transformer.training.train`
 and writes the final weights to `OUTPUT_DIR/<task>-weights.npz` and the loss
 per epoch to `OUTPUT_DIR/<task>-losses.npy`. `--kill-at-step k` sends
-SIGKILL to this process at the end of step k. `--without-tensorflow` runs
+SIGKILL to this process at the end of step k, and `--kill-writing-step k`
+while it writes the checkpoint of step k (`faults.py`). `--without-tensorflow` runs
 as on a machine without TensorFlow (JAX, PyTorch): importing it fails, and
 `train()` gets a `pass -> NumPy batches` function instead of the arrays
 (`--numpy-passes` alone: that function, with TensorFlow importable).
@@ -17,7 +18,6 @@ A one-device run can also be `main([OUTPUT_DIR, ...])` in a test's process.
 
 import argparse
 import os
-import signal
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -33,13 +33,18 @@ def main(argv=None):
     parser.add_argument("--accumulation", type=int, default=None)
     parser.add_argument("--strategy", default="auto")
     parser.add_argument("--logical-cpus", type=int, default=0)
-    parser.add_argument("--kill-at-step", type=int, default=0)
+    parser.add_argument("--keep", type=int, default=5)
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--pad", type=int, default=1)
     parser.add_argument("--tag", default="")
     parser.add_argument("--without-tensorflow", action="store_true")
     parser.add_argument("--numpy-passes", action="store_true")
     parser.add_argument("--intra-op-threads", type=int, default=None)
+    # The faults' options, parsed before anything imports Keras (and TensorFlow).
+    parser.add_argument("--kill-at-step", type=int, default=0)
+    parser.add_argument("--kill-writing-step", type=int, default=0)
+    parser.add_argument("--stall-at-step", type=int, default=0)
+    parser.add_argument("--file-size-limit-at-step", type=int, default=0)
     args = parser.parse_args(argv)
     if args.without_tensorflow:
         sys.meta_path.insert(0, NoTensorFlow())
@@ -47,21 +52,17 @@ def main(argv=None):
     import keras
     import numpy as np
 
+    from tests.training.faults import Faults, same_as_the_test_process
+
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        from tests.helpers import graph_rewrites
-
-        # As in the pytest process (tests/conftest.py), whose runs these
-        # processes' weights are compared with bit for bit.
-        graph_rewrites(False)
         if args.logical_cpus:
             cpu = tf.config.list_physical_devices("CPU")[0]
             tf.config.set_logical_device_configuration(
                 cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus
             )
-        if args.intra_op_threads is not None:
-            tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+    same_as_the_test_process(args.intra_op_threads)
 
     from keras_transformer.training import select_strategy, train
     from tests.training.tasks import TINY, copy_task
@@ -73,16 +74,6 @@ def main(argv=None):
 
         data = numpy_passes(data, args.batch_size)
 
-    class Kill(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.batches = 0
-
-        def on_train_batch_end(self, batch, logs=None):
-            self.batches += 1
-            if self.batches == args.kill_at_step * (args.accumulation or 1):
-                os.kill(os.getpid(), signal.SIGKILL)
-
     model = train(
         dict(vocab_size=20, **TINY, dropout_rate=args.dropout),
         data,
@@ -90,12 +81,13 @@ def main(argv=None):
         validation_data=data,
         train_steps=args.steps,
         checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep,
         batch_size=args.batch_size,
         gradient_accumulation_steps=args.accumulation,
         strategy=distributed,
         tensorboard=False,
         verbose=0,
-        callbacks=[Kill()] if args.kill_at_step else [],
+        callbacks=[Faults(args, args.accumulation or 1)],
     )
     tag = args.tag or distributed.task.replace(":", "")
     np.savez(

@@ -1,6 +1,7 @@
 """The non-finite loss guard, BLEU, the manifest, and the command line."""
 
 import argparse
+import errno
 import json
 import os
 import re
@@ -271,36 +272,38 @@ def test_cli_training_options_reach_the_run(tmp_path, capsys):
 
 
 @pytest.mark.portable
-def test_cli_trains_a_tiny_model_resumes_and_warns_while_it_learns_nothing(tmp_path, capsys):
-    # A learning rate of almost 0: from step 2 (twice the warm-up) the loss
-    # is still above that of predicting the tokens by their frequency. The
-    # steps asked for, under checkpoint_every's default of 1000: one
-    # checkpoint, at the end.
+def test_cli_trains_a_tiny_model_resumes_and_warns_while_it_learns_nothing(tmp_path, capsys, recwarn):
+    # A learning rate of almost 0: from step 4 (twice the warm-up) the loss
+    # is still above that of predicting the tokens by their frequency,
+    # without label smoothing here (tokens that never occur: 0 log 0). A
+    # checkpoint every 3 steps: the warning comes at the end of the shorter
+    # second interval, at step 4.
     def argv(steps, *extra, corpus="synthetic-reverse"):
         return [
             "train", "--corpus", corpus, "--architecture", "tiny", "--output-dir", str(tmp_path),
             "--set", "num_layers=1", "--set", "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32",
-            "--train-steps", str(steps), "--batch-size", "16", "--fit-verbose", "0",
-            "--warmup-steps", "1", "--learning-rate-scale", "1e-9", *extra,
+            "--train-steps", str(steps), "--checkpoint-every", "3", "--batch-size", "16", "--fit-verbose", "0",
+            "--warmup-steps", "2", "--learning-rate-scale", "1e-9", "--label-smoothing", "0", *extra,
         ]
 
-    assert main(argv(2)) == 0
+    assert main(argv(4)) == 0
     out = capsys.readouterr().out
     [warning] = [line for line in out.splitlines() if line.startswith("Warning")]
-    assert re.match(r"Warning: at step 2 the training loss, [0-9.]+, is not 0.5 below 2\.[0-9]+, the loss of", warning)
-    assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [2]
+    assert re.match(r"Warning: at step 4 the training loss, [0-9.]+, is not 0.5 below [0-9]\.[0-9]+, the loss of", warning)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]  # no 0 * log 0
+    assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [3, 4]
     assert Transformer.from_preset(tmp_path).transformer_config.d_model == 16  # the run's last weights
     manifest = json.load(open(tmp_path / "run.json"))["identity"]
-    assert manifest["model"]["d_model"] == 16 and manifest["label_smoothing"] == 0.1
-    assert manifest["checkpoint_every"] == 1000
+    assert manifest["model"]["d_model"] == 16 and manifest["label_smoothing"] == 0.0
+    assert manifest["checkpoint_every"] == 3
     try:
         import tensorboard  # noqa: F401
 
         assert os.listdir(tmp_path / "logs")
     except ImportError:
         assert "Not writing TensorBoard logs" in out
-    assert main(argv(3)) == 0  # a longer run of the same run resumes
-    assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [2, 3]
+    assert main(argv(5)) == 0  # a longer run of the same run resumes
+    assert [c.step for c in list_checkpoints(tmp_path / "checkpoints")] == [3, 4, 5]
     assert "Resumed from" in capsys.readouterr().out
     with pytest.raises(RunMismatchError, match=r"different seed\)"):
         main(argv(3, "--seed", "3"))
@@ -394,9 +397,87 @@ def test_cli_vocabulary_size_is_part_of_the_run_and_the_tokenizer_is_written_onc
     tokenizer = (run / "tokenizer.model").read_bytes()
     assert main(argv(400)) == 0  # the same run: resumed (finished: nothing more to train), its tokenizer as it was
     assert (run / "tokenizer.model").read_bytes() == tokenizer
+    # Another run takes the directory (--overwrite) and is interrupted in
+    # its first step: nothing of the old run's model stays beside the new
+    # run's tokenizer, for `translate` or `evaluate` to take.
+    assert {"config.json", "model.weights.h5", "metadata.json"} <= set(os.listdir(run))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    fit = keras.Model.fit
+    monkeypatch.setattr(keras.Model, "fit", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main(argv(450, "--overwrite"))
+    monkeypatch.setattr(keras.Model, "fit", fit)
+    assert sorted(os.listdir(run)) == ["run.json", "tokenizer.model"] and SubwordTokenizer.load(run).vocab_size == 450
+    with pytest.raises((SystemExit, ValueError), match="--weights"):  # a run folder, with no model of its own yet
+        main(["translate", str(run), "Hello."])
     assert main(argv(450, "--overwrite")) == 0
     assert SubwordTokenizer.load(run).vocab_size == 450
     assert json.load(open(run / "run.json"))["identity"]["data"] == {"corpus": "tatoeba_en_fr", "vocab_size": 450}
+
+
+@pytest.mark.portable
+def test_cli_own_files_with_carriage_return_line_ends_and_their_content_make_the_runs_data(tmp_path, capsys):
+    """A TSV file whose lines end in a carriage return alone (old Mac
+    files) reads as its lines; a rerun asking for fewer steps than trained
+    says so; the same file edited in place, its size the same, is another
+    run's data, named by its SHA-256."""
+    import hashlib
+
+    from keras_transformer import datasets
+
+    pairs = datasets.load("tatoeba_en_fr", "validation")[:300]
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_bytes("".join(f"{source}\t{target}\r" for source, target in pairs).encode("utf-8"))
+    run = tmp_path / "run"
+
+    def argv(steps):
+        return ["train", "--train-file", str(tsv), "--architecture", "tiny", "--set", "num_layers=1", "--set",
+                "d_model=16", "--set", "num_heads=2", "--set", "d_ff=32", "--output-dir", str(run), "--vocab-size",
+                "400", "--tokens-per-batch", "512", "--tokens-per-step", "512", "--train-steps", str(steps),
+                "--checkpoint-every", "1", "--fit-verbose", "0", "--no-tensorboard"]
+
+    assert main(argv(2)) == 0
+    assert "300 pairs kept;" in capsys.readouterr().out
+    [[name, size, sha256]] = json.load(open(run / "run.json"))["identity"]["data"]["train_file"]
+    assert (name, size, sha256) == ("pairs.tsv", tsv.stat().st_size, hashlib.sha256(tsv.read_bytes()).hexdigest())
+    assert main(argv(1)) == 0
+    assert ("Nothing to train: the run is at step 2, past train_steps=1, and keeps the weights of step 2."
+            in capsys.readouterr().out)
+    tsv.write_bytes("".join(f"{target}\t{source}\r" for source, target in pairs).encode("utf-8"))  # French->English
+    assert tsv.stat().st_size == size
+    with pytest.raises(RunMismatchError, match=r"different data.train_file\)"):
+        main(argv(3))
+
+
+@pytest.mark.portable
+def test_cli_a_checkpoint_that_does_not_fit_on_the_disk_is_an_error_that_writes_nothing(tmp_path, monkeypatch, capsys):
+    # The disk is full once the first checkpoint is written (as
+    # `os.statvfs` tells); tests/training/test_distributed.py fills the
+    # process's file size limit.
+    run = tmp_path / "run"
+    argv = _tiny_argv(run, "synthetic-copy", "--train-steps", "2")
+    statvfs = os.statvfs
+
+    def full_after_the_first_checkpoint(path):
+        stat = list(statvfs(path))
+        if (run / "checkpoints" / "ckpt-0000000001.json").exists():
+            stat[3] = stat[4] = 0  # f_bfree, f_bavail
+        return os.statvfs_result(stat)
+
+    monkeypatch.setattr(os, "statvfs", full_after_the_first_checkpoint)
+    with pytest.raises(OSError, match=r"No space left on device for checkpoint .*ckpt-0000000002.weights.h5: it "
+                                      r"takes about [0-9.]+ MiB, and .* has 0.0 MiB free") as error:
+        main(argv)
+    assert error.value.errno == errno.ENOSPC
+    assert sorted(os.listdir(run / "checkpoints")) == ["ckpt-0000000001.json", "ckpt-0000000001.weights.h5"]
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "ckpt-0000000001.weights.h5: step 1, skipping 1 consumed batches" in capsys.readouterr().out
+    assert [c.step for c in list_checkpoints(run / "checkpoints")] == [1, 2]
 
 
 FINE_TUNING = """\

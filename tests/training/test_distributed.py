@@ -1,30 +1,34 @@
-"""`train()` across worker processes matches one device; SIGKILL resume on TensorFlow and JAX.
+"""Kill and resume, end to end: `train()` across worker processes and on
+JAX, and the `train` command on TensorFlow, killed with SIGKILL at two
+steps and in the middle of a checkpoint, and out of disk, each resumed run
+ending with the checkpoints and weights of an uninterrupted run, to the bit.
 
-Each case starts fresh Python processes (`run_training.py`), because logical
-devices, `XLA_FLAGS` and `TF_CONFIG` are fixed when TensorFlow/JAX start, and
-a process is what SIGKILL ends. The one-device or uninterrupted run each is
-compared with is `run_training.main` in the test's own process, and so is
-the resumed run on TensorFlow.
+Each case starts fresh Python processes (`run_training.py` for `train()`,
+`faults.py` for the command), because logical devices, `XLA_FLAGS` and
+`TF_CONFIG` are fixed when TensorFlow/JAX start, and a process is what
+SIGKILL ends. The one-device or uninterrupted run each is compared with is
+the test's own process's, and so is the command's last resume.
 """
 
+import json
 import os
+import re
 import signal
+import time
 
+import h5py
 import keras
 import numpy as np
 import pytest
 
+from keras_transformer.cli import main
+from keras_transformer.locks import LockedError
+from keras_transformer.training import list_checkpoints
 from tests.training import processes, run_training
 
 tensorflow_only = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="tf.distribute runs on the TensorFlow backend"
+    keras.backend.backend() != "tensorflow", reason="tf.distribute and the command run on the TensorFlow backend"
 )
-# The JAX case starts JAX processes whatever this process's backend: it runs
-# once, in the JAX pass of tests/run.sh (-m backend).
-jax_pass = [
-    pytest.mark.backend,
-    pytest.mark.skipif(keras.backend.backend() != "jax", reason="JAX training processes: run in the JAX pass"),
-]
 
 pytestmark = pytest.mark.slow  # training processes
 
@@ -33,83 +37,196 @@ STEPS = ("--steps", 4, "--checkpoint-every", 1, "--pad", 0)
 
 
 @tensorflow_only
-def test_train_on_two_worker_processes_matches_one_device_and_only_the_chief_writes(tmp_path):
+def test_train_on_two_worker_processes_matches_one_device_and_killed_resumes_to_the_same_weights(tmp_path):
     # The strategies themselves are plain Keras (test_plain_keras.py); this is
-    # what train() adds: one run directory, written by the chief only.
+    # what train() adds: one run directory, written by the chief only, which
+    # both workers resume from when the job is killed.
+    steps = (*STEPS, "--batch-size", 16)
     with processes.held_ports(2) as ports:
         workers = [
-            processes.start(tmp_path / "workers", *STEPS, "--batch-size", 16, env=processes.worker_env(ports, i))
-            for i in range(2)
+            processes.start(tmp_path / "workers", *steps, env=processes.worker_env(ports, i)) for i in range(2)
         ]
         try:  # the one-device run in this process (the TensorFlow pass's), while the workers run
-            run_training.main([str(tmp_path / "single"), *map(str, STEPS), "--batch-size", "16",
-                               "--strategy", "one-device"])
+            run_training.main([str(tmp_path / "single"), *map(str, steps), "--strategy", "one-device"])
         except BaseException:
             processes.stop(*workers)
             raise
         outputs = processes.run_all(*workers)  # kills the other if one fails
     assert "multi-worker (2 replica(s), worker:1)" in outputs[1]
-    (weights, losses), (single_weights, single_losses) = (
+    # The same job, killed at the end of step 3 (each worker ends itself there), then run again.
+    with processes.held_ports(2) as ports:
+        killed = [processes.start(tmp_path / "killed", *steps, "--kill-at-step", 3, env=processes.worker_env(ports, i))
+                  for i in range(2)]
+        try:
+            for worker in killed:
+                processes.finish(worker, expect=-signal.SIGKILL)
+        finally:
+            processes.stop(*killed)
+    with processes.held_ports(2) as ports:
+        resumed = processes.run_all(
+            *[processes.start(tmp_path / "killed", *steps, env=processes.worker_env(ports, i)) for i in range(2)]
+        )
+    assert all("ckpt-0000000002.weights.h5: step 2, skipping 2 consumed batches" in out for out in resumed)
+    (weights, losses), (single_weights, single_losses), (resumed_weights, resumed_losses) = (
         processes.results(tmp_path / "workers", "worker0"),
         processes.results(tmp_path / "single"),
+        processes.results(tmp_path / "killed", "worker0"),
     )
     np.testing.assert_allclose(losses, single_losses, rtol=2e-3)
     flat, single_flat = (np.concatenate([w.ravel() for w in ws]) for ws in (weights, single_weights))
     assert np.linalg.norm(flat - single_flat) < 2e-3 * np.linalg.norm(single_flat)
+    np.testing.assert_array_equal(resumed_losses, losses[2:])  # steps 3 and 4, trained again
+    for x, y in zip(resumed_weights, weights):
+        np.testing.assert_array_equal(x, y)
     # Only the chief writes checkpoints; there is one per epoch.
     assert sorted(os.listdir(tmp_path / "workers" / "checkpoints"))[-1] == "ckpt-0000000004.weights.h5"
+    assert_same_checkpoints(tmp_path / "killed", tmp_path / "workers", [3, 4])
 
 
-@pytest.mark.parametrize(
-    "backend, extra, reference",
-    [
-        pytest.param("tensorflow", (), (), marks=tensorflow_only),
-        # The path of JAX and PyTorch machines: TensorFlow cannot be imported,
-        # the batches come from a `pass -> NumPy batches` function, and the
-        # resumed run skips the consumed ones of that stream. The reference
-        # takes the same `train()` input in this process, where TensorFlow
-        # can be imported but neither `train()` nor Keras' JAX trainer reads
-        # a function's batches with it.
-        pytest.param("jax", ("--without-tensorflow",), ("--numpy-passes",), marks=jax_pass),
-    ],
-    ids=["tensorflow", "jax-without-tensorflow"],
-)
-def test_run_killed_with_sigkill_resumes_to_the_same_weights(tmp_path, capsys, backend, extra, reference):
-    # Padded data, dropout on, and two batches a step: the checkpoint of
-    # step 4 has consumed 8 batches, and the accumulated gradients start
-    # afresh with each step.
-    args = ("--steps", 6, "--checkpoint-every", 2, "--dropout", 0.1, "--accumulation", 2)
-    # The uninterrupted run is this process's, and equal to the bit: so the
-    # processes compile (XLA_FLAGS) and thread TensorFlow's ops as this one.
-    same = ("--intra-op-threads", intra_op_threads())
+# The `train` command: a checkpoint every 2 steps of 2 batches of 16, the
+# newest 2 kept, dropout on; 24 batches of the 256 pairs, across two passes.
+COMMAND = ["train", "--corpus", "synthetic-reverse", "--architecture", "tiny", "--set", "num_layers=1", "--set",
+           "d_ff=64", "--train-steps", "12", "--checkpoint-every", "2", "--keep-checkpoints", "2",
+           "--gradient-accumulation-steps", "2", "--batch-size", "16", "--warmup-steps", "4", "--fit-verbose", "0",
+           "--no-tensorboard"]
+
+
+@tensorflow_only
+def test_the_command_killed_twice_and_out_of_disk_resumes_to_the_uninterrupted_runs_checkpoints(tmp_path, capsys):
+    """One run, rerun after each fault: a second run into its directory
+    refused while it runs, then SIGKILL at step 3; resumed from step 2 past
+    two more checkpoints (the one it resumed from pruned), until the next
+    does not fit; resumed again and killed while writing that one; then to
+    the end. Its checkpoints and last weights are the uninterrupted run's,
+    to the bit."""
+    run = [*COMMAND, "--output-dir", str(tmp_path / "run")]
+    same = ("--intra-op-threads", intra_op_threads())  # and no graph rewrites, as this process
     env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
     started = []
+
+    def rerun(*faults, expect):
+        started.append(processes.start_script("faults.py", *same, *faults, "--", *run, env=env))
+        return processes.finish(started[-1], expect=expect)
+
     try:
-        killed = processes.start(tmp_path / "killed", *args, *extra, *same, "--kill-at-step", 5, backend=backend,
-                                 env=env)
-        started.append(killed)
-        run_training.main([str(tmp_path / "whole"), *map(str, args), *reference])
-        processes.finish(killed, expect=-signal.SIGKILL)
-        checkpoints = sorted(os.listdir(tmp_path / "killed" / "checkpoints"))
-        assert checkpoints[-1] == "ckpt-0000000004.weights.h5"
-        if extra:  # without TensorFlow, which this process has: a process of its own
-            resumed = processes.start(tmp_path / "killed", *args, *extra, *same, backend=backend, env=env)
-            started.append(resumed)
-            out = processes.finish(resumed)
-        else:  # what is resumed is the run's directory, not a process: this one's, as the uninterrupted run
-            capsys.readouterr()
-            run_training.main([str(tmp_path / "killed"), *map(str, args)])
-            out = capsys.readouterr().out
+        first = processes.start_script("faults.py", *same, "--stall-at-step", 3, "--", *run, env=env)
+        started.append(first)
+        assert main([*COMMAND, "--output-dir", str(tmp_path / "whole")]) == 0  # meanwhile, uninterrupted
+        wait_for(tmp_path / "run" / "checkpoints" / "ckpt-0000000002.json", first)
+        with pytest.raises(LockedError, match=rf"^Output directory '{re.escape(str(tmp_path / 'run'))}' is in use: "
+                                              rf"process {first.pid} on .* \(keras-transformer train .*\) holds .*train.lock\. Wait"):
+            main(run)  # a second run into the directory, while the first runs
+        first.send_signal(signal.SIGKILL)  # at step 3, where it waits
+        processes.finish(first, expect=-signal.SIGKILL)
+        assert checkpoint_files(tmp_path / "run") == ["ckpt-0000000002.json", "ckpt-0000000002.weights.h5"]
+        assert os.path.exists(tmp_path / "run" / "train.lock")  # the killed run's, held by no process
+        out = rerun("--file-size-limit-at-step", 7, expect=1)
+        assert "ckpt-0000000002.weights.h5: step 2, skipping 4 consumed batches" in out
+        assert re.search(r"^keras-transformer train: error: \[Errno 27\] File too large for checkpoint "
+                         r".*ckpt-0000000008.weights.h5: .* file size limit", out, re.M), out
+        assert steps_of(tmp_path / "run") == [4, 6] and not temporary_files(tmp_path / "run")
+        out = rerun("--kill-writing-step", 8, expect=-signal.SIGKILL)
+        assert "ckpt-0000000006.weights.h5: step 6, skipping 12 consumed batches" in out
+        assert steps_of(tmp_path / "run") == [4, 6] and len(temporary_files(tmp_path / "run")) == 1
+        capsys.readouterr()
+        assert main(run) == 0  # what is resumed is the run's directory: in this process, as the uninterrupted run
+        assert "ckpt-0000000006.weights.h5: step 6, skipping 12 consumed batches" in capsys.readouterr().out
     finally:
         processes.stop(*started)
-    assert "Resumed from" in out and "step 4, skipping 8 consumed batches" in out
+    assert steps_of(tmp_path / "run") == steps_of(tmp_path / "whole") == [10, 12]
+    assert not temporary_files(tmp_path / "run") and not os.path.exists(tmp_path / "run" / "train.lock")
+    assert_same_checkpoints(tmp_path / "run", tmp_path / "whole", [10, 12])
+    assert_same_arrays(tmp_path / "run" / "model.weights.h5", tmp_path / "whole" / "model.weights.h5")
+
+
+@pytest.mark.backend
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="JAX training processes: run in the JAX pass")
+def test_train_on_jax_killed_twice_resumes_to_the_uninterrupted_runs_weights(tmp_path):
+    """`train()` on JAX, where TensorFlow cannot be imported: the batches
+    come from a `pass -> NumPy batches` function, and a resumed run skips
+    the consumed ones of that stream. Killed at step 3; resumed past two
+    more checkpoints than it keeps and killed while writing the next;
+    resumed to the end. The uninterrupted run is this process's, with the
+    same `train()` input (which neither `train()` nor Keras' JAX trainer
+    reads with TensorFlow, importable here)."""
+    args = ("--steps", 12, "--checkpoint-every", 2, "--keep", 2, "--dropout", 0.1, "--accumulation", 2)
+    run = (tmp_path / "run", *args, "--without-tensorflow")
+    env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}  # so the processes compile as this one
+    started = []
+
+    def rerun(*faults, expect=0):
+        started.append(processes.start(*run, *faults, backend="jax", env=env))
+        return processes.finish(started[-1], expect=expect)
+
+    try:
+        started.append(processes.start(*run, "--kill-at-step", 3, backend="jax", env=env))
+        run_training.main([str(tmp_path / "whole"), *map(str, args), "--numpy-passes"])
+        processes.finish(started[-1], expect=-signal.SIGKILL)
+        assert steps_of(tmp_path / "run") == [2]
+        out = rerun("--kill-writing-step", 8, expect=-signal.SIGKILL)
+        assert "ckpt-0000000002.weights.h5: step 2, skipping 4 consumed batches" in out
+        assert steps_of(tmp_path / "run") == [4, 6] and len(temporary_files(tmp_path / "run")) == 1
+        out = rerun()
+        assert "ckpt-0000000006.weights.h5: step 6, skipping 12 consumed batches" in out
+    finally:
+        processes.stop(*started)
     (whole_weights, whole_losses), (weights, losses) = (
         processes.results(tmp_path / "whole"),
-        processes.results(tmp_path / "killed"),
+        processes.results(tmp_path / "run"),
     )
-    np.testing.assert_array_equal(losses, whole_losses[-1:])  # the last epoch's loss
+    np.testing.assert_array_equal(losses, whole_losses[-3:])  # the epochs after step 6
     for x, y in zip(weights, whole_weights):
         np.testing.assert_array_equal(x, y)
+    assert steps_of(tmp_path / "run") == [10, 12] and not temporary_files(tmp_path / "run")
+    assert_same_checkpoints(tmp_path / "run", tmp_path / "whole", [10, 12])
+
+
+def wait_for(path, process, timeout=processes.TIMEOUT):
+    """Waits until `path` exists, while `process` runs."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert process.poll() is None, f"exit {process.returncode} before {path} was written"
+        assert time.monotonic() < deadline, f"no {path} after {timeout} s"
+        time.sleep(0.1)
+
+
+def checkpoint_files(run_dir):
+    return sorted(os.listdir(run_dir / "checkpoints"))
+
+
+def steps_of(run_dir):
+    return [checkpoint.step for checkpoint in list_checkpoints(run_dir / "checkpoints")]
+
+
+def temporary_files(run_dir):
+    return [name for name in checkpoint_files(run_dir) if name.startswith(".tmp-")]
+
+
+def h5_arrays(path):
+    """Every array of a `.weights.h5` file by its name: weights, and in a
+    checkpoint the optimizer's slots and step."""
+    arrays = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, item: arrays.update({name: item[()]}) if isinstance(item, h5py.Dataset) else None)
+    return arrays
+
+
+def assert_same_arrays(path, other):
+    arrays, expected = h5_arrays(path), h5_arrays(other)
+    assert sorted(arrays) == sorted(expected) and len(arrays) > 10
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(array, expected[name], err_msg=name)
+
+
+def assert_same_checkpoints(run_dir, other_dir, steps):
+    """The checkpoints `steps` of two runs hold the same arrays (model and
+    optimizer) and dropout RNG states."""
+    for step in steps:
+        stem = f"checkpoints/ckpt-{step:010d}"
+        assert_same_arrays(run_dir / f"{stem}.weights.h5", other_dir / f"{stem}.weights.h5")
+        assert "optimizer" in h5py.File(run_dir / f"{stem}.weights.h5", "r")
+        states = [[state["value"] for state in json.load(open(d / f"{stem}.json"))["rng"]] for d in (run_dir, other_dir)]
+        assert states[0] == states[1]  # in the models' order (a process's Keras names them by its count)
 
 
 def intra_op_threads():

@@ -28,6 +28,7 @@ from keras_transformer.cli import main, parse_arguments
 from keras_transformer.cli.common import CHUNK_BATCHES
 from keras_transformer.data.training_data import read_files
 from keras_transformer.evaluation import corpus_bleu
+from keras_transformer.training.checkpoints import file_sha256
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI trains on the default backend")
 
@@ -100,7 +101,8 @@ def test_a_run_on_a_tsv_file_learns_and_its_directory_is_a_preset(run, translati
     from keras_transformer.cli.export import load_model_and_tokenizer
 
     model, tokenizer, metadata = load_model_and_tokenizer(parse_arguments(["export", str(run_dir), "--output-dir", "x"]))
-    assert metadata["data"]["train_file"] == [["train.tsv", os.path.getsize(run_dir.parent / "train.tsv")]]
+    train_file = run_dir.parent / "train.tsv"
+    assert metadata["data"]["train_file"] == [["train.tsv", os.path.getsize(train_file), file_sha256(train_file)]]
     for got, want in zip(model.get_weights(), Transformer.from_preset(run_dir).get_weights()):
         np.testing.assert_array_equal(got, want)
     first = run_dir / "checkpoints" / "ckpt-0000000100.weights.h5"
@@ -135,6 +137,10 @@ def test_the_preset_command_writes_the_mean_of_the_runs_last_checkpoints(run, tm
         assert metadata["weights_dtype"] == dtype
     with pytest.raises(FileNotFoundError, match="run_dir.*no run.json"):
         main(["preset", str(tmp_path), "--output", str(tmp_path / "x")])
+    last = (run_dir / "model.weights.h5").read_bytes()
+    with pytest.raises(ValueError, match=r"`--output` is a training run's directory, whose last weights"):
+        main(["preset", str(run_dir), "--output", str(run_dir)])
+    assert (run_dir / "model.weights.h5").read_bytes() == last
     with pytest.raises(ValueError, match="--average.*Received: --average=0"):
         main(["preset", str(run_dir), "--average", "0", "--output", str(tmp_path / "x")])
 
@@ -242,6 +248,11 @@ def test_skipping_bad_lines_counts_them(tmp_path):
         (["--from-preset", "tatoeba_en_fr", "--architecture", "tiny"], "--architecture comes from the preset"),
         (["--from-preset", "tatoeba_en_fr", "--vocab-size", "500"], "--vocab-size comes from the preset"),
         (["--valid-file", "missing.tsv"], "--valid-file: no such file.*missing.tsv"),
+        # Found before the data is read: not Keras' "objects could not be loaded" after it.
+        (["--from-preset", "tatoeba_en_fr", "--set", "num_layers=3"],
+         r"--set changes the shapes of the weights of --from-preset 'tatoeba_en_fr'.*Received: --set num_layers=3"),
+        (["--architecture", "tiny", "--tokens-per-batch", "64"],
+         r"--tokens-per-batch 64 cannot hold 1 pair\(s\) of 128 tokens.*--set max_length=N"),
     ],
 )
 def test_data_arguments_that_do_not_go_together_are_named(tmp_path, extra, error):

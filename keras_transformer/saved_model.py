@@ -343,7 +343,8 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
         saved = os.path.join(staging, "saved_model")
         _write_graph(translator, saved, n_best, jit_compile, parallel_loops, signatures)
         settings = dict(
-            **translator.sampler.get_config(), max_extra_length=translator.max_extra_length, n_best=n_best,
+            **{**translator.sampler.get_config(), "stop": translator.stop},
+            max_extra_length=translator.max_extra_length, n_best=n_best,
             source_budget=translator.preprocessor.source_budget, long_inputs=translator.preprocessor.long_inputs,
             buckets=translator.preprocessor.buckets, bos_id=BOS_ID, eos_id=EOS_ID, jit_compile=jit_compile,
             parallel_loops=parallel_loops, narrow_batches=translator.narrow_batches,
@@ -372,7 +373,7 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
     search = translator.sampler
     if n_best > 1:
         search = BeamSampler(translator.beam_size, translator.alpha, num_return=n_best,
-                             continues_word=translator.continues_word)
+                             continues_word=translator.continues_word, stop=translator.stop)
     options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops)
     text = tf.TensorSpec([None], tf.string, name="inputs")
     functions = {"serving_default": (build_translate_fn(translator, op, search, **options), [text])}

@@ -9,6 +9,11 @@ output may run to its input length + 50 tokens, as there.
 BEAM_SIZE = 4
 ALPHA = 0.6  # the GNMT length penalty's exponent
 MAX_EXTRA_LENGTH = 50  # output tokens beyond the source's own length
+# When beam search is done with a sentence (`BeamSampler`'s `stop`, defined
+# there): "exact" once no alive hypothesis can still beat its best finished
+# ones, "early" once its best candidate has ended.
+STOP_RULES = ("exact", "early")
+STOP = "exact"
 # Sentences decoded together, and a command's batch of a file: the batch size
 # at which benchmarks/README.md ("On 2 CPU cores") compares our engines with
 # CTranslate2.

@@ -239,9 +239,9 @@ def test_translate_with_a_keras_file_plots_its_attention_and_one_head(exported, 
 # `keras-transformer export` with every option of the graph it can combine --
 
 
-# A beam of 2, alpha 1, truncation, 20 extra tokens (a source budget of 44),
-# one bucket below it, three decoding loops, int8 weights.
-DECODING = dict(beam_size=2, alpha=1.0, long_inputs="truncate", max_extra_length=20)
+# A beam of 2, alpha 1, the early stop rule, truncation, 20 extra tokens (a
+# source budget of 44), one bucket below it, three decoding loops, int8 weights.
+DECODING = dict(beam_size=2, alpha=1.0, stop="early", long_inputs="truncate", max_extra_length=20)
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +260,7 @@ def command_line_export(exported, tmp_path_factory):
     with pytest.raises(SystemExit, match="--metadata"):
         main(export + ["--metadata", "[1, 2]"])
     assert main(export + ["--version", "3", "--quantize", "int8", "--beam-size", "2", "--alpha", "1.0",
-                          "--long-inputs", "truncate", "--max-extra-length", "20", "--buckets", "8",
+                          "--stop", "early", "--long-inputs", "truncate", "--max-extra-length", "20", "--buckets", "8",
                           "--parallel-loops", "3", "--metadata", '{"bleu": 1.5}',
                           "--warmup-batch-sizes", "1", "4"]) == 0
     assert sorted(os.listdir(folder / "saved" / "copy")) == ["3"]
@@ -275,7 +275,8 @@ def command_line_export(exported, tmp_path_factory):
 def quantized_translations(command_line_export):
     """`{sentence: (translation, score)}` of `SENTENCES` by beam search over the quantized model in memory."""
     quantized, sp, _, _, _ = command_line_export
-    texts, scores = in_memory_translations(quantized, sp, SENTENCES, beam_size=2, alpha=1.0, max_extra_length=20)
+    texts, scores = in_memory_translations(quantized, sp, SENTENCES, beam_size=2, alpha=1.0, max_extra_length=20,
+                                           stop="early")
     assert texts[:2] == SENTENCES[:2]  # still the copying model
     return dict(zip(SENTENCES, zip(texts, scores)))
 
@@ -317,8 +318,8 @@ def test_the_command_line_export_translates_as_the_quantized_model_in_memory(com
         assert [t.decode() for t in out["translations"].numpy()] == [expected.get(s, ("",))[0] for s in batch]
         np.testing.assert_allclose(out["scores"].numpy(), [expected.get(s, ("", 0.0))[1] for s in batch], rtol=1e-4)
     loaded = Translator.from_saved_model(os.path.dirname(path), batch_size=3)
-    assert {name: getattr(loaded, name, None) for name in ("beam_size", "alpha", "max_extra_length")} == {
-        name: DECODING[name] for name in ("beam_size", "alpha", "max_extra_length")}
+    assert {name: getattr(loaded, name, None) for name in ("beam_size", "alpha", "stop", "max_extra_length")} == {
+        name: DECODING[name] for name in ("beam_size", "alpha", "stop", "max_extra_length")}
     assert (loaded.preprocessor.long_inputs, list(loaded.preprocessor.buckets), loaded.batch_size) == (
         "truncate", [8, 44], 3)
     assert loaded.translate(SENTENCES) == [expected[s][0] for s in SENTENCES]

@@ -187,10 +187,18 @@ def test_warmup_requests_for_an_older_export_and_a_damaged_file(exported, tmp_pa
         write_warmup_requests(str(tmp_path))
 
 
-def test_every_weight_is_stored_once(exported):
+def test_every_weight_is_stored_once_and_the_output_projections_table_transposed(exported, translate):
+    # The search reads the transposed table, a weight of its own
+    # (`saved_model.FrozenModel`), where the model transposes its table at
+    # every call.
     model, _, path = exported
     size = os.path.getsize(os.path.join(path, "variables", "variables.data-00000-of-00001"))
-    assert 4 * model.count_params() <= size < 1.1 * 4 * model.count_params()
+    table = keras.ops.convert_to_numpy(model.embedding.embeddings)  # (vocab, d_model)
+    stored = 4 * (model.count_params() + table.size)
+    assert stored <= size < 1.1 * stored
+    frozen = [v for v in translate.loaded.weights if "output_projection_table" in v.name]
+    assert len(frozen) == 1 and not frozen[0].trainable
+    np.testing.assert_array_equal(frozen[0].numpy(), table.T)
 
 
 def test_bad_export_arguments(exported, tmp_path):

@@ -38,13 +38,13 @@ class Translator:
             `export()`, not by `translate_ids()`.
         beam_size: int >= 1. 1 decodes greedily.
         alpha: float >= 0. Length penalty of beam search.
-        stop: `"exact"` or `"early"`: when beam search is done with a
-            sentence. `"exact"`: once no alive hypothesis can beat its best
-            finished ones, so the search returns what it would find by
-            running to the length limit. `"early"`: once the best candidate
-            of a step has ended, as CTranslate2 and OpenNMT-py stop: fewer
-            steps, and now and then a translation that "exact" would have
-            beaten (`keras_transformer.decoding.beam_search`).
+        stop: `"early"` (the default) or `"exact"`: when beam search is
+            done with a sentence. `"early"`: once the best candidate of a
+            step has ended, as CTranslate2 and OpenNMT-py stop: fewer steps,
+            and now and then a translation that `"exact"` would have beaten.
+            `"exact"`: once no alive hypothesis can beat its best finished
+            ones, so the search returns what it would find by running to
+            the length limit (`keras_transformer.decoding.beam_search`).
         max_extra_length: int >= 0. Each output may be up to its source
             length + `max_extra_length` tokens (capped by the model).
         batch_size: int >= 1. Sentences per decoding batch.
@@ -130,6 +130,9 @@ class Translator:
             raise ValueError(f"A SavedModel decodes as it was exported: {', '.join(given)} cannot change. "
                              f"Received: {', '.join(f'{name}={kwargs[name]!r}' for name in given)}")
         model, tokenizer, settings = saved_model.read_translator_parts(path)
+        # An export that records no stop rule was made before the option, by
+        # the exact rule.
+        settings = {"stop": "exact", **settings}
         return cls(model, tokenizer, **{name: settings[name] for name in DECODING_OPTIONS if name in settings},
                    **kwargs)
 

@@ -414,11 +414,11 @@ def exhaustive(log_probs, length, alpha):
 @pytest.mark.parametrize("seed, alpha", [(0, 0.0), (1, 0.6), (2, 2.0)])
 def test_wide_beam_equals_exhaustive_search(seed, alpha):
     # 4 tokens, 3 steps: a beam of 36 holds every candidate, so beam search
-    # with its finished pool, length penalty and early stop is exact.
+    # with its finished pool, length penalty and exact stop rule is exact.
     log_probs = normalized(np.random.default_rng(seed).normal(size=(4, 4)) * 2)
     model = BigramModel(log_probs)
     tokens, scores = beam_search(
-        model, np.array([[1, EOS]], "int32"), beam_size=36, alpha=alpha, max_length=3, num_return=5
+        model, np.array([[1, EOS]], "int32"), beam_size=36, alpha=alpha, max_length=3, num_return=5, stop="exact"
     )
     best = exhaustive(log_probs, 3, alpha)[:5]
     np.testing.assert_allclose(np_(scores)[0], [s for s, _ in best], rtol=1e-5)
@@ -442,7 +442,7 @@ def test_length_penalty_decides_between_short_and_long_hypotheses():
         (crossover - 0.05, [4, EOS], 2, p_short),
         (crossover + 0.05, [5, 6, 7, 8, EOS], 5, p_long),
     ]:
-        tokens, scores = beam_search(model, source, beam_size=2, alpha=alpha, max_length=8)
+        tokens, scores = beam_search(model, source, beam_size=2, alpha=alpha, max_length=8, stop="exact")
         assert list(np_(tokens)[0][: len(expected)]) == expected
         np.testing.assert_allclose(np_(scores)[0], log_p / ((5 + length) / 6) ** alpha, rtol=1e-5)
     np.testing.assert_allclose(np_(length_penalty(np.array([2, 5]), 0.6)), [(7 / 6) ** 0.6, (10 / 6) ** 0.6], rtol=1e-6)
@@ -515,11 +515,12 @@ def test_both_stop_rules_equal_a_search_written_out_in_python():
 def test_the_early_stop_returns_the_hypothesis_that_ends_first_as_the_best():
     # The table of the length penalty test: with alpha above the crossover
     # the long hypothesis wins, and the exact rule finds it; at step 2 the
-    # best candidate is the short one's EOS, where the early rule stops.
+    # best candidate is the short one's EOS, where the early rule (the
+    # default) stops.
     log_probs = table({2: {4: 0.6, 5: 0.4}, 4: {EOS: 0.999}, 5: {6: 0.999}, 6: {7: 0.999}, 7: {8: 0.999}, 8: {EOS: 0.999}})
     source = np.array([[5, EOS]], "int32")
-    exact = beam_search(BigramModel(log_probs), source, beam_size=2, alpha=2.0, max_length=8)
-    early = beam_search(BigramModel(log_probs), source, beam_size=2, alpha=2.0, max_length=8, stop="early")
+    exact = beam_search(BigramModel(log_probs), source, beam_size=2, alpha=2.0, max_length=8, stop="exact")
+    early = beam_search(BigramModel(log_probs), source, beam_size=2, alpha=2.0, max_length=8)  # the default
     assert list(np_(exact[0])[0][:5]) == [5, 6, 7, 8, EOS]
     assert list(np_(early[0])[0][:2]) == [4, EOS] and not np_(early[0])[0][2:].any()
     p_short = log_probs[2, 4] + log_probs[4, EOS]

@@ -247,9 +247,9 @@ def test_translate_with_a_keras_file_plots_its_attention_and_one_head(exported, 
 # `keras-transformer export` with every option of the graph it can combine --
 
 
-# A beam of 2, alpha 1, the early stop rule, truncation, 20 extra tokens (a
+# A beam of 2, alpha 1, the exact stop rule, truncation, 20 extra tokens (a
 # source budget of 44), one bucket below it, three decoding loops, int8 weights.
-DECODING = dict(beam_size=2, alpha=1.0, stop="early", long_inputs="truncate", max_extra_length=20)
+DECODING = dict(beam_size=2, alpha=1.0, stop="exact", long_inputs="truncate", max_extra_length=20)
 
 
 @pytest.fixture(scope="module")
@@ -268,7 +268,7 @@ def command_line_export(exported, tmp_path_factory):
     with pytest.raises(SystemExit, match="--metadata"):
         main(export + ["--metadata", "[1, 2]"])
     assert main(export + ["--version", "3", "--quantize", "int8", "--beam-size", "2", "--alpha", "1.0",
-                          "--stop", "early", "--long-inputs", "truncate", "--max-extra-length", "20", "--buckets", "8",
+                          "--stop", "exact", "--long-inputs", "truncate", "--max-extra-length", "20", "--buckets", "8",
                           "--parallel-loops", "3", "--metadata", '{"bleu": 1.5}',
                           "--warmup-batch-sizes", "1", "4"]) == 0
     assert sorted(os.listdir(folder / "saved" / "copy")) == ["3"]
@@ -284,7 +284,7 @@ def quantized_translations(command_line_export):
     """`{sentence: (translation, score)}` of `SENTENCES` by beam search over the quantized model in memory."""
     quantized, sp, _, _, _ = command_line_export
     texts, scores = in_memory_translations(quantized, sp, SENTENCES, beam_size=2, alpha=1.0, max_extra_length=20,
-                                           stop="early")
+                                           stop="exact")
     assert texts[:2] == SENTENCES[:2]  # still the copying model
     return dict(zip(SENTENCES, zip(texts, scores)))
 
@@ -331,6 +331,21 @@ def test_the_command_line_export_translates_as_the_quantized_model_in_memory(com
     assert (loaded.preprocessor.long_inputs, list(loaded.preprocessor.buckets), loaded.batch_size) == (
         "truncate", [8, 44], 3)
     assert loaded.translate(SENTENCES) == [expected[s][0] for s in SENTENCES]
+
+
+def test_an_export_that_records_no_stop_rule_was_made_by_the_exact_rule(exported, tmp_path):
+    from keras_transformer import Translator
+
+    assert Translator.from_saved_model(exported[2]).stop == "early"  # the default, recorded
+    copy = str(tmp_path / "1")
+    shutil.copytree(exported[2], copy)
+    metadata = os.path.join(copy, "assets.extra", "metadata.json")
+    with open(metadata) as f:
+        settings = json.load(f)
+    assert settings["stop"] == "early"
+    with open(metadata, "w") as f:
+        json.dump({k: v for k, v in settings.items() if k != "stop"}, f)
+    assert Translator.from_saved_model(copy).stop == "exact"
 
 
 def test_from_saved_model_refuses_other_settings_and_an_export_without_weight_names(command_line_export, tmp_path):

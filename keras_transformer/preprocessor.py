@@ -203,19 +203,21 @@ def first_pieces_graph(owners, count):
     return start == position, start
 
 
-def steering_graph(op, target_prefix, constraints, owners, count):
+def steering_graph(prefix_ids, phrase_ids, constraints, owners, count):
     """Each piece's target prefix ids, ragged `(pieces, None)`, and
     constraint ids `(pieces, constraints, phrase_length)`, PAD after each:
-    its text's for the text's first piece, none for the others."""
+    its text's for the text's first piece, none for the others. From each
+    of `count` texts' prefix ids, ragged `(count, None)`, and the ids of
+    their `constraints` (a count per text), ragged `(count * constraints, None)`."""
     import tensorflow as tf  # the graph face
 
     first, _ = first_pieces_graph(owners, count)  # (pieces,)
-    gathered = tf.gather(tokenize_graph(op, target_prefix), owners)  # (pieces, None)
+    gathered = tf.gather(prefix_ids, owners)  # (pieces, None)
     lengths = tf.where(first, gathered.row_lengths(), tf.zeros_like(gathered.row_lengths()))
     prefixes = tf.RaggedTensor.from_tensor(gathered.to_tensor(default_value=PAD_ID), lengths=lengths)
     # (count * constraints, phrase_length + 1): "" has no tokens; a PAD column at least.
-    phrases = tf.pad(tokenize_graph(op, tf.reshape(constraints, [-1])).to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]])
-    phrases = tf.reshape(phrases, [count, tf.shape(constraints)[1], tf.shape(phrases)[1]])
+    phrases = tf.pad(phrase_ids.to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]])
+    phrases = tf.reshape(phrases, [count, constraints, tf.shape(phrases)[1]])
     phrases = tf.where(first[:, None, None], tf.gather(phrases, owners), PAD_ID)  # (pieces, constraints, length)
     return prefixes, phrases
 

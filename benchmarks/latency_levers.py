@@ -20,10 +20,11 @@ A variant is `ENGINE[:MOD,...]`. Engines: `translator-tf` (the default
 `translator-tf-xla` (`jit_compile=True`), `translator-jax`, `savedmodel`
 (`--saved-model`'s `serving_default`), `ctranslate2` (at its defaults: one
 hypothesis, patience 1, `--ct2-length-penalty`). Mods:
-- `onednn-off`: `TF_ENABLE_ONEDNN_OPTS=0` (TensorFlow's Eigen kernels in
-  place of oneDNN's);
+- `onednn-off`, `onednn-on`: `TF_ENABLE_ONEDNN_OPTS=0` or `1` (TensorFlow's
+  Eigen kernels or oneDNN's; which one runs by default depends on the CPU:
+  `benchmarks/small_products.py`);
 - `intra1`, `inter1`: one TensorFlow intra-op or inter-op thread;
-- `early`: the `Translator` with `stop="early"`;
+- `exact`: the `Translator` with `stop="exact"` (the default is `"early"`);
 - `at=PATH`: the package imported from another checkout (a commit
   before a change: `git archive COMMIT | tar -x -C PATH`);
 - `saved-model=PATH`: another SavedModel folder.
@@ -56,7 +57,7 @@ def parse_variant(text):
     mods = {}
     for mod in filter(None, rest.split(",")):
         name, _, value = mod.partition("=")
-        if name not in ("onednn-off", "intra1", "inter1", "early", "at", "saved-model"):
+        if name not in ("onednn-off", "onednn-on", "intra1", "inter1", "exact", "at", "saved-model"):
             raise argparse.ArgumentTypeError(f"unknown mod {name!r} in {text!r}")
         mods[name] = value or True
     return engine, mods
@@ -96,8 +97,8 @@ def load(engine, mods, args):
     from keras_transformer import Translator
 
     options = {"jit_compile": True} if engine == "translator-tf-xla" else {"eager_steps": 0}
-    if mods.get("early"):
-        options["stop"] = "early"
+    if mods.get("exact"):
+        options["stop"] = "exact"
     translator = Translator.from_preset(args.preset, **options)
     return translator.translate
 
@@ -152,8 +153,8 @@ def run(variant, args, job, workdir):
         env[name] = str(args.threads)
     if engine == "translator-jax":
         env["XLA_FLAGS"] = f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={args.threads}"
-    if mods.get("onednn-off"):
-        env["TF_ENABLE_ONEDNN_OPTS"] = "0"
+    if mods.get("onednn-off") or mods.get("onednn-on"):
+        env["TF_ENABLE_ONEDNN_OPTS"] = "1" if mods.get("onednn-on") else "0"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
     output = os.path.join(workdir, "out.json")
     forward = ["--preset", args.preset, "--saved-model", args.saved_model, "--threads", str(args.threads),

@@ -25,6 +25,10 @@ hypothesis, patience 1, `--ct2-length-penalty`). Mods:
   `benchmarks/small_products.py`);
 - `intra1`, `inter1`: one TensorFlow intra-op or inter-op thread;
 - `exact`: the `Translator` with `stop="exact"` (the default is `"early"`);
+- `keep-batch`: the `Translator`'s graph keeps the batch to the end, its
+  cache in segments (`narrow_batches=False` of `decoding.loop`), where by
+  default a sentence leaves the batch at the step it is done: for one
+  sentence, a loop without the narrowing's bookkeeping;
 - `at=PATH`: the package imported from another checkout (a commit
   before a change: `git archive COMMIT | tar -x -C PATH`);
 - `saved-model=PATH`: another SavedModel folder.
@@ -44,7 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.report import cpu_flags, cpu_name, load_average, write_json  # noqa: E402
+from benchmarks.report import cpu_flags, cpu_name, load_average, uptime, write_json  # noqa: E402
 
 ENGINES = ("translator-tf", "translator-tf-xla", "translator-jax", "savedmodel", "ctranslate2")
 
@@ -57,7 +61,8 @@ def parse_variant(text):
     mods = {}
     for mod in filter(None, rest.split(",")):
         name, _, value = mod.partition("=")
-        if name not in ("onednn-off", "onednn-on", "intra1", "inter1", "exact", "at", "saved-model"):
+        if name not in ("onednn-off", "onednn-on", "intra1", "inter1", "exact", "keep-batch", "at",
+                        "saved-model"):
             raise argparse.ArgumentTypeError(f"unknown mod {name!r} in {text!r}")
         mods[name] = value or True
     return engine, mods
@@ -96,6 +101,10 @@ def load(engine, mods, args):
         return lambda texts: [t.decode() for t in signature(inputs=tf.constant(texts))["translations"].numpy()]
     from keras_transformer import Translator
 
+    if mods.get("keep-batch"):
+        from keras_transformer.decoding.runner import DecodeRunner
+
+        DecodeRunner.narrowing = lambda self, static_shapes: "halves" if self.narrow_batches else False
     options = {"jit_compile": True} if engine == "translator-tf-xla" else {"eager_steps": 0}
     if mods.get("exact"):
         options["stop"] = "exact"
@@ -200,6 +209,7 @@ def main(argv=None):
 
     sources = datasets.load_references(args.preset, "test")[0][: args.sentences]
     runs = {variant: [] for variant in args.variants}
+    uptime_before = uptime()
     with tempfile.TemporaryDirectory() as workdir:
         if any(v.startswith("ctranslate2") for v in args.variants) and args.ct2_model is None:
             from keras_transformer.converters.ctranslate2 import convert_preset
@@ -243,6 +253,7 @@ def main(argv=None):
     report = {"benchmark": "latency_levers", "command": " ".join(["python", "benchmarks/latency_levers.py"]
                                                                 + list(sys.argv[1:] if argv is None else argv)),
               "machine": {"cpu": cpu_name(), "cpu_flags": cpu_flags(), "cpu_count": os.cpu_count()},
+              "uptime_before": uptime_before, "uptime_after": uptime(),
               "preset": args.preset, "sentences": len(sources), "rounds": args.rounds, "threads": args.threads,
               "results": results}
     if args.output:

@@ -51,6 +51,17 @@ def load_average():
         return None
 
 
+def uptime():
+    """`uptime`'s line (the load averages beside the time), or None where it cannot run; a benchmark
+    records it before and after its runs, to tell a busy machine's figures from a quiet one's."""
+    import subprocess
+
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def wait_for_quiet(max_load, timeout_s, poll_s=5.0, log=None):
     """Waits until the machine's 1-minute load average is at most
     `max_load`, for at most `timeout_s` seconds; returns what it saw:

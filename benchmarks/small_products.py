@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.report import cpu_flags, cpu_name, load_average, write_json  # noqa: E402
+from benchmarks.report import cpu_flags, cpu_name, load_average, uptime, write_json  # noqa: E402
 
 SHAPES = ("4x256x768", "4x256x256", "4x256x1024", "4x1024x256", "4x256x5000",
           "256x256x768", "256x256x1024", "256x1024x256", "256x256x5000")
@@ -82,6 +82,7 @@ def main(argv=None):
     if args.worker_output:
         return worker(args)
     runs = {name: [] for name in SETTINGS}
+    uptime_before = uptime()
     output = os.path.join(os.path.abspath(os.path.dirname(args.output or ".")), f".small_products_{os.getpid()}.json")
     try:
         for round_ in range(args.rounds):
@@ -113,6 +114,7 @@ def main(argv=None):
               "machine": {"cpu": cpu_name(), "cpu_flags": cpu_flags(), "cpu_count": os.cpu_count(),
                           "threads": args.threads},
               "onednn_enabled": {name: runs[name][0]["onednn_enabled"] for name in SETTINGS},
+              "uptime_before": uptime_before, "uptime_after": uptime(),
               "products": args.products, "rounds": args.rounds, "shapes": table, "runs": runs}
     if args.output:
         write_json(args.output, report)

@@ -8,7 +8,8 @@ one at a time (each once untimed first, so that every shape is traced or
 compiled), in a process of its own pinned to `--threads` CPUs; the
 variants take turns in `--rounds` rounds, in an order that turns each
 round, so that a change in the machine's load falls on every variant
-alike; with `--batch-sentences N`, it also translates the first N sources
+alike (`--side-by-side`: a round's variants at once, for a machine already
+busy, where the CPU-time ratios are the ones to read); with `--batch-sentences N`, it also translates the first N sources
 sorted by length in batches of 64 (once untimed, then timed). It prints and writes each variant's p50 per round, the median of
 those, and its ratio to the first variant's, in wall time and in the
 process's CPU time (all its threads; less sensitive to other processes on
@@ -35,6 +36,7 @@ hypothesis, patience 1, `--ct2-length-penalty`). Mods:
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -165,7 +167,7 @@ def run(variant, args, job, workdir):
     if mods.get("onednn-off") or mods.get("onednn-on"):
         env["TF_ENABLE_ONEDNN_OPTS"] = "1" if mods.get("onednn-on") else "0"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
-    output = os.path.join(workdir, "out.json")
+    output = os.path.join(workdir, f"out_{args.variants.index(variant)}.json")
     forward = ["--preset", args.preset, "--saved-model", args.saved_model, "--threads", str(args.threads),
                "--ct2-length-penalty", str(args.ct2_length_penalty), "--batch-sentences", str(args.batch_sentences)]
     if args.ct2_model:
@@ -193,6 +195,9 @@ def main(argv=None):
     parser.add_argument("--batch-sentences", type=int, default=0,
                         help="also time the first N test sources sorted by length in batches of 64 (0: no)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="a round's variants run at once, each in its own process (a busy machine: read the "
+                             "CPU-time ratios)")
     parser.add_argument("--ct2-model", default=None, help="a converted model (default: converted here)")
     parser.add_argument("--ct2-length-penalty", type=float, default=0.2)
     parser.add_argument("--output", default=None)
@@ -221,11 +226,13 @@ def main(argv=None):
             json.dump(sources, f)
         for round_ in range(args.rounds):
             turn = round_ % len(args.variants)
-            for variant in args.variants[turn:] + args.variants[:turn]:
-                runs[variant].append(run(variant, args, job, workdir))
-                print(f"round {round_ + 1}: {variant}: p50 {runs[variant][-1]['p50_ms']:.1f} ms, CPU "
-                      f"{runs[variant][-1]['cpu_p50_ms']:.1f} ms "
-                      f"(load {runs[variant][-1]['load_average_before']})", file=sys.stderr, flush=True)
+            order = args.variants[turn:] + args.variants[:turn]
+            with concurrent.futures.ThreadPoolExecutor(len(order) if args.side_by_side else 1) as pool:
+                for variant, result in zip(order, pool.map(lambda v: run(v, args, job, workdir), order)):
+                    runs[variant].append(result)
+                    print(f"round {round_ + 1}: {variant}: p50 {result['p50_ms']:.1f} ms, CPU "
+                          f"{result['cpu_p50_ms']:.1f} ms (load {result['load_average_before']})",
+                          file=sys.stderr, flush=True)
     first = args.variants[0]
     reference = runs[first][0]["outputs"]
     base = float(np.median([r["p50_ms"] for r in runs[first]]))
@@ -255,6 +262,7 @@ def main(argv=None):
               "machine": {"cpu": cpu_name(), "cpu_flags": cpu_flags(), "cpu_count": os.cpu_count()},
               "uptime_before": uptime_before, "uptime_after": uptime(),
               "preset": args.preset, "sentences": len(sources), "rounds": args.rounds, "threads": args.threads,
+              "side_by_side": args.side_by_side,
               "results": results}
     if args.output:
         write_json(args.output, report)

@@ -56,6 +56,9 @@ def compare(before_path, after_path):
     if rules[0] != rules[1]:
         print(f"The digests' stop rules differ: {rules[0]} and {rules[1]}")
     for name, old in before["presets"].items():
+        if name not in after["presets"]:  # a digest of fewer presets (--presets)
+            print(f"{name}: not in {after_path}")
+            continue
         new = after["presets"][name]
         differ = [i for i, (a, b) in enumerate(zip(old["texts"], new["texts"])) if a != b]
         gap = max(abs(a - b) for x, y in zip(old["scores"], new["scores"]) for a, b in zip(x, y))

@@ -44,7 +44,7 @@ def cpu_name():
 
 
 def load_average():
-    """The machine's load average over 1, 5 and 15 minutes, or None where unknown."""
+    """The machine's three load averages (`os.getloadavg`), or None where unknown."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except (AttributeError, OSError):

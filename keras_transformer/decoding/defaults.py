@@ -12,9 +12,8 @@ MAX_EXTRA_LENGTH = 50  # output tokens beyond the source's own length
 # When beam search is done with a sentence (`BeamSampler`'s `stop`, defined
 # there): "exact" once no alive hypothesis can still beat its best finished
 # ones, "early" once its best candidate has ended. "early" by default: on
-# each shipped preset's test split it scored within 0.1 BLEU of "exact"
-# (+0.09, -0.08, -0.03) in 9-24% fewer steps a sentence
-# (benchmarks/results/stop_rules_cpu.json).
+# each shipped preset's test split it scored within 0.1 BLEU of "exact" in
+# fewer steps a sentence (benchmarks/results/stop_rules_cpu.json).
 STOP_RULES = ("exact", "early")
 STOP = "early"
 # Sentences decoded together, and a command's batch of a file: the batch size

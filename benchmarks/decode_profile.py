@@ -14,12 +14,17 @@ intra- and inter-op threads and the process as many CPUs.
 
 Per pass, the JSON gives:
 - `wall_s`: the pass's seconds under the profiler (which slows it);
+- `op_cpu_s`: the ops' own time summed; `ops_running_s`: the time in which
+  at least one op ran, on any thread; `between_ops_s`: the rest of the
+  wall time, when no op ran (the executor between ops, Python, the
+  profiler's own cost);
 - `steps`: decoding steps run, summed over the loops (each loop's
-  iterations: the commonest count among its body's ops);
+  iterations: the commonest count among its body's ops), and per
+  sentence; `ms_per_step`: the wall, op and between-ops time over them;
 - `op_runs` and `ops_per_step`: the ops run inside the decoding loops
   (bodies and conditions), over the steps;
-- `by_type`: each op type's runs and milliseconds of CPU (the op's own
-  time, on any thread), all ops of the pass;
+- `by_type`: each op type's runs, milliseconds of CPU (the op's own
+  time, on any thread) and microseconds a run, all ops of the pass;
 - `top_nodes`: the 30 costliest nodes, their layer numbers dropped;
 - `by_part`: the same time split by what the op belongs to: the decoder's
   `self_attention`, `cross_attention`, `feed_forward`, `layer_norm`, the
@@ -47,7 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.report import cpu_flags, cpu_name, write_json  # noqa: E402
+from benchmarks.report import cpu_flags, cpu_name, load_average, write_json  # noqa: E402
 
 # The parts of a decoding step, by the scope of an op's node name; first match wins.
 PARTS = (
@@ -74,7 +79,8 @@ def part_of(node):
 
 
 def read_ops(logdir):
-    """`[(node name, op type, picoseconds)]` of every op the profile recorded."""
+    """`[(node name, op type, picoseconds, start)]` of every op the profile
+    recorded, `start` in picoseconds on the profile's clock."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
@@ -89,7 +95,7 @@ def read_ops(logdir):
             name = plane.event_metadata[event.metadata_id].name
             node, _, kind = name.rpartition(":")
             if node and not node.endswith(":") and kind and " " not in kind and "/" not in kind:
-                ops.append((node, kind, event.duration_ps))
+                ops.append((node, kind, event.duration_ps, line.timestamp_ns * 1000 + event.offset_ps))
     return ops
 
 
@@ -99,7 +105,7 @@ def summarise(ops, wall_s, sentences):
     by_node = collections.defaultdict(lambda: [0, 0])
     loops = collections.defaultdict(collections.Counter)  # loop -> node -> runs
     in_loops = 0
-    for node, kind, ps in ops:
+    for node, kind, ps, _ in ops:
         by_type[kind][0] += 1
         by_type[kind][1] += ps
         loop = _LOOP.match(node)
@@ -114,21 +120,44 @@ def summarise(ops, wall_s, sentences):
             loops[loop.group(1)][node] += 1
         by_part[part_of(node[len(loop.group(1)):])] += ps
     steps = sum(collections.Counter(runs.values()).most_common(1)[0][0] for runs in loops.values())
-    total = sum(ps for _, _, ps in ops)
+    total = sum(op[2] for op in ops)
+    busy = busy_ps(ops)
+    per_step = (lambda seconds: round(1000 * seconds / steps, 3)) if steps else (lambda seconds: None)
     return {
         "sentences": sentences,
         "wall_s": round(wall_s, 3),
         "op_cpu_s": round(total / 1e12, 3),
+        "ops_running_s": round(busy / 1e12, 3),
+        "between_ops_s": round(wall_s - busy / 1e12, 3),
         "steps": steps,
+        "steps_per_sentence": round(steps / sentences, 2),
+        "ms_per_step": {"wall": per_step(wall_s), "op_cpu": per_step(total / 1e12),
+                        "between_ops": per_step(wall_s - busy / 1e12)},
         "op_runs": in_loops,
         "ops_per_step": round(in_loops / steps, 1) if steps else None,
-        "by_type": {kind: {"runs": runs, "ms": round(ps / 1e9, 2), "share": round(ps / total, 4)}
+        "by_type": {kind: {"runs": runs, "ms": round(ps / 1e9, 2), "us_per_run": round(ps / 1e6 / runs, 1),
+                           "share": round(ps / total, 4)}
                     for kind, (runs, ps) in sorted(by_type.items(), key=lambda item: -item[1][1])},
         "top_nodes": [{"node": node, "type": kind, "runs": runs, "ms": round(ps / 1e9, 2)}
                       for (node, kind), (runs, ps) in sorted(by_node.items(), key=lambda item: -item[1][1])[:30]],
         "by_part": {part: {"ms": round(ps / 1e9, 2), "share": round(ps / total, 4)}
                     for part, ps in by_part.most_common()},
     }
+
+
+def busy_ps(ops):
+    """Picoseconds in which at least one op ran, on any thread: the pass's
+    wall time less this is the time between ops (the executor's own work,
+    Python, waiting)."""
+    busy, end = 0, None
+    for start, stop in sorted((op[3], op[3] + op[2]) for op in ops):
+        if end is None or start > end:
+            busy += stop - start
+            end = stop
+        elif stop > end:
+            busy += stop - end
+            end = stop
+    return busy
 
 
 def profile(translate, batches, sentences_count):
@@ -210,6 +239,9 @@ def savedmodel_engine(args):
                        "loop_bodies": bodies}
 
 
+PASSES = ("sorted_batches", "one_sentence")
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engine", choices=("translator", "savedmodel"), default="translator")
@@ -219,12 +251,17 @@ def parse_args(argv=None):
     parser.add_argument("--sentences", type=int, default=50, help="the first N test sources, one at a time")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--passes", nargs="+", choices=PASSES, default=list(PASSES))
+    parser.add_argument("--checkout", default=None,
+                        help="import keras_transformer from this folder (another commit's files), not this one's")
     parser.add_argument("--output", default=None)
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.checkout:  # before this checkout, which the module put first
+        sys.path.insert(0, os.path.abspath(args.checkout))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["KERAS_BACKEND"] = "tensorflow"
     try:
@@ -249,17 +286,24 @@ def main(argv=None):
         "command": " ".join([os.path.basename(sys.argv[0])] + (sys.argv[1:] if argv is None else list(argv))),
         "engine": args.engine,
         "preset": args.preset,
+        "package": os.path.dirname(os.path.abspath(sys.modules["keras_transformer"].__file__)),
         "machine": {"cpu": cpu_name(), "cpu_flags": cpu_flags(), "threads": args.threads,
-                    "python": platform.python_version(), "tensorflow": tf.__version__},
+                    "python": platform.python_version(), "tensorflow": tf.__version__,
+                    "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
+                    "load_average_before": load_average()},
         "graph": graph,
-        "sorted_batches": profile(translate, batches, len(chosen)),
-        "one_sentence": profile(translate, singles, len(singles)),
     }
-    for name in ("sorted_batches", "one_sentence"):
+    if "sorted_batches" in args.passes:
+        result["sorted_batches"] = profile(translate, batches, len(chosen))
+    if "one_sentence" in args.passes:
+        result["one_sentence"] = profile(translate, singles, len(singles))
+    result["machine"]["load_average_after"] = load_average()
+    for name in args.passes:
         figures = result[name]
-        top = ", ".join(f"{k} {v['ms']:.0f}" for k, v in list(figures["by_type"].items())[:8])
-        print(f"{name}: {figures['wall_s']:.2f} s, {figures['steps']} steps, {figures['ops_per_step']} ops/step; "
-              f"ms by type: {top}")
+        top = ", ".join(f"{k} {v['ms']:.0f} ({v['us_per_run']:.0f} us a run)"
+                        for k, v in list(figures["by_type"].items())[:8])
+        print(f"{name}: {figures['wall_s']:.2f} s, {figures['steps']} steps ({figures['steps_per_sentence']} a "
+              f"sentence), {figures['ops_per_step']} ops/step; ms a step: {figures['ms_per_step']}; ms by type: {top}")
         print("  by part: " + ", ".join(f"{k} {v['ms']:.0f}" for k, v in figures["by_part"].items()))
     print("loop bodies:", graph["loop_bodies"])
     if args.output:

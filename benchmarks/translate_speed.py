@@ -29,18 +29,37 @@ CPUs):
 - `ctranslate2-float32`, `ctranslate2-int8`: CTranslate2 on the preset's
   weights converted by `keras_transformer.converters.ctranslate2` (ctranslate2's
   spec API; our position table, our vocabulary), `compute_type` float32 or
-  int8, `intra_threads=--threads`, beam 4, with the settings that
-  `export --format ctranslate2` recommends for our alpha: the closest
-  `length_penalty` (`converters.ctranslate2.closest_length_penalty`) and
-  `patience` (`--ct2-patience`). CTranslate2 divides a hypothesis's
-  log-probability by `length ** length_penalty`, we by GNMT's `((5 +
-  length) / 6) ** alpha`: it returns its 4-best with scores and the best
-  under our penalty is taken (`gnmt_rescore`; `--ct2-no-rescore` keeps its
-  own first). `--ct2-use-mkl 0` or `1` sets `CT2_USE_MKL` for its process,
-  `auto` leaves CTranslate2's own choice (Intel MKL on Intel CPUs, oneDNN
-  elsewhere); the default is 0 on Intel CPUs, where MKL ran slower on
-  batches, and more so per sentence (benchmarks/README.md, "CTranslate2 and
-  Intel MKL"), and `auto` elsewhere.
+  int8, `intra_threads=--threads`, beam 4, as its users run it: its
+  defaults, one hypothesis and `patience` 1, with the `length_penalty`
+  whose BLEU on the sources is closest to ours (`--ct2-length-penalty
+  auto`: the first of our `Translator` engines to run gives our BLEU, and
+  CTranslate2 translates the sources in batches with each of
+  `--ct2-length-penalties` before the timed engines; with no `Translator`
+  engine, the export note's penalty, `closest_length_penalty(--alpha)`).
+  CTranslate2 then stops a sentence once its best hypothesis has ended
+  (length penalty 0) or `beam_size` hypotheses have finished, where ours
+  (`--stop exact`) goes on while a hypothesis could still win.
+- `ctranslate2-float32-matched`: CTranslate2 doing the work ours does, a
+  second labelled row: its 4-best, `patience` `--ct2-patience` (the
+  export note's), the length penalty `closest_length_penalty(--alpha)`,
+  and of the 4-best the best under our GNMT penalty (`gnmt_rescore`;
+  CTranslate2 divides a hypothesis's log-probability by `length **
+  length_penalty`, we by `((5 + length) / 6) ** alpha`; `--ct2-no-rescore`
+  keeps its own first).
+- For every CTranslate2 engine, `--ct2-use-mkl 0` or `1` sets `CT2_USE_MKL`
+  for its process, `auto` leaves CTranslate2's own choice (Intel MKL on
+  Intel CPUs, oneDNN elsewhere); the default is 0 on Intel CPUs, where MKL
+  ran slower on batches, and more so per sentence (benchmarks/README.md,
+  "CTranslate2 and Intel MKL"), and `auto` elsewhere.
+
+Engines run one after another, each alone: before each, the script reads
+the machine's load average (`os.getloadavg`) and waits, up to
+`--quiet-wait` seconds, until the last minute's is at most `--max-load`
+(our previous engine's own load fades in about a minute and a half);
+the load before and after each engine, the wait and whether it was quiet
+go into the JSON, and the table flags an engine that ran on a busy machine
+(`--require-quiet`: stop instead). Another process on the cores slows
+every engine, and CTranslate2's one sentence the most.
 
 Figures per engine, on the first `--limit` sources of the test split of
 `--preset`'s corpus (all 1,918 by default):
@@ -67,7 +86,10 @@ Figures per engine, on the first `--limit` sources of the test split of
   above the median of its runs (each run's timings in the JSON);
 - BLEU and chrF of the file-order outputs against every reference;
 - the fraction of outputs identical to `translator-tf-float32`'s (and, for
-  CTranslate2, of its own first hypothesis before rescoring).
+  the matched CTranslate2, of its own first hypothesis before rescoring);
+- each engine's speed against `ctranslate2-float32`'s in the same run
+  (`vs_ctranslate2`: sorted and file-order throughput as its multiple,
+  one sentence's p50 as a multiple of its time).
 
 The machine is named in the JSON (`--output`); figures from a machine shared
 with other work are noisy: compare within one run.
@@ -88,7 +110,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.report import cpu_flags, cpu_name, is_intel_cpu, write_json  # noqa: E402
+from benchmarks.report import cpu_flags, cpu_name, is_intel_cpu, load_average, wait_for_quiet, write_json  # noqa: E402
 
 ENGINES = (
     "savedmodel",
@@ -98,14 +120,33 @@ ENGINES = (
     "translator-jax-float32",
     "translator-jax-int8",
     "ctranslate2-float32",
+    "ctranslate2-float32-matched",
     "ctranslate2-int8",
 )
 GPU_ENGINES = ("translator-jax-bfloat16", "ctranslate2-float16")  # in the choices, not the default
 REFERENCE_ENGINE = "translator-tf-float32"
+ANCHOR_ENGINE = "ctranslate2-float32"  # what `vs_ctranslate2` compares with
+# CTranslate2's length penalties tried by `--ct2-length-penalty auto`.
+CT2_LENGTH_PENALTIES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
 def backend_of(engine):
     return "jax" if "-jax-" in engine else "tensorflow"
+
+
+def is_matched(engine):
+    """Whether a CTranslate2 engine does the work ours does (its 4-best, rescored)."""
+    return engine.endswith("-matched")
+
+
+def ct2_settings(engine, args):
+    """`translate_batch` settings of a CTranslate2 engine: its defaults (one
+    hypothesis, patience 1, the chosen length penalty), or the matched
+    work's."""
+    if is_matched(engine):
+        return dict(num_hypotheses=args.beam_size, patience=args.ct2_patience,
+                    length_penalty=args.ct2_matched_length_penalty)
+    return dict(num_hypotheses=1, patience=1.0, length_penalty=args.ct2_length_penalty)
 
 
 # ---------------------------------------------------------------- the worker
@@ -157,30 +198,32 @@ def load_engine(engine, args):
         import sentencepiece
 
         processor = sentencepiece.SentencePieceProcessor(model_file=args.tokenizer_path)
-        compute_type = engine.split("-", 1)[1]
+        compute_type = engine.split("-")[1]
         translator = ctranslate2.Translator(
             args.ct2_model, device="cuda" if args.device == "gpu" else "cpu", compute_type=compute_type,
             intra_threads=args.threads, inter_threads=1,
         )
+        settings = ct2_settings(engine, args)
+        rescore = is_matched(engine) and not args.ct2_no_rescore
 
-        def translate(texts):
+        def translate(texts, **override):
             rows = [i for i, t in enumerate(texts) if t.strip()]
             outputs, natives = [""] * len(texts), [""] * len(texts)
             if rows:
                 pieces = processor.encode([texts[i] for i in rows], out_type=str)
+                chosen = dict(settings, **override)
                 results = translator.translate_batch(
-                    [p + ["</s>"] for p in pieces], beam_size=args.beam_size, num_hypotheses=args.beam_size,
-                    length_penalty=args.ct2_length_penalty, patience=args.ct2_patience, return_scores=True,
-                    max_decoding_length=args.max_decoding_length,
+                    [p + ["</s>"] for p in pieces], beam_size=args.beam_size, return_scores=True,
+                    max_decoding_length=args.max_decoding_length, **chosen,
                 )
                 for i, result in zip(rows, results):
                     best = 0
-                    if not args.ct2_no_rescore:
-                        best, _ = gnmt_rescore(result.hypotheses, result.scores, args.ct2_length_penalty,
+                    if rescore:
+                        best, _ = gnmt_rescore(result.hypotheses, result.scores, chosen["length_penalty"],
                                                args.alpha)
                     outputs[i] = processor.decode_pieces(result.hypotheses[best])
                     natives[i] = processor.decode_pieces(result.hypotheses[0])
-            return outputs, natives
+            return outputs, natives if is_matched(engine) else None
 
         return translate
 
@@ -198,7 +241,7 @@ def load_engine(engine, args):
     translator = Translator(
         model, SubwordTokenizer.from_preset(args.preset), beam_size=args.beam_size, alpha=args.alpha,
         batch_size=args.batch_size, narrow_batches=args.narrow_batches,
-        jit_compile=True if "-xla-" in engine else "auto",
+        jit_compile=True if "-xla-" in engine else "auto", stop=args.stop,
     )
 
     def translate(texts):
@@ -215,6 +258,39 @@ def ct2_length_penalty(args):
     from keras_transformer.converters.ctranslate2 import closest_length_penalty
 
     return round(closest_length_penalty(args.alpha), 2)
+
+
+def calibrate(args):
+    """The worker of `--ct2-length-penalty auto`: CTranslate2 at its defaults
+    translates the sources, sorted by length in batches, with each of
+    `--ct2-length-penalties`; their outputs in file order."""
+    with open(args.worker_input) as f:
+        job = json.load(f)
+    sources, lengths = job["sources"], job["source_lengths"]
+    if args.device == "cpu":
+        pin_threads(args.threads)
+    args.ct2_length_penalty = 0.0  # each call sets its own
+    translate = load_engine("ctranslate2-float32", args)
+    order = sorted(range(len(sources)), key=lambda i: (lengths[i], i))
+    found = {}
+    for penalty in args.ct2_length_penalties:
+        outputs = [None] * len(sources)
+        for chunk in batches(order, args.batch_size):
+            for i, text in zip(chunk, translate([sources[i] for i in chunk], length_penalty=penalty)[0]):
+                outputs[i] = text
+        found[str(penalty)] = outputs
+    with open(args.worker_output, "w") as f:
+        json.dump(found, f)
+
+
+def closest_bleu(by_penalty, references, target):
+    """`(penalty, {penalty: BLEU})`: of CTranslate2's outputs by length
+    penalty, the penalty whose BLEU against `references` is closest to
+    `target` (the lower penalty on a tie)."""
+    from keras_transformer.evaluation import corpus_bleu
+
+    scores = {float(p): corpus_bleu(outputs, references)[0].score for p, outputs in by_penalty.items()}
+    return min(scores, key=lambda p: (abs(scores[p] - target), p)), scores
 
 
 def gnmt_rescore(hypotheses, scores, length_penalty, alpha):
@@ -276,6 +352,8 @@ def once_through(args):
 def worker(args):
     if args.once_through_worker:
         return once_through(args)
+    if args.calibrate_worker:
+        return calibrate(args)
     started = time.perf_counter()
     cpus = pin_threads(args.threads) if args.device == "cpu" else None
     with open(args.worker_input) as f:
@@ -391,16 +469,79 @@ def engine_environment(engine, args, environ):
     return env
 
 
-def run_engine(engine, args, job_path, workdir, once=False):
-    output = os.path.join(workdir, f"{engine}{'-once' if once else ''}.json")
+def run_engine(engine, args, job_path, workdir, once=False, calibrate=False):
+    """`engine`'s figures (`worker`), from a process of its own started once
+    the machine is quiet (`--max-load`, `--quiet-wait`); the load it found
+    and left is under `machine_load`. `calibrate`: the outputs of
+    `calibrate` instead, untimed, so without waiting."""
+    output = os.path.join(workdir, f"{engine}{'-once' if once else ''}{'-calibrate' if calibrate else ''}.json")
     env = engine_environment(engine, args, args.environ)
+    penalty = [] if args.ct2_length_penalty == "auto" else ["--ct2-length-penalty", str(args.ct2_length_penalty)]
     command = [sys.executable, os.path.abspath(__file__), "--worker", engine, "--worker-input", job_path,
-               "--worker-output", output] + args.forward + (["--once-through-worker"] if once else [])
+               "--worker-output", output] + args.forward + penalty + (["--once-through-worker"] if once else []) + (
+                   ["--calibrate-worker"] if calibrate else [])
+    load = None
+    if not calibrate:
+        load = wait_for_quiet(args.max_load, args.quiet_wait,
+                              log=lambda message: print(f"[{engine}] {message}", file=sys.stderr, flush=True))
+        if not load["quiet"]:
+            message = (f"[{engine}] the machine is busy: load average {load['load_average']} after "
+                       f"{load['waited_s']:.0f} s, more than --max-load {args.max_load}")
+            if args.require_quiet:
+                raise SystemExit(message + " (--require-quiet)")
+            print(message + "; its figures are flagged", file=sys.stderr, flush=True)
     run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
     if run.returncode != 0:
         raise RuntimeError(f"{engine} failed ({run.returncode}):\n{run.stderr[-4000:]}")
     with open(output) as f:
-        return json.load(f)
+        result = json.load(f)
+    if load is not None:
+        result["machine_load"] = {**load, "load_average_after": load_average()}
+    return result
+
+
+def engine_order(engines):
+    """`engines` in the order they run: the reference first, so the others
+    are compared with it, and CTranslate2's last, so that ours give the
+    BLEU its length penalty is chosen to match."""
+    first = [REFERENCE_ENGINE] if REFERENCE_ENGINE in engines else []
+    rest = [e for e in engines if e != REFERENCE_ENGINE]
+    return first + [e for e in rest if not e.startswith("ctranslate2")] + [e for e in rest if e.startswith("ctranslate2")]
+
+
+def choose_ct2_length_penalty(args, done, references, job_path, workdir):
+    """Sets `args.ct2_length_penalty` for `--ct2-length-penalty auto`, from
+    the engines `done` so far (their figures by name); returns how it was
+    chosen, for the JSON."""
+    if args.ct2_length_penalty != "auto":
+        return {"chosen_by": "--ct2-length-penalty"}
+    ours = [e for e in done if e.startswith("translator-")] + [e for e in done if e == "savedmodel"]
+    if not ours or references is None:
+        args.ct2_length_penalty = args.ct2_matched_length_penalty
+        return {"chosen_by": "closest_length_penalty(--alpha): no BLEU of ours to match"}
+    from keras_transformer.evaluation import corpus_bleu
+
+    target = corpus_bleu(done[ours[0]]["outputs"], references)[0].score
+    print(f"[ctranslate2] length penalties {args.ct2_length_penalties}: the BLEU closest to {ours[0]}'s "
+          f"{target:.2f} ...", file=sys.stderr, flush=True)
+    by_penalty = run_engine("ctranslate2-float32", args, job_path, workdir, calibrate=True)
+    args.ct2_length_penalty, bleu = closest_bleu(by_penalty, references, target)
+    return {"chosen_by": f"the BLEU closest to {ours[0]}'s", "target_bleu": target,
+            "bleu_by_length_penalty": {str(p): b for p, b in bleu.items()}}
+
+
+def vs_anchor(results):
+    """Each result's speed as a multiple of `ANCHOR_ENGINE`'s in the same
+    run: throughput (higher is faster), one sentence's p50 (lower is faster)."""
+    anchor = next((r for r in results if r["engine"] == ANCHOR_ENGINE), None)
+    if anchor is None:
+        return
+    for r in results:
+        r["vs_ctranslate2"] = {
+            "sorted_throughput": r["sorted_sentences_per_s"] / anchor["sorted_sentences_per_s"],
+            "file_throughput": r["file_sentences_per_s"] / anchor["file_sentences_per_s"],
+            "one_sentence_p50": r["latency_p50_ms"] / anchor["latency_p50_ms"],
+        }
 
 
 # The figures of a run that `--repeats` gives as the median of its runs.
@@ -417,8 +558,11 @@ def median_run(runs):
         for key in TIMINGS:
             run[key] = float(np.median([r[key] for r in runs]))
         run["latency_ms"] = [float(x) for x in np.median([r["latency_ms"] for r in runs], axis=0)]
-        run["repeats"] = [{key: r[key] for key in TIMINGS} | {"latency_p50_ms": percentile(r["latency_ms"], 50)}
+        run["repeats"] = [{key: r[key] for key in TIMINGS} | {"latency_p50_ms": percentile(r["latency_ms"], 50),
+                                                              "machine_load": r.get("machine_load")}
                           for r in runs]
+        run["machine_load"] = {"quiet": all(r.get("machine_load", {}).get("quiet", True) for r in runs),
+                               "runs": [r.get("machine_load") for r in runs]}
     return run
 
 
@@ -468,19 +612,26 @@ def summarise(result, tokenizer, references, reference_outputs, n):
 
 
 def print_table(results):
+    """The figures by engine; the machine's load average before each engine
+    ran, marked `!` where it was still busy (`--max-load`)."""
     header = ("engine", "sorted sent/s", "sorted tok/s", "file sent/s", "file tok/s", "p50 ms", "p90 ms",
-              "load s", "1st s", "warm-up s", "once sent/s", "BLEU", "chrF", "same as tf-f32")
+              "vs CT2 sorted", "vs CT2 p50", "load s", "1st s", "warm-up s", "once sent/s", "BLEU", "chrF",
+              "same as tf-f32", "machine load")
     rows = []
     for r in results:
-        same = r.get("identical_to_" + REFERENCE_ENGINE)
+        same, vs, load = r.get("identical_to_" + REFERENCE_ENGINE), r.get("vs_ctranslate2"), r.get("machine_load")
+        runs = (load or {}).get("runs") or [load]
+        loads = ", ".join("-" if x is None or x.get("load_average") is None else
+                          f"{x['load_average'][0]:.2f}{'' if x['quiet'] else '!'}" for x in runs)
         rows.append((
             r["engine"], f"{r['sorted_sentences_per_s']:.1f}", f"{r['sorted_tokens_per_s']:.0f}",
             f"{r['file_sentences_per_s']:.1f}", f"{r['file_tokens_per_s']:.0f}", f"{r['latency_p50_ms']:.1f}",
-            f"{r['latency_p90_ms']:.1f}", f"{r['load_s']:.2f}", f"{r['first_translation_s']:.2f}",
-            f"{r['warmup_s']:.1f}",
+            f"{r['latency_p90_ms']:.1f}", "-" if vs is None else f"{vs['sorted_throughput']:.2f}x",
+            "-" if vs is None else f"{vs['one_sentence_p50']:.2f}x", f"{r['load_s']:.2f}",
+            f"{r['first_translation_s']:.2f}", f"{r['warmup_s']:.1f}",
             "-" if r.get("once_through_s") is None else f"{r['once_through_sentences_per_s']:.1f}",
             "-" if r.get("bleu") is None else f"{r['bleu']:.2f}", "-" if r.get("chrf") is None else f"{r['chrf']:.2f}",
-            "-" if same is None else f"{100 * same:.1f}%",
+            "-" if same is None else f"{100 * same:.1f}%", loads,
         ))
     widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
     for row in (header, *rows):
@@ -504,15 +655,31 @@ def parse_args(argv=None):
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--stop", choices=("exact", "early"), default=None,
+                        help="our Translator engines' stop rule (default: the Translator's); a SavedModel decodes "
+                             "as it was exported")
+    parser.add_argument("--ct2-length-penalty", default="auto", type=ct2_penalty_argument,
+                        help="CTranslate2's length penalty at its defaults: auto (the one of --ct2-length-penalties "
+                             "whose BLEU is closest to ours) or a number")
+    parser.add_argument("--ct2-length-penalties", type=float, nargs="+", default=list(CT2_LENGTH_PENALTIES),
+                        help="the penalties that auto tries")
     parser.add_argument("--ct2-patience", type=float, default=None,
-                        help="CTranslate2's beam search patience (default: what the export's note recommends)")
-    parser.add_argument("--ct2-no-rescore", action="store_true", help="CTranslate2's own first hypothesis")
+                        help="the matched CTranslate2's beam search patience (default: what the export's note "
+                             "recommends)")
+    parser.add_argument("--ct2-no-rescore", action="store_true",
+                        help="the matched CTranslate2's own first hypothesis")
+    parser.add_argument("--max-load", type=float, default=0.5,
+                        help="before each engine, wait until the 1-minute load average is at most this")
+    parser.add_argument("--quiet-wait", type=float, default=300,
+                        help="seconds to wait for --max-load before each engine (0: record the load, do not wait)")
+    parser.add_argument("--require-quiet", action="store_true",
+                        help="stop, rather than run an engine on a machine still busy after --quiet-wait")
     parser.add_argument("--ct2-use-mkl", choices=("auto", "0", "1"), default=None,
                         help="CTranslate2's CT2_USE_MKL: auto (its own choice: MKL on Intel CPUs only), 0 or 1 "
                              "(default: 0 on Intel CPUs, auto elsewhere)")
     parser.add_argument("--ct2-model", default=None, help="a converted model (default: converted into a temporary folder)")
     parser.add_argument("--tokenizer-path", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--ct2-length-penalty", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--ct2-matched-length-penalty", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--max-decoding-length", type=int, default=256)
     parser.add_argument("--compilation-cache", default=None, metavar="DIR",
                         help="keep compiled programs in DIR across processes (JAX's persistent cache, "
@@ -531,6 +698,7 @@ def parse_args(argv=None):
                         help="also translate the sources once with the CLI's defaults, in a fresh process per "
                              "engine (ours, not CTranslate2), compiling included")
     parser.add_argument("--once-through-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--calibrate-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs of each engine, in rounds; the timings are their medians")
     parser.add_argument("--timeout", type=float, default=7200, help="seconds per engine process")
@@ -557,9 +725,23 @@ def parse_args(argv=None):
         from keras_transformer.converters.ctranslate2 import PATIENCE
 
         args.ct2_patience = float(PATIENCE)
-    if args.ct2_length_penalty is None:  # the engines' processes are given it: they import no Keras
-        args.ct2_length_penalty = ct2_length_penalty(args)
+    if args.ct2_matched_length_penalty is None:  # the engines' processes are given it: they import no Keras
+        args.ct2_matched_length_penalty = ct2_length_penalty(args)
+    if args.stop is None and not args.worker:
+        from keras_transformer.decoding.defaults import STOP
+
+        args.stop = STOP
     return args
+
+
+def ct2_penalty_argument(text):
+    """`--ct2-length-penalty`: "auto" or a number."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be auto or a number. Received: {text!r}") from None
 
 
 def main(argv=None):
@@ -580,10 +762,7 @@ def main(argv=None):
     tokenizer = SubwordTokenizer.from_preset(args.preset)
     lengths = [len(ids) + 1 for ids in tokenizer.encode(sources)]  # + EOS
 
-    engines = list(args.engines)
-    if REFERENCE_ENGINE in engines:  # first, so the others are compared with it
-        engines.remove(REFERENCE_ENGINE)
-        engines.insert(0, REFERENCE_ENGINE)
+    engines = engine_order(list(args.engines))
     with tempfile.TemporaryDirectory() as workdir:
         ct2_convert_s = None
         if any(e.startswith("ctranslate2") for e in engines) and args.ct2_model is None:
@@ -606,16 +785,21 @@ def main(argv=None):
             *(["--narrow-batches"] if args.narrow_batches else []),
             *(["--savedmodel-warmup"] if args.savedmodel_warmup else []),
             "--tokenizer-path", os.path.join(presets.preset_directory(args.preset), presets.TOKENIZER_FILE),
-            "--ct2-length-penalty", str(args.ct2_length_penalty),
+            "--ct2-matched-length-penalty", str(args.ct2_matched_length_penalty), "--stop", args.stop,
+            "--ct2-length-penalties", *map(str, args.ct2_length_penalties),
         ] + (["--ct2-model", args.ct2_model] if args.ct2_model else []) + (
             ["--ct2-no-rescore"] if args.ct2_no_rescore else [])
         results, reference_outputs, all_outputs = [], None, {}
+        penalty_choice = None
         # Each engine runs `--repeats` times, in rounds, so that a change in
         # the machine's speed falls on every engine alike.
         rounds = []
         for repeat in range(args.repeats):
             rounds.append({})
             for engine in engines:
+                if engine.startswith("ctranslate2") and not is_matched(engine) and penalty_choice is None:
+                    penalty_choice = choose_ct2_length_penalty(args, rounds[0], references if args.bleu else None,
+                                                               job_path, workdir)
                 print(f"[{engine}] ...{f' (round {repeat + 1} of {args.repeats})' if args.repeats > 1 else ''}",
                       file=sys.stderr, flush=True)
                 rounds[-1][engine] = run_engine(engine, args, job_path, workdir)
@@ -634,6 +818,7 @@ def main(argv=None):
                 reference_outputs = outputs
             all_outputs[engine] = outputs
             results.append(summary)
+    vs_anchor(results)
     print_table(results)
     report = {
         "benchmark": "translate_speed",
@@ -642,16 +827,22 @@ def main(argv=None):
         "machine": {"platform": platform.platform(), "processor": cpu_name(), "cpu_flags": cpu_flags(),
                     "cpu_count": os.cpu_count(),
                     "gpu": _gpu_name() if args.device == "gpu" else None,
-                    "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
+                    "load_average_at_end": load_average(),
+                    "quiet": all(r.get("machine_load", {}).get("quiet", True) for r in results),
+                    "max_load": args.max_load, "quiet_wait_s": args.quiet_wait},
         "preset": args.preset, "saved_model": args.saved_model, "corpus": args.corpus or args.preset,
         "split": args.split, "sentences": len(sources), "batch_size": args.batch_size, "beam_size": args.beam_size,
         "alpha": args.alpha, "threads": args.threads, "repeats": args.repeats,
         "tensorflow_intra_op_threads": args.intra_op_threads or args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
         "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
         "translator_narrow_batches": args.narrow_batches, "once_through": args.once_through, "savedmodel_warmup": args.savedmodel_warmup,
-        "ctranslate2": {"length_penalty": args.ct2_length_penalty, "patience": args.ct2_patience,
-                        "rescored_with_gnmt": not args.ct2_no_rescore, "convert_s": ct2_convert_s,
-                        "use_mkl": args.ct2_use_mkl,
+        "stop": args.stop,
+        "ctranslate2": {"num_hypotheses": 1, "patience": 1.0, "length_penalty": args.ct2_length_penalty,
+                        "length_penalty_choice": penalty_choice,
+                        "matched": {"num_hypotheses": args.beam_size, "patience": args.ct2_patience,
+                                    "length_penalty": args.ct2_matched_length_penalty,
+                                    "rescored_with_gnmt": not args.ct2_no_rescore},
+                        "convert_s": ct2_convert_s, "use_mkl": args.ct2_use_mkl,
                         "version": _version("ctranslate2")},
         "reference_engine": REFERENCE_ENGINE if reference_outputs is not None else None,
         "results": results,

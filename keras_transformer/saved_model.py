@@ -143,7 +143,7 @@ def read_translator_parts(path):
 
 
 def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,
-                       steered=False):
+                       steered=False, model=None):
     """The graph function `inputs [batch] string -> dict of outputs`: the
     preprocessor's pieces, decoded by `sampler` (its `n_best` hypotheses),
     joined; with `details`, also each hypothesis's confidence and word
@@ -156,12 +156,14 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     any width (a function each bucket calls): the search's output buffer
     and cache follow the width the pieces have when the graph runs, so one
     copy in the graph serves every bucket, traced once at export and
-    optimized once when a sentence first needs it.
+    optimized once when a sentence first needs it. `model` is what the
+    search decodes with (default: the translator's model; the export's
+    `FrozenModel` of it).
     """
     import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     preprocessor = translator.preprocessor
-    search = functools.partial(translator.runner.search(sampler, static_shapes=jit_compile), translator.model)
+    search = functools.partial(translator.runner.search(sampler, static_shapes=jit_compile), model or translator.model)
     decode = graph_decoder(search, jit_compile, parallel_loops, sampler.get_config().get("num_return", 1))
     ids = tf.TensorSpec([None, None], tf.int32)
     specs = [ids, ids, tf.TensorSpec([None, None, None], tf.int32)] if steered else [ids]
@@ -248,6 +250,37 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         return outputs
 
     return translate
+
+
+class FrozenModel:
+    """`model` as a SavedModel decodes it: its output projection's
+    transposed table `(d_model, vocab)` kept as a weight of its own, which
+    every call reads, where the model's `init_cache` transposes the
+    embedding table at every call (a copy of the whole table, which took as
+    long as a few decoding steps of one sentence: benchmarks/README.md). A
+    SavedModel's weights never change, so the copy stays the table's.
+    Everything else is `model`'s."""
+
+    def __init__(self, model, table):
+        self._model, self.output_table = model, table
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def init_cache(self, memory, max_length=None):
+        # The model's transposed table, unread, is pruned from the graph.
+        return {**self._model.init_cache(memory, max_length), "output_projection": self.output_table}
+
+
+def frozen(model):
+    """`FrozenModel` of `model`, or `model` itself where its cache has no
+    transposed table (an int8 table's product is its own)."""
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
+
+    table = model.init_cache(model.encode(tf.ones((1, 1), tf.int32)), 1).get("output_projection")
+    if table is None:
+        return model
+    return FrozenModel(model, tf.Variable(table, trainable=False, name="output_projection_table"))
 
 
 def _piece_details(translator, source, ids, kinds, n_best):
@@ -377,7 +410,8 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
         saved = os.path.join(staging, "saved_model")
         _write_graph(translator, saved, n_best, jit_compile, parallel_loops, signatures)
         settings = dict(
-            **translator.sampler.get_config(), max_extra_length=translator.max_extra_length, n_best=n_best,
+            **{**translator.sampler.get_config(), "stop": translator.stop},
+            max_extra_length=translator.max_extra_length, n_best=n_best,
             source_budget=translator.preprocessor.source_budget, long_inputs=translator.preprocessor.long_inputs,
             buckets=translator.preprocessor.buckets, bos_id=BOS_ID, eos_id=EOS_ID, jit_compile=jit_compile,
             parallel_loops=parallel_loops, narrow_batches=translator.narrow_batches,
@@ -434,8 +468,9 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
     search = translator.sampler
     if n_best > 1:
         search = BeamSampler(translator.beam_size, translator.alpha, num_return=n_best,
-                             continues_word=translator.continues_word)
-    options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops)
+                             continues_word=translator.continues_word, stop=translator.stop)
+    options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops,
+                   model=frozen(translator.model))
     functions = {"serving_default": build_translate_fn(translator, op, search, **options)}
     if "details" in signatures:
         functions["details"] = build_translate_fn(translator, op, search, details=True, **options)
@@ -443,7 +478,7 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
         def sample(inputs, seed, temperature, top_k, top_p):
             sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha)
             return build_translate_fn(translator, op, sampler, jit_compile=jit_compile, parallel_loops=parallel_loops,
-                                      details=True)(inputs)
+                                      details=True, model=options["model"])(inputs)
 
         functions["sample"] = sample
     if "score" in signatures:

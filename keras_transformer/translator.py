@@ -5,7 +5,7 @@ from keras_transformer import request_checks as checks
 from keras_transformer.alignment import piece_kinds
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.decoding.common import model_max_length, penalty_value
-from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, MAX_EXTRA_LENGTH
+from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, MAX_EXTRA_LENGTH, STOP
 from keras_transformer.decoding.runner import EAGER_STEPS, DecodeRunner, Steering
 from keras_transformer.decoding import BeamSampler, RandomSampler, get_sampler
 from keras_transformer.outputs import Hypothesis, TokenScores, prediction  # noqa: F401 - also of this module
@@ -14,7 +14,7 @@ from keras_transformer.tokens import EOS_ID, pack_source, unpack_output
 from keras_transformer.validation import check_positive
 
 # The Translator's decoding options, which the export and the command line pass on.
-DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", "long_inputs", "buckets")
+DECODING_OPTIONS = ("beam_size", "alpha", "stop", "max_extra_length", "narrow_batches", "long_inputs", "buckets")
 
 
 class Translator:
@@ -38,6 +38,13 @@ class Translator:
             `export()`, not by `translate_ids()`.
         beam_size: int >= 1. 1 decodes greedily.
         alpha: float >= 0. Length penalty of beam search.
+        stop: `"early"` (the default) or `"exact"`: when beam search is
+            done with a sentence. `"early"`: once the best candidate of a
+            step has ended, as CTranslate2 and OpenNMT-py stop: fewer steps,
+            and now and then a translation that `"exact"` would have beaten.
+            `"exact"`: once no alive hypothesis can beat its best finished
+            ones, so the search returns what it would find by running to
+            the length limit (`keras_transformer.decoding.beam_search`).
         max_extra_length: int >= 0. Each output may be up to its source
             length + `max_extra_length` tokens (capped by the model).
         batch_size: int >= 1. Sentences per decoding batch.
@@ -76,7 +83,7 @@ class Translator:
 
     def __init__(self, model, tokenizer=None, beam_size=BEAM_SIZE, alpha=ALPHA, max_extra_length=MAX_EXTRA_LENGTH,
                  batch_size=BATCH_SIZE, jit_compile="auto", narrow_batches=False, long_inputs="split",
-                 buckets=DEFAULT_BUCKETS, eager_steps=EAGER_STEPS):
+                 buckets=DEFAULT_BUCKETS, eager_steps=EAGER_STEPS, stop=STOP):
         check_positive("batch_size", batch_size)
         max_length = model_max_length(model)
         if max_length is None:
@@ -86,8 +93,8 @@ class Translator:
         # tokenizer's (a word tokenizer's tokens are whole words).
         continues_word = getattr(tokenizer, "continues_word", None)
         self.continues_word = None if continues_word is None else continues_word()
-        self.sampler = get_sampler(beam_size, alpha, continues_word=self.continues_word)
-        self.alpha = self.sampler.alpha
+        self.sampler = get_sampler(beam_size, alpha, continues_word=self.continues_word, stop=stop)
+        self.alpha, self.stop = self.sampler.alpha, stop
         self.preprocessor = TranslationPreprocessor(tokenizer, max_length, max_extra_length, long_inputs, buckets)
         self.max_extra_length, self.batch_size = max_extra_length, batch_size
         self.runner = DecodeRunner(model, self.preprocessor, max_extra_length, batch_size, jit_compile,
@@ -123,6 +130,9 @@ class Translator:
             raise ValueError(f"A SavedModel decodes as it was exported: {', '.join(given)} cannot change. "
                              f"Received: {', '.join(f'{name}={kwargs[name]!r}' for name in given)}")
         model, tokenizer, settings = saved_model.read_translator_parts(path)
+        # An export that records no stop rule was made before the option, by
+        # the exact rule.
+        settings = {"stop": "exact", **settings}
         return cls(model, tokenizer, **{name: settings[name] for name in DECODING_OPTIONS if name in settings},
                    **kwargs)
 
@@ -278,7 +288,8 @@ class Translator:
         checks.check_n_best(n_best, self.beam_size, sampling=sampler is not None)
         if sampler is not None or n_best == 1:
             return sampler or self.sampler
-        return BeamSampler(self.beam_size, self.alpha, num_return=n_best, continues_word=self.continues_word)
+        return BeamSampler(self.beam_size, self.alpha, num_return=n_best, continues_word=self.continues_word,
+                           stop=self.stop)
 
     def _join(self, group, results, rank, links):
         """The `Hypothesis` of `rank` of a sentence from its pieces, `group`."""

@@ -113,3 +113,67 @@ def test_cpu_profile_keeps_xla_kernels_of_compute_threads_and_maps_them_to_ops()
   %copy.3 = f32[4]{0} copy(%a)
 }'''
     assert hlo_op_names(hlo) == {"MatMul.88": "transformer/Tensordot/MatMul", "subtract_exponential_fusion": "loss/Exp"}
+
+
+def test_decode_profile_counts_overlapping_ops_once_and_the_rest_as_time_between_ops():
+    from benchmarks.decode_profile import busy_ps, summarise
+
+    # (node, type, picoseconds, start): two ops overlap on two threads, a
+    # third starts after a gap; the loop body's ops run twice (two steps).
+    body = "cond/then/while/body/_1/"
+    ops = [(body + "decoder_layer_0/feed_forward/inner/MatMul", "MatMul", 4e6, 0.0),
+           (body + "output_projection/MatMul", "MatMul", 4e6, 2e6),
+           (body + "decoder_layer_0/feed_forward/inner/MatMul", "MatMul", 2e6, 10e6),
+           (body + "output_projection/MatMul", "MatMul", 1e6, 13e6),
+           ("cond/encoder_layer_0/MatMul", "MatMul", 1e6, 20e6)]
+    assert busy_ps(ops) == 6e6 + 2e6 + 1e6 + 1e6
+    figures = summarise(ops, wall_s=30e-6, sentences=1)
+    assert figures["op_cpu_s"] == round(12e6 / 1e12, 3) and figures["steps"] == 2
+    assert figures["ops_running_s"] == round(10e6 / 1e12, 3)
+    assert figures["between_ops_s"] == round(30e-6 - 10e6 / 1e12, 3)
+    assert figures["by_type"]["MatMul"]["runs"] == 5 and figures["by_type"]["MatMul"]["us_per_run"] == 2.4
+    assert figures["by_part"]["outside"]["ms"] == round(1e6 / 1e9, 2)
+
+
+def test_wait_for_quiet_waits_for_the_load_to_fall_and_says_when_it_did_not(monkeypatch):
+    from benchmarks import report
+
+    loads, slept = iter([3.0, 1.2, 0.4, 0.3]), []
+    monkeypatch.setattr(report.os, "getloadavg", lambda: (next(loads), 1.0, 1.0))
+    monkeypatch.setattr("time.sleep", slept.append)
+    seen = report.wait_for_quiet(0.5, timeout_s=60, poll_s=5)
+    assert seen["quiet"] and seen["load_average"] == [0.4, 1.0, 1.0] and slept == [5, 5]
+    monkeypatch.setattr(report.os, "getloadavg", lambda: (2.0, 2.0, 2.0))
+    busy = report.wait_for_quiet(0.5, timeout_s=0)
+    assert not busy["quiet"] and busy["load_average"] == [2.0, 2.0, 2.0] and busy["waited_s"] == 0
+
+
+def test_translate_speed_runs_ours_first_and_gives_ctranslate2_the_penalty_of_the_closest_bleu():
+    from benchmarks.translate_speed import ct2_settings, closest_bleu, engine_order, parse_args, vs_anchor
+
+    engines = ["ctranslate2-float32", "savedmodel", "ctranslate2-float32-matched", "translator-jax-float32",
+               "translator-tf-float32"]
+    assert engine_order(engines) == ["translator-tf-float32", "savedmodel", "translator-jax-float32",
+                                     "ctranslate2-float32", "ctranslate2-float32-matched"]
+    args = parse_args(["--engines", "ctranslate2-float32", "--ct2-length-penalty", "0.2"])
+    # At its defaults one hypothesis and patience 1; matched, our work: the 4-best, the note's patience and penalty.
+    assert ct2_settings("ctranslate2-float32", args) == dict(num_hypotheses=1, patience=1.0, length_penalty=0.2)
+    assert ct2_settings("ctranslate2-float32-matched", args) == dict(num_hypotheses=4, patience=2.0,
+                                                                     length_penalty=0.42)
+    references = [["the cat sat on the mat"], ["a dog ran far away"]]
+    by_penalty = {"0.0": ["the cat sat on the mat", "a dog ran"], "0.5": ["the cat sat on the mat", "a dog ran far"],
+                  "1.0": ["the cat sat on the mat", "a dog ran far away"]}
+    chosen, scores = closest_bleu(by_penalty, references, target=scores_of(by_penalty["0.5"], references) + 0.01)
+    assert chosen == 0.5 and scores[0.0] < scores[0.5] < scores[1.0] == pytest.approx(100.0)
+    results = [{"engine": "ctranslate2-float32", "sorted_sentences_per_s": 100.0, "file_sentences_per_s": 50.0,
+                "latency_p50_ms": 10.0},
+               {"engine": "savedmodel", "sorted_sentences_per_s": 80.0, "file_sentences_per_s": 60.0,
+                "latency_p50_ms": 25.0}]
+    vs_anchor(results)
+    assert results[1]["vs_ctranslate2"] == {"sorted_throughput": 0.8, "file_throughput": 1.2, "one_sentence_p50": 2.5}
+
+
+def scores_of(outputs, references):
+    from keras_transformer.evaluation import corpus_bleu
+
+    return corpus_bleu(outputs, references)[0].score

@@ -173,7 +173,7 @@ def run_benchmark(folder, engines, limit, extra=()):
 
     output = folder / "translate_speed.json"
     argv = ["--limit", str(limit), "--batch-size", "2", "--latency-sentences", "2", "--keep-outputs",
-            "--output", str(output), "--engines", *engines, *extra]
+            "--quiet-wait", "0", "--output", str(output), "--engines", *engines, *extra]
     printed = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
         patch.delenv("CT2_USE_MKL", raising=False)  # the script's own default
@@ -219,8 +219,10 @@ def check_figures(report, results, stdout, limit):
 
 
 # The JAX engine in bfloat16, the SavedModel (the copying model's export,
-# tests/export/copying.py), CTranslate2 float32 and int8.
-ENGINES = ["translator-jax-bfloat16", "savedmodel", "ctranslate2-float32", "ctranslate2-int8"]
+# tests/export/copying.py), CTranslate2 float32 and int8 at their defaults,
+# and float32 doing our work.
+ENGINES = ["translator-jax-bfloat16", "savedmodel", "ctranslate2-float32", "ctranslate2-int8",
+           "ctranslate2-float32-matched"]
 
 
 @pytest.fixture(scope="module")
@@ -241,8 +243,8 @@ def benchmark_run(tmp_path_factory):
 
 
 def test_benchmark_smoke_ctranslate2(benchmark_run):
-    report, results, _, _ = benchmark_run
-    assert report["sentences"] == 4 and report["ctranslate2"]["rescored_with_gnmt"]
+    report, results, stdout, _ = benchmark_run
+    assert report["sentences"] == 4 and report["ctranslate2"]["matched"]["rescored_with_gnmt"]
     # Every sentence translated (the SavedModel's copying model may answer a sentence with nothing).
     assert all(report["outputs"]["ctranslate2-float32"]) and all(report["outputs"]["ctranslate2-int8"])
     assert report["reference_engine"] is None  # translator-tf-float32 did not run
@@ -254,7 +256,34 @@ def test_benchmark_smoke_ctranslate2(benchmark_run):
     assert results["ctranslate2-int8"]["ct2_use_mkl_env"] == ("0" if intel else None)
     # CTranslate2's start-up and first translation import CTranslate2 and SentencePiece, not Keras.
     assert not results["ctranslate2-float32"]["keras_imported"] and not results["ctranslate2-int8"]["keras_imported"]
-    assert (report["ctranslate2"]["length_penalty"], report["ctranslate2"]["patience"]) == (0.42, 2.0)
+    # At its defaults: one hypothesis, patience 1, and of the penalties tried the one whose BLEU is
+    # closest to our first Translator engine's; matched: the export note's 4-best, patience and penalty.
+    ct2 = report["ctranslate2"]
+    assert (ct2["num_hypotheses"], ct2["patience"]) == (1, 1.0)
+    assert (ct2["matched"]["num_hypotheses"], ct2["matched"]["length_penalty"], ct2["matched"]["patience"]) == (
+        4, 0.42, 2.0)
+    choice = ct2["length_penalty_choice"]
+    assert choice["chosen_by"] == "the BLEU closest to translator-jax-bfloat16's"
+    assert choice["target_bleu"] == pytest.approx(results["translator-jax-bfloat16"]["bleu"])
+    bleu = {float(p): b for p, b in choice["bleu_by_length_penalty"].items()}
+    assert sorted(bleu) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert ct2["length_penalty"] == min(bleu, key=lambda p: (abs(bleu[p] - choice["target_bleu"]), p))
+    assert results["ctranslate2-float32"]["bleu"] == pytest.approx(bleu[ct2["length_penalty"]])
+    # Only the matched engine rescores its n-best, and says how often that changed its first.
+    assert "rescoring_changed" in results["ctranslate2-float32-matched"]
+    assert "rescoring_changed" not in results["ctranslate2-float32"]
+    # Each engine's speed against CTranslate2 at its defaults, from the same run's figures.
+    anchor = results["ctranslate2-float32"]
+    for r in results.values():
+        assert r["vs_ctranslate2"]["one_sentence_p50"] == pytest.approx(r["latency_p50_ms"] / anchor["latency_p50_ms"])
+        assert r["vs_ctranslate2"]["sorted_throughput"] == pytest.approx(
+            r["sorted_sentences_per_s"] / anchor["sorted_sentences_per_s"])
+    # The load before and after each engine, which the table shows (`!`: busier than --max-load).
+    for r in results.values():
+        load = r["machine_load"]
+        assert load["waited_s"] == 0 and load["quiet"] == (load["load_average"][0] <= 0.5)
+        assert f"{load['load_average'][0]:.2f}{'' if load['quiet'] else '!'}" in stdout
+    assert report["machine"]["quiet"] == all(r["machine_load"]["quiet"] for r in results.values())
     assert report["machine"]["cpu_flags"] == cpu_flags() and report["machine"]["processor"] == cpu_name()
 
 

@@ -41,13 +41,17 @@ def add_model_argument(p):
 def add_decoding_arguments(p, batch_size=True):
     """The `Translator`'s decoding options, for a preset or a `.keras` model;
     unset, the `Translator`'s defaults (`keras_transformer.decoding.defaults`)."""
-    from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE
+    from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, STOP, STOP_RULES
     from keras_transformer.preprocessor import LONG_INPUTS
 
     if batch_size:
         p.add_argument("--batch-size", type=positive_int, default=BATCH_SIZE, help="sentences per batch")
     p.add_argument("--beam-size", type=positive_int, default=None, help=f"1 decodes greedily (default: {BEAM_SIZE})")
     p.add_argument("--alpha", type=float, default=None, help=f"the length penalty's exponent (default: {ALPHA})")
+    p.add_argument("--stop", choices=STOP_RULES, default=None,
+                   help="when beam search is done with a sentence: exact (no alive hypothesis can beat its best "
+                        "finished ones) or early (its best candidate has ended, as CTranslate2 stops; fewer steps) "
+                        f"(default: {STOP})")
     p.add_argument("--long-inputs", choices=LONG_INPUTS, default=None,
                    help="an input over the model's source budget is split at sentence ends (the default) or "
                         "truncated")

@@ -51,7 +51,7 @@ HELP = ("Export a preset or a trained model as a SavedModel that translates stri
 FORMATS = ("saved_model", "ctranslate2")
 
 # The options of the SavedModel's graph, which a CTranslate2 model has no place for.
-SAVED_MODEL_OPTIONS = ("version", "long_inputs", "narrow_batches", "max_extra_length", "buckets", "n_best",
+SAVED_MODEL_OPTIONS = ("version", "stop", "long_inputs", "narrow_batches", "max_extra_length", "buckets", "n_best",
                        "signatures", "jit_compile", "parallel_loops", "warmup_batch_sizes", "no_warmup")
 
 

@@ -72,9 +72,10 @@ from keras_transformer.tokens import BOS_ID, EOS_ID, UNK_ID
 TYPICAL_LENGTH = 12
 
 # CTranslate2's beam search ends a sentence once `beam_size * patience` of
-# its hypotheses are finished; ours goes on while a growing hypothesis could
-# still beat the best finished one. At 1, CTranslate2's default, it gives up
-# on longer hypotheses that ours finds; the note recommends 2.
+# its hypotheses are finished; ours by the exact stop rule goes on while a
+# growing hypothesis could still beat the best finished one. At 1,
+# CTranslate2's default, it gives up on longer hypotheses that the exact rule
+# finds; the note recommends 2.
 PATIENCE = 2
 
 # What the export writes beside CTranslate2's own files.
@@ -369,10 +370,11 @@ print(tokenizer.decode_pieces(results[0].hypotheses[0]))
   Beam search then ranks hypotheses as ours does, but for some whose
   lengths differ much. For long outputs, compute it at their length.
 - **Patience.** CTranslate2 ends a sentence's beam search once
-  `beam_size * patience` hypotheses are finished; keras-transformer goes on
-  while a growing hypothesis could still beat the best finished one.
-  `patience={settings["patience"]}` lets CTranslate2 find the longer hypotheses that
-  keras-transformer does.
+  `beam_size * patience` hypotheses are finished; keras-transformer once
+  its best candidate has ended (its default, `stop="early"`), or, with
+  `stop="exact"`, while a growing hypothesis could still beat the best
+  finished one. `patience={settings["patience"]}` lets CTranslate2 find the longer
+  hypotheses that the exact rule finds.
 - **Length limits.** keras-transformer stops an output at its source's
   length (with `</s>`) + {settings["max_extra_length"]} tokens; CTranslate2 takes one
   `max_decoding_length` for the batch, set above to the model's

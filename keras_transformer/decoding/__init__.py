@@ -11,10 +11,10 @@ Example:
 GreedySampler(alpha=0.6)
 """
 
-from keras_transformer.decoding.beam_search import BeamSampler, BeamState, ConstrainedBeamSampler, beam_search
+from keras_transformer.decoding.beam_search import BeamSampler, BeamState, ConstrainedBeamSampler, beam_search, check_stop
 from keras_transformer.decoding.common import NEG_INF, check_alpha, length_penalty
 from keras_transformer.decoding.compile import jit_decoder
-from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE
+from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, STOP
 from keras_transformer.decoding.greedy import GreedySampler, greedy_decode
 from keras_transformer.decoding.loop import decode, reorder_cache
 from keras_transformer.decoding.random_sampling import RandomSampler
@@ -31,6 +31,7 @@ __all__ = [
     "RandomSampler",
     "Sampler",
     "beam_search",
+    "check_stop",
     "decode",
     "force_decode",
     "get_sampler",
@@ -41,11 +42,13 @@ __all__ = [
 ]
 
 
-def get_sampler(beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None):
+def get_sampler(beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None, stop=STOP):
     """Greedy decoding for `beam_size=1` and one hypothesis, else beam
     search (whose terminology constraints are met as whole words given
-    `continues_word`); either scores its outputs with the length penalty
-    `alpha`."""
+    `continues_word`, and whose sentences are done by the `stop` rule);
+    either scores its outputs with the length penalty `alpha`. Greedy
+    decoding is done with a sentence at its EOS under either rule."""
     if beam_size == 1 and num_return == 1:
+        check_stop(stop)
         return GreedySampler(check_alpha(alpha))
-    return BeamSampler(beam_size, alpha, num_return, continues_word)
+    return BeamSampler(beam_size, alpha, num_return, continues_word, stop)

@@ -10,11 +10,16 @@ starve the alive ones. Counting an EOS candidate only within the first
 `beam_size` ranks (as fairseq does) makes `beam_size=1` exactly greedy
 decoding when `alpha=0`.
 
-A sentence is done once its `num_return`-th best finished score is at least
-the best score any alive beam could still reach (its log-probability,
-which can only fall, over the largest length penalty it could get), or when
-it reaches its length limit; then its best alive candidates are finished as
-they are. `BeamSampler` is this search as a sampler of the one decoding
+When a sentence is done is the sampler's `stop` rule. `"exact"`: once its
+`num_return`-th best finished score is at least the best score any alive
+beam could still reach (its log-probability, which can only fall, over the
+largest length penalty it could get), so the search returns what it would
+return if it ran to the length limit. `"early"`: once the best candidate
+of a step (by log-probability) has ended in EOS and `num_return`
+hypotheses have finished, as OpenNMT-py and CTranslate2 (without a length
+penalty) stop; a longer hypothesis that the length penalty would have
+preferred may then go unfound. Either way a sentence is done at its length
+limit, where its best alive candidates are finished as they are. `BeamSampler` is this search as a sampler of the one decoding
 loop (`keras_transformer.decoding.loop`), which runs it until every
 sentence is done. With terminology constraints it is lexically
 constrained beam search (`keras_transformer.decoding.constraints`).
@@ -27,7 +32,7 @@ from keras import ops
 
 from keras_transformer.decoding import constraints as lexical
 from keras_transformer.decoding.common import NEG_INF, check_alpha, gather_rows, length_penalty, top_k, write_column
-from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
+from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH, STOP, STOP_RULES
 from keras_transformer.decoding.loop import decode
 from keras_transformer.decoding.samplers import Sampler
 from keras_transformer.tokens import BOS_ID, EOS_ID
@@ -42,6 +47,7 @@ class BeamState(NamedTuple):
     finished_seqs: Any  # (batch, beam, length + 1) int32: BOS, tokens, EOS, 0
     finished_scores: Any  # (batch, beam) float32: penalised scores, sorted down
     finished_flags: Any  # (batch, beam) bool: slot holds a real hypothesis
+    top_ended: Any  # (batch,) bool: a step's best candidate ended (the "early" stop rule)
 
 
 class ConstrainedBeamState(NamedTuple):
@@ -53,8 +59,16 @@ class ConstrainedBeamState(NamedTuple):
     finished_seqs: Any
     finished_scores: Any
     finished_flags: Any
+    top_ended: Any
     constraints: Any  # (batch, constraints, length) int32: phrases, PAD after
     alive_progress: Any  # (batch, beam, constraints) int32: tokens met of each phrase, its length + 1 once met
+
+
+def check_stop(stop):
+    """Raises `ValueError` unless `stop` names a stop rule (`STOP_RULES`)."""
+    if stop not in STOP_RULES:
+        raise ValueError(f"Argument `stop` must be one of {STOP_RULES}. Received: stop={stop!r}")
+    return stop
 
 
 def _extended(seqs, beams, tokens, step):
@@ -75,12 +89,14 @@ class BeamSampler(Sampler):
             the word before them. With terminology constraints, none may
             follow a phrase's last token, so phrases are met as whole words
             (`keras_transformer.decoding.constraints`).
+        stop: `"exact"` or `"early"`: when a sentence is done (the module
+            docstring).
     """
 
     result_fields = ("finished_seqs", "finished_scores", "finished_flags")
     takes_constraints = True
 
-    def __init__(self, beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None):
+    def __init__(self, beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None, stop=STOP):
         check_positive("beam_size", beam_size)
         check_positive("num_return", num_return)
         if num_return > beam_size:
@@ -88,7 +104,7 @@ class BeamSampler(Sampler):
                 f"Argument `num_return` must be at most `beam_size`={beam_size}. Received: num_return={num_return}"
             )
         self.beam_size, self.alpha, self.num_return = beam_size, check_alpha(alpha), num_return
-        self.width = beam_size
+        self.width, self.stop = beam_size, check_stop(stop)
         self.continues_word = None if continues_word is None else np.asarray(continues_word, dtype=bool)
 
     def start(self, source_ids, length, bos_id, limits):
@@ -103,6 +119,7 @@ class BeamSampler(Sampler):
             finished_seqs=ops.zeros_like(seqs),
             finished_scores=ops.full((batch, k), NEG_INF, dtype="float32"),
             finished_flags=ops.zeros((batch, k), dtype="bool"),
+            top_ended=ops.zeros((batch,), dtype="bool"),
         )
         return state
 
@@ -110,11 +127,17 @@ class BeamSampler(Sampler):
         return state.alive_seqs
 
     def done(self, state, step, limits):
-        """(batch,) bool: the sentence's top `num_return` can not change."""
+        """(batch,) bool: the sentence is done under the `stop` rule: its top
+        `num_return` can not change ("exact"), or the best candidate of a
+        step has ended and `num_return` hypotheses have finished ("early");
+        or it reached its length limit."""
         n = self.num_return
-        threshold = ops.where(state.finished_flags[:, n - 1], state.finished_scores[:, n - 1], NEG_INF)
-        best_reachable = state.alive_log_probs[:, 0] / length_penalty(limits, self.alpha)
-        return ops.logical_not(ops.logical_and(ops.less(step, limits), best_reachable > threshold))
+        if self.stop == "early":
+            going_on = ops.logical_not(ops.logical_and(state.top_ended, state.finished_flags[:, n - 1]))
+        else:
+            threshold = ops.where(state.finished_flags[:, n - 1], state.finished_scores[:, n - 1], NEG_INF)
+            going_on = state.alive_log_probs[:, 0] / length_penalty(limits, self.alpha) > threshold
+        return ops.logical_not(ops.logical_and(ops.less(step, limits), going_on))
 
     def extend(self, state, log_probs, step, limits, eos_id):
         """One step from `log_probs` `(batch, beam, vocab)`: the new state
@@ -142,7 +165,7 @@ class BeamSampler(Sampler):
         are `top_log_probs` `(batch, n)` and `top_seqs`: the pool keeps its
         best `beam` of itself and the `real` candidates within the first
         `beam` ranks that end in EOS, or that reach their sentence's length
-        limit as they are."""
+        limit as they are; and whether the first of them finished."""
         k = self.beam_size
         at_limit = ops.expand_dims(ops.greater_equal(step + 1, limits), 1)  # (batch, 1)
         in_beam = ops.less(ops.arange(top_log_probs.shape[1] or ops.shape(top_log_probs)[1]), k)  # (n,)
@@ -156,6 +179,10 @@ class BeamSampler(Sampler):
             finished_seqs=gather_rows(ops.concatenate([state.finished_seqs, top_seqs], axis=1), keep),
             finished_scores=finished_scores,
             finished_flags=gather_rows(ops.concatenate([state.finished_flags, finishing], axis=1), keep),
+            # The best candidate (rank 0) finished: what the "early" rule waits
+            # for. Kept under either rule: a loop variable passed through
+            # unchanged fails TensorFlow's XLA bridge (tests/decoding).
+            top_ended=ops.logical_or(state.top_ended, finishing[:, 0]),
         )
 
     def result(self, state):
@@ -173,13 +200,14 @@ class BeamSampler(Sampler):
         return (tokens[:, 0], scores[:, 0]) if n == 1 else (tokens, scores)
 
     def get_config(self):
-        return {"beam_size": self.beam_size, "alpha": self.alpha, "num_return": self.num_return}
+        return {"beam_size": self.beam_size, "alpha": self.alpha, "num_return": self.num_return, "stop": self.stop}
 
     def with_constraints(self):
-        return ConstrainedBeamSampler(self.beam_size, self.alpha, self.num_return, self.continues_word)
+        return ConstrainedBeamSampler(self.beam_size, self.alpha, self.num_return, self.continues_word, self.stop)
 
     def __repr__(self):
-        return f"{type(self).__name__}(beam_size={self.beam_size}, alpha={self.alpha}, num_return={self.num_return})"
+        return (f"{type(self).__name__}(beam_size={self.beam_size}, alpha={self.alpha}, num_return={self.num_return}, "
+                f"stop={self.stop!r})")
 
 
 class ConstrainedBeamSampler(BeamSampler):
@@ -246,6 +274,7 @@ def beam_search(
     use_cache=True,
     max_extra_length=MAX_EXTRA_LENGTH,
     narrow_batches=False,
+    stop=STOP,
 ):
     """Beam search decoding of a batch of source sentences.
 
@@ -274,6 +303,7 @@ def beam_search(
         narrow_batches: `False`, `True` or `"halves"`: what becomes of the
             sentences that are done (`keras_transformer.decoding.loop`);
             the outputs are those of `False`.
+        stop: `"exact"` or `"early"`: when a sentence is done (`BeamSampler`).
 
     Returns:
         `(tokens, scores)`. With `num_return=1`: int32 `(batch, length)`,
@@ -290,5 +320,5 @@ def beam_search(
     >>> tokens.shape
     (1, 8)
     """
-    sampler = BeamSampler(beam_size, alpha, num_return)
+    sampler = BeamSampler(beam_size, alpha, num_return, stop=stop)
     return decode(model, source_ids, sampler, max_length, bos_id, eos_id, use_cache, max_extra_length, narrow_batches)

@@ -41,6 +41,7 @@ from typing import Optional
 import numpy as np
 
 from keras_transformer import request_checks as checks
+from keras_transformer.decoding.beam_search import check_stop
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.decoding.random_sampling import RandomSampler
@@ -78,8 +79,10 @@ class Instance:
     comes with any of these unless `False`. `sampling`: sample instead of
     searching. `target_prefix`: the translation starts with it;
     `constraints`: a list of phrases that it holds, none blank (both by the
-    `steer` signature; not with `sampling` or `targets`). An instance that
-    asks for nothing more than its translation is a plain string's.
+    `steer` signature; not with `sampling` or `targets`). `stop`: beam
+    search's stop rule, which must be the one the SavedModel was exported
+    with (its graph holds that rule's search). An instance that asks for
+    nothing more than its translation is a plain string's.
     """
 
     inputs: str
@@ -90,8 +93,11 @@ class Instance:
     targets: Optional[str] = None
     target_prefix: Optional[str] = None
     constraints: Optional[tuple] = None
+    stop: Optional[str] = None
 
     def __post_init__(self):
+        if self.stop is not None:
+            check_stop(self.stop)
         if self.constraints is not None:
             check_phrases("constraints", self.constraints)
             object.__setattr__(self, "constraints", tuple(self.constraints))
@@ -114,7 +120,7 @@ class Instance:
     def plain(self):
         """Whether it asks for nothing but its translation (and score): its
         other fields at their defaults, `confidences` not true."""
-        return not self.confidences and self == Instance(self.inputs, confidences=self.confidences)
+        return not self.confidences and self == Instance(self.inputs, confidences=self.confidences, stop=self.stop)
 
     @property
     def signature(self):
@@ -242,6 +248,8 @@ class SavedModelPredictor:
         signatures: the signatures' names, sorted.
         signature_inputs: `{signature: {input: (dtype name, rank)}}`.
         n_best: the exported `n_best`.
+        stop: the exported stop rule (`"exact"` for an export that records
+            none: it was made before the option).
         saved_model: the loaded object (its variables live as long as it).
         version_dir: the version folder.
     """
@@ -250,6 +258,7 @@ class SavedModelPredictor:
         self.saved_model, self.version_dir = loaded, version_dir
         self.metadata = read_metadata(version_dir)
         self.n_best = int(self.metadata.get("n_best", 1))
+        self.stop = self.metadata.get("stop", "exact")
         self.signatures = sorted(loaded.signatures)
         self.signature_inputs = {name: {key: (spec.dtype.name, spec.shape.rank) for key, spec in
                                         loaded.signatures[name].structured_input_signature[1].items()}
@@ -346,6 +355,9 @@ class SavedModelPredictor:
             if isinstance(item, Instance) and item.n_best > self.n_best:
                 raise ValueError(f"`n_best` must be at most {self.n_best}, the n_best this SavedModel was exported "
                                  f"with. Received: n_best={item.n_best}")
+            if isinstance(item, Instance) and item.stop not in (None, self.stop):
+                raise ValueError(f"`stop` must be {self.stop!r}, the stop rule this SavedModel was exported with "
+                                 f"(`keras-transformer export --stop`). Received: stop={item.stop!r}")
         if self._rules is not None:
             self._rules.check(name, texts, arguments, labels)
 

@@ -227,7 +227,9 @@ def _item(row, where, limits):
     if not options:
         return row
     instance = _instance(row, options, where)
-    return instance.inputs if instance.plain else instance
+    # An instance that names a stop rule stays one: the predictor checks it
+    # against the export's.
+    return instance.inputs if instance.plain and instance.stop is None else instance
 
 
 # The optional fields of an instance: those of `Instance`, besides its text.

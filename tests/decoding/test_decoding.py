@@ -414,11 +414,11 @@ def exhaustive(log_probs, length, alpha):
 @pytest.mark.parametrize("seed, alpha", [(0, 0.0), (1, 0.6), (2, 2.0)])
 def test_wide_beam_equals_exhaustive_search(seed, alpha):
     # 4 tokens, 3 steps: a beam of 36 holds every candidate, so beam search
-    # with its finished pool, length penalty and early stop is exact.
+    # with its finished pool, length penalty and exact stop rule is exact.
     log_probs = normalized(np.random.default_rng(seed).normal(size=(4, 4)) * 2)
     model = BigramModel(log_probs)
     tokens, scores = beam_search(
-        model, np.array([[1, EOS]], "int32"), beam_size=36, alpha=alpha, max_length=3, num_return=5
+        model, np.array([[1, EOS]], "int32"), beam_size=36, alpha=alpha, max_length=3, num_return=5, stop="exact"
     )
     best = exhaustive(log_probs, 3, alpha)[:5]
     np.testing.assert_allclose(np_(scores)[0], [s for s, _ in best], rtol=1e-5)
@@ -442,10 +442,89 @@ def test_length_penalty_decides_between_short_and_long_hypotheses():
         (crossover - 0.05, [4, EOS], 2, p_short),
         (crossover + 0.05, [5, 6, 7, 8, EOS], 5, p_long),
     ]:
-        tokens, scores = beam_search(model, source, beam_size=2, alpha=alpha, max_length=8)
+        tokens, scores = beam_search(model, source, beam_size=2, alpha=alpha, max_length=8, stop="exact")
         assert list(np_(tokens)[0][: len(expected)]) == expected
         np.testing.assert_allclose(np_(scores)[0], log_p / ((5 + length) / 6) ** alpha, rtol=1e-5)
     np.testing.assert_allclose(np_(length_penalty(np.array([2, 5]), 0.6)), [(7 / 6) ** 0.6, (10 / 6) ** 0.6], rtol=1e-6)
+
+
+def reference_beam_search(log_probs, beam, alpha, length, num_return, stop):
+    """One sentence's beam search over a bigram table, written out in Python
+    from `decoding.beam_search`'s docstring: the best `2 * beam` candidates
+    by log-probability, those within the first `beam` that end in EOS (or
+    reach the length limit) finished with GNMT's penalty, the best `beam`
+    others alive; done under `stop` ("exact": no alive hypothesis can beat
+    the `num_return`-th finished one; "early": a step's best candidate has
+    ended and `num_return` have finished). `(tokens, scores)` of the
+    `num_return` best, padded with 0."""
+    penalty = lambda n: ((5 + n) / 6) ** alpha  # noqa: E731
+    vocab = log_probs.shape[0]
+    alive, finished, top_ended = [((), np.float32(0))], [], False
+    for step in range(length):
+        enough = len(finished) >= num_return
+        if stop == "early" and enough and top_ended:
+            break
+        if stop == "exact" and enough and finished[num_return - 1][0] >= alive[0][1] / penalty(length):
+            break
+        candidates = sorted(
+            ((np.float32(p + log_probs[seq[-1] if seq else BOS_ID, t]), b * vocab + t, seq + (t,))
+             for b, (seq, p) in enumerate(alive) for t in range(vocab)),
+            key=lambda c: (-c[0], c[1]))[: 2 * beam]
+        for rank, (p, _, seq) in enumerate(candidates[:beam]):
+            if seq[-1] == EOS or step + 1 == length:
+                finished.append((p / penalty(step + 1), seq))
+                top_ended = top_ended or rank == 0
+        finished = sorted(finished, key=lambda f: -f[0])[:beam]
+        alive = [(seq, p) for p, _, seq in candidates if seq[-1] != EOS][:beam]
+    best = finished[:num_return]
+    return [list(seq) + [0] * (length - len(seq)) for _, seq in best], [score for score, _ in best]
+
+
+# (seed, beam, alpha, num_return) of random bigram tables: the first four
+# where the stop rules return different n-best lists, then three where a
+# hypothesis ends below the best candidate a step or more before the best
+# candidate ends (the early rule waits for that).
+STOP_RULE_CASES = [(0, 2, 2.0, 2), (1, 2, 0.6, 2), (4, 3, 2.0, 2), (11, 3, 0.6, 2), (21, 2, 0.6, 1), (3, 3, 0.0, 2),
+                   (22, 2, 2.0, 1)]
+
+
+@pytest.mark.portable
+def test_both_stop_rules_equal_a_search_written_out_in_python():
+    # Tables whose EOS is likely enough that hypotheses end at different
+    # steps; each rule, on the loop that keeps the batch and on the one that
+    # drops each sentence when done, against the Python search.
+    differ = 0
+    for seed, beam, alpha, num_return in STOP_RULE_CASES:
+        logits = np.random.default_rng(seed).normal(size=(8, 8)) * 2
+        logits[:, EOS] += 1.5
+        log_probs = normalized(logits)
+        expected = {stop: reference_beam_search(log_probs, beam, alpha, 6, num_return, stop)
+                    for stop in ("exact", "early")}
+        differ += expected["exact"][0] != expected["early"][0]
+        for stop, narrow in itertools.product(expected, (False, True) if keras.backend.backend() != "jax" else (False,)):
+            tokens, scores = beam_search(BigramModel(log_probs), np.array([[1, EOS]], "int32"), beam_size=beam,
+                                         alpha=alpha, max_length=6, num_return=num_return, stop=stop,
+                                         narrow_batches=narrow)
+            tokens, scores = np_(tokens)[0].reshape(num_return, 6), np_(scores)[0].reshape(num_return)
+            assert tokens.tolist() == expected[stop][0], (seed, stop, narrow)
+            np.testing.assert_allclose(scores, expected[stop][1], rtol=1e-5)
+    assert differ == 4
+
+
+@pytest.mark.portable
+def test_the_early_stop_returns_the_hypothesis_that_ends_first_as_the_best():
+    # The table of the length penalty test: with alpha above the crossover
+    # the long hypothesis wins, and the exact rule finds it; at step 2 the
+    # best candidate is the short one's EOS, where the early rule (the
+    # default) stops.
+    log_probs = table({2: {4: 0.6, 5: 0.4}, 4: {EOS: 0.999}, 5: {6: 0.999}, 6: {7: 0.999}, 7: {8: 0.999}, 8: {EOS: 0.999}})
+    source = np.array([[5, EOS]], "int32")
+    exact = beam_search(BigramModel(log_probs), source, beam_size=2, alpha=2.0, max_length=8, stop="exact")
+    early = beam_search(BigramModel(log_probs), source, beam_size=2, alpha=2.0, max_length=8)  # the default
+    assert list(np_(exact[0])[0][:5]) == [5, 6, 7, 8, EOS]
+    assert list(np_(early[0])[0][:2]) == [4, EOS] and not np_(early[0])[0][2:].any()
+    p_short = log_probs[2, 4] + log_probs[4, EOS]
+    np.testing.assert_allclose(np_(early[1])[0], p_short / (7 / 6) ** 2.0, rtol=1e-5)
 
 
 @pytest.mark.portable
@@ -552,6 +631,7 @@ def test_jax_jit_matches_eager(monkeypatch):
         (dict(max_length=0), "max_length"),
         (dict(max_length=100), "max_length"),
         (dict(eos_id=-1), "eos_id"),
+        (dict(stop="soon"), "stop"),
     ],
 )
 def test_bad_arguments_raise(kwargs, name):

@@ -94,7 +94,8 @@ def test_an_over_long_source_is_translated_whole_in_windows_or_truncated_if_aske
     "kwargs, name",
     [(dict(beam_size=0), "beam_size"), (dict(alpha=-1.0), "alpha"), (dict(batch_size=0), "batch_size"),
      (dict(max_extra_length=-5), "max_extra_length"), (dict(narrow_batches="yes"), "narrow_batches"),
-     (dict(long_inputs="cut"), "long_inputs"), (dict(buckets=(1,)), "buckets")],
+     (dict(long_inputs="cut"), "long_inputs"), (dict(buckets=(1,)), "buckets"), (dict(stop="soon"), "stop"),
+     (dict(beam_size=1, stop="never"), "stop")],
 )
 def test_bad_arguments_raise(kwargs, name):
     with pytest.raises(ValueError, match=name):

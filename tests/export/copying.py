@@ -58,7 +58,7 @@ def load_copying_export():
     return model, sp, os.path.join(folder, "saved", "10")
 
 
-def in_memory_translations(model, sp, sentences, beam_size=4, alpha=0.6, max_extra_length=50):
+def in_memory_translations(model, sp, sentences, beam_size=4, alpha=0.6, max_extra_length=50, stop="exact"):
     """The same decoding with the Python tokenizer and eager beam search:
     `(texts, scores)`."""
     from keras_transformer.decoding import beam_search
@@ -66,7 +66,8 @@ def in_memory_translations(model, sp, sentences, beam_size=4, alpha=0.6, max_ext
     ids = [sp.encode(s) + [3] for s in sentences]
     width = max(map(len, ids))
     source = np.array([x + [0] * (width - len(x)) for x in ids], "int32")
-    tokens, scores = beam_search(model, source, beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length)
+    tokens, scores = beam_search(model, source, beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
+                                 stop=stop)
     tokens = keras.ops.convert_to_numpy(tokens)
     texts = [sp.decode([int(t) for t in row[: list(row).index(3)] if t] if 3 in row else [int(t) for t in row if t])
              for row in tokens]

@@ -196,10 +196,18 @@ def test_warmup_requests_for_an_older_export_and_a_damaged_file(exported, tmp_pa
         write_warmup_requests(str(tmp_path))
 
 
-def test_every_weight_is_stored_once(exported):
+def test_every_weight_is_stored_once_and_the_output_projections_table_transposed(exported, translate):
+    # The search reads the transposed table, a weight of its own
+    # (`saved_model.FrozenModel`), where the model transposes its table at
+    # every call.
     model, _, path = exported
     size = os.path.getsize(os.path.join(path, "variables", "variables.data-00000-of-00001"))
-    assert 4 * model.count_params() <= size < 1.1 * 4 * model.count_params()
+    table = keras.ops.convert_to_numpy(model.embedding.embeddings)  # (vocab, d_model)
+    stored = 4 * (model.count_params() + table.size)
+    assert stored <= size < 1.1 * stored
+    frozen = [v for v in translate.loaded.weights if "output_projection_table" in v.name]
+    assert len(frozen) == 1 and not frozen[0].trainable
+    np.testing.assert_array_equal(frozen[0].numpy(), table.T)
 
 
 def test_bad_export_arguments(exported, tmp_path):
@@ -257,9 +265,9 @@ def test_translate_with_a_keras_file_plots_its_attention_and_one_head(exported, 
 # `keras-transformer export` with every option of the graph it can combine --
 
 
-# A beam of 2, alpha 1, truncation, 20 extra tokens (a source budget of 44),
-# one bucket below it, three decoding loops, int8 weights.
-DECODING = dict(beam_size=2, alpha=1.0, long_inputs="truncate", max_extra_length=20)
+# A beam of 2, alpha 1, the exact stop rule, truncation, 20 extra tokens (a
+# source budget of 44), one bucket below it, three decoding loops, int8 weights.
+DECODING = dict(beam_size=2, alpha=1.0, stop="exact", long_inputs="truncate", max_extra_length=20)
 
 
 @pytest.fixture(scope="module")
@@ -277,9 +285,9 @@ def command_line_export(exported, tmp_path_factory):
     export = ["export", model_file, "--tokenizer", tokenizer_file, "--output-dir", str(folder / "saved" / "copy")]
     with pytest.raises(SystemExit, match="--metadata"):
         main(export + ["--metadata", "[1, 2]"])
-    options = ["--version", "3", "--quantize", "int8", "--beam-size", "2", "--alpha", "1.0", "--long-inputs",
-               "truncate", "--max-extra-length", "20", "--buckets", "8", "--parallel-loops", "3", "--metadata",
-               '{"bleu": 1.5}', "--warmup-batch-sizes", "1", "4"]
+    options = ["--version", "3", "--quantize", "int8", "--beam-size", "2", "--alpha", "1.0", "--stop", "exact",
+               "--long-inputs", "truncate", "--max-extra-length", "20", "--buckets", "8", "--parallel-loops", "3",
+               "--metadata", '{"bleu": 1.5}', "--warmup-batch-sizes", "1", "4"]
     left = killed_while_exporting(export + options, folder / "saved" / "copy")
     assert left and not [name for name in left if name.isdigit()]  # no version, whole or not
     assert main(export + options) == 0
@@ -320,7 +328,8 @@ def killed_while_exporting(argv, export_dir):
 def quantized_translations(command_line_export):
     """`{sentence: (translation, score)}` of `SENTENCES` by beam search over the quantized model in memory."""
     quantized, sp, _, _, _ = command_line_export
-    texts, scores = in_memory_translations(quantized, sp, SENTENCES, beam_size=2, alpha=1.0, max_extra_length=20)
+    texts, scores = in_memory_translations(quantized, sp, SENTENCES, beam_size=2, alpha=1.0, max_extra_length=20,
+                                           stop="exact")
     assert texts[:2] == SENTENCES[:2]  # still the copying model
     return dict(zip(SENTENCES, zip(texts, scores)))
 
@@ -362,11 +371,26 @@ def test_the_command_line_export_translates_as_the_quantized_model_in_memory(com
         assert [t.decode() for t in out["translations"].numpy()] == [expected.get(s, ("",))[0] for s in batch]
         np.testing.assert_allclose(out["scores"].numpy(), [expected.get(s, ("", 0.0))[1] for s in batch], rtol=1e-4)
     loaded = Translator.from_saved_model(os.path.dirname(path), batch_size=3)
-    assert {name: getattr(loaded, name, None) for name in ("beam_size", "alpha", "max_extra_length")} == {
-        name: DECODING[name] for name in ("beam_size", "alpha", "max_extra_length")}
+    assert {name: getattr(loaded, name, None) for name in ("beam_size", "alpha", "stop", "max_extra_length")} == {
+        name: DECODING[name] for name in ("beam_size", "alpha", "stop", "max_extra_length")}
     assert (loaded.preprocessor.long_inputs, list(loaded.preprocessor.buckets), loaded.batch_size) == (
         "truncate", [8, 44], 3)
     assert loaded.translate(SENTENCES) == [expected[s][0] for s in SENTENCES]
+
+
+def test_an_export_that_records_no_stop_rule_was_made_by_the_exact_rule(exported, tmp_path):
+    from keras_transformer import Translator
+
+    assert Translator.from_saved_model(exported[2]).stop == "early"  # the default, recorded
+    copy = str(tmp_path / "1")
+    shutil.copytree(exported[2], copy)
+    metadata = os.path.join(copy, "assets.extra", "metadata.json")
+    with open(metadata) as f:
+        settings = json.load(f)
+    assert settings["stop"] == "early"
+    with open(metadata, "w") as f:
+        json.dump({k: v for k, v in settings.items() if k != "stop"}, f)
+    assert Translator.from_saved_model(copy).stop == "exact"
 
 
 def test_from_saved_model_refuses_other_settings_and_an_export_without_weight_names(command_line_export, tmp_path):

@@ -133,10 +133,11 @@ def test_quantize_reaches_the_translate_function(command, monkeypatch):
     assert main(command + ["--quantize", "int8"]) == 0
     assert seen["quantize"] == "int8" and "narrow_batches" not in seen  # the Translator's default
     seen.clear()
-    assert main(command + ["--narrow-batches", "--long-inputs", "truncate", "--beam-size", "2"]) == 0
+    assert main(command + ["--narrow-batches", "--long-inputs", "truncate", "--beam-size", "2", "--stop", "exact"]) == 0
     assert seen.pop("outputs", None) is None and seen.pop("sampler", None) is None  # translate's, unasked
     assert seen.pop("target_prefix", None) is None and seen.pop("constraints", None) is None
-    assert seen == dict(batch_size=64, quantize=None, narrow_batches=True, long_inputs="truncate", beam_size=2)
+    assert seen == dict(batch_size=64, quantize=None, narrow_batches=True, long_inputs="truncate", beam_size=2,
+                        stop="exact")
 
 
 def test_narrow_batches_reaches_the_translator_and_is_refused_with_a_saved_model(tmp_path):
@@ -145,6 +146,9 @@ def test_narrow_batches_reaches_the_translator_and_is_refused_with_a_saved_model
     translate, _, _ = translate_function("tatoeba_en_fr", narrow_batches=True)
     assert translate.__self__.narrow_batches is True  # the Translator's bound translate
     assert translate_function("tatoeba_en_fr")[0].__self__.narrow_batches is False
+    # The stop rule reaches the Translator's beam search the same way.
+    assert translate_function("tatoeba_en_fr", stop="exact")[0].__self__.sampler.stop == "exact"
+    assert translate_function("tatoeba_en_fr")[0].__self__.sampler.stop == "early"  # the default
     saved_model = tmp_path / "my_saved_model"
     saved_model.mkdir()  # a folder, not a preset: never read
     with pytest.raises(ValueError, match=r"`--narrow-batches` applies to a preset or a \.keras model.*Received: "
@@ -156,6 +160,7 @@ def test_narrow_batches_reaches_the_translator_and_is_refused_with_a_saved_model
     (["--beam-size", "2"], "--beam-size=2"),
     (["--alpha", "0.8"], "--alpha=0.8"),
     (["--beam-size", "1", "--long-inputs", "truncate"], "--beam-size=1, --long-inputs='truncate'"),
+    (["--stop", "exact"], "--stop='exact'"),
 ])
 def test_decoding_options_are_refused_with_a_saved_model(tmp_path, flags, received):
     # A SavedModel translates as it was exported (its graph, and the

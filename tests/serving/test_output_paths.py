@@ -146,15 +146,16 @@ def test_rest_instances_with_and_without_the_new_fields(exported, run_server):
         text, {"inputs": text, "n_best": 2, "alignments": True}, {"inputs": text, "confidences": True},
         {"inputs": text, "sampling": {"seed": 3, "temperature": 2.0, "top_p": 0.9}},
         {"inputs": text, "targets": permute(text)}, {"inputs": text, "target_prefix": prefix},
-        {"inputs": text, "constraints": constraints},
+        {"inputs": text, "constraints": constraints}, {"inputs": text, "stop": "early"},
     ]})
     assert status == 200
     expected = predict([text, Instance(text, n_best=2, alignments=True), Instance(text, confidences=True),
                         Instance(text, sampling=Sampling(seed=3, temperature=2.0, top_p=0.9)),
                         Instance(text, targets=permute(text)), Instance(text, target_prefix=prefix),
-                        Instance(text, constraints=constraints)])
+                        Instance(text, constraints=constraints), text])
     assert_rows_close(body["predictions"], expected)
-    plain, nbest, _, _, _, prefixed, constrained = body["predictions"]
+    plain, nbest, _, _, _, prefixed, constrained, stopped = body["predictions"]
+    assert stopped == plain  # the export's own stop rule, asked for: a plain string's answer
     assert sorted(plain) == ["nbest_scores", "nbest_translations", "scores", "translations"]  # its 3 best
     assert len(nbest["nbest_translations"]) == 2 and "alignments" in nbest
     assert prefixed["translations"].startswith(prefix) and constraints[0] in constrained["translations"].split()
@@ -173,6 +174,8 @@ def test_rest_instances_with_and_without_the_new_fields(exported, run_server):
     ({"inputs": "a cat", "sampling": 3}, "instances[0].sampling must be an object"),
     ({"inputs": "a cat", "targets": "a", "n_best": 2}, "`targets` scores a given translation: it takes no other"),
     ({"inputs": 3, "n_best": 2}, "instances[0].inputs must be a string; received int"),
+    ({"inputs": "a cat", "stop": "soon"}, "instances[0]: Argument `stop` must be one of ('exact', 'early')"),
+    ({"inputs": "a cat", "stop": "exact"}, "`stop` must be 'early', the stop rule this SavedModel was exported with"),
     ({"inputs": "a cat", "targets": "a " * 40},
      "`targets` of instances[0] has 41 tokens with its EOS; the model scores at most 31"),
 ])

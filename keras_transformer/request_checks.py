@@ -31,9 +31,14 @@ __all__ = ["scoring_limits"]
 
 
 def check_strings(name, texts):
-    """Raises `ValueError` unless `texts` is a list of strings."""
-    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+    """Raises `ValueError` unless `texts` is a list of strings, naming the
+    first entry that is not one."""
+    if isinstance(texts, (str, bytes)) or not hasattr(texts, "__iter__"):
         raise ValueError(f"Argument `{name}` must be a list of strings. Received: {type(texts).__name__}")
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"Argument `{name}` must be a list of strings. Received: {name}[{index}] of type "
+                             f"{type(text).__name__}: {text!r:.80}")
 
 
 def check_phrase_lists(name, lists):

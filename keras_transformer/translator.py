@@ -128,6 +128,7 @@ class Translator:
             raise ValueError(f"A SavedModel decodes as it was exported: {', '.join(given)} cannot change. "
                              f"Received: {', '.join(f'{name}={kwargs[name]!r}' for name in given)}")
         model, tokenizer, settings = saved_model.read_translator_parts(path)
+        settings.setdefault("split_sentences", False)  # an export from before sentences were split
         return cls(model, tokenizer, **{name: settings[name] for name in DECODING_OPTIONS if name in settings},
                    **kwargs)
 

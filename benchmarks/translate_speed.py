@@ -132,7 +132,8 @@ def load_engine(engine, args):
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
         if not args.graph_optimizations:
             tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-        signature = tf.saved_model.load(args.saved_model).signatures["serving_default"]
+        signatures = tf.saved_model.load(args.saved_model).signatures
+        signature = signatures["serving_default"]
 
         def translate(texts):
             out = signature(inputs=tf.constant(texts))["translations"].numpy()
@@ -141,7 +142,10 @@ def load_engine(engine, args):
         if args.savedmodel_warmup:  # counted in the load, as TF Serving replays them before serving
             from keras_transformer.serving.warmup import replay_warmup_requests
 
-            translate.warmup_requests, _ = replay_warmup_requests(translate, args.saved_model)
+            def call(name, inputs):  # as TF Serving calls the signature a request names
+                return signatures[name](**{key: tf.constant(value) for key, value in inputs.items()})
+
+            translate.warmup_requests, _ = replay_warmup_requests(call, args.saved_model)
         return translate
 
     if engine.startswith("ctranslate2-"):

@@ -6,6 +6,14 @@ from keras import ops
 from keras_transformer.models.transformer import padding_mask
 
 
+def check_head(head, heads):
+    """Raises `ValueError` unless `head` is None or a head of `heads`: one
+    check, made by `plot_attention` and by `translate --head` before it
+    translates."""
+    if head is not None and (isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < heads):
+        raise ValueError(f"Argument `head` must be in [0, {heads}), the model's heads. Received: head={head}")
+
+
 def cross_attention_weights(model, source_ids, target_ids, layer=-1):
     """Cross-attention weights of one decoder layer for a translation.
 
@@ -65,8 +73,7 @@ def plot_attention(weights, source_tokens, target_tokens, path, head=None, title
             f"`weights` is {t} x {s} (target x source) but received "
             f"{len(target_tokens)} target and {len(source_tokens)} source tokens"
         )
-    if head is not None and not 0 <= head < heads:
-        raise ValueError(f"Argument `head` must be in [0, {heads}). Received: head={head}")
+    check_head(head, heads)
     panels = [(f"head {head}", weights[head])] if head is not None else [("mean of heads", weights.mean(0))]
     if head is None and heads > 1:
         panels += [(f"head {h}", weights[h]) for h in range(heads)]

@@ -44,6 +44,11 @@ rest of the package calls these functions and never a private API itself:
   (tensorflow/tensorflow#48851); tracing is most of what `fit` spends
   before its first step. Its `fit` makes them before, with public APIs, as
   Keras' own `compile_from_config` does.
+- `saved_model_signature_defs(path)`: TensorFlow has no public reader of a
+  SavedModel's `SignatureDef` protos (`tf.saved_model.load` gives its
+  signatures as functions, without the tensor names TF Serving's model
+  metadata shows); `saved_model.pb` is read with the format's own proto
+  module, as `saved_model_cli` reads it (no upstream issue filed).
 """
 
 import contextlib
@@ -103,6 +108,18 @@ def int8_reverse_projection(inputs, table, table_scale, compute_dtype):
         return logits / ops.cast(scale * table_scale, compute_dtype), grad_fn
 
     return project(inputs, table, table_scale)
+
+
+def saved_model_signature_defs(path):
+    """`{name: SignatureDef}` of the serving graph (tag `serve`) of the
+    SavedModel in the folder `path`, read from its `saved_model.pb`."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    graph = next(g for g in saved.meta_graphs if "serve" in g.meta_info_def.tags)
+    return dict(graph.signature_def)
 
 
 def keep_cond_functional(output):

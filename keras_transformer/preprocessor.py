@@ -21,10 +21,10 @@ the SavedModel export, the server and the command line.
   output has room to run past its source's length, but at least half of
   `max_length`.
 - **Long input.** A text over the budget is never cut silently. It is
-  cut into its sentences (the sentence rule above; already done with
-  `split_sentences`), each translated on its own, a sentence still over
-  the budget in windows of `source_budget - 1` ids; the translations are
-  joined with one space, in order. With `long_inputs="truncate"` a text
+  cut after each sentence end followed by whitespace, whatever comes next
+  (`keras_transformer.sentences.cut_long`), each part translated on its
+  own, a part still over the budget in windows of `source_budget - 1` ids;
+  the translations are joined with one space, in order. With `long_inputs="truncate"` a text
   keeps its first `source_budget - 1` ids instead.
 - **Joining.** An input's pieces come back as one translation: each
   text's pieces joined with one space (empty ones left out), its texts
@@ -221,19 +221,21 @@ def first_pieces_graph(owners, count):
     return start == position, start
 
 
-def steering_graph(op, target_prefix, constraints, owners, count):
+def steering_graph(prefix_ids, phrase_ids, constraints, owners, count):
     """Each piece's target prefix ids, ragged `(pieces, None)`, and
     constraint ids `(pieces, constraints, phrase_length)`, PAD after each:
-    its text's for the text's first piece, none for the others."""
+    its text's for the text's first piece, none for the others. From each
+    of `count` texts' prefix ids, ragged `(count, None)`, and the ids of
+    their `constraints` (a count per text), ragged `(count * constraints, None)`."""
     import tensorflow as tf  # the graph face
 
     first, _ = first_pieces_graph(owners, count)  # (pieces,)
-    gathered = tf.gather(tokenize_graph(op, target_prefix), owners)  # (pieces, None)
+    gathered = tf.gather(prefix_ids, owners)  # (pieces, None)
     lengths = tf.where(first, gathered.row_lengths(), tf.zeros_like(gathered.row_lengths()))
     prefixes = tf.RaggedTensor.from_tensor(gathered.to_tensor(default_value=PAD_ID), lengths=lengths)
     # (count * constraints, phrase_length + 1): "" has no tokens; a PAD column at least.
-    phrases = tf.pad(tokenize_graph(op, tf.reshape(constraints, [-1])).to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]])
-    phrases = tf.reshape(phrases, [count, tf.shape(constraints)[1], tf.shape(phrases)[1]])
+    phrases = tf.pad(phrase_ids.to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]])
+    phrases = tf.reshape(phrases, [count, constraints, tf.shape(phrases)[1]])
     phrases = tf.where(first[:, None, None], tf.gather(phrases, owners), PAD_ID)  # (pieces, constraints, length)
     return prefixes, phrases
 
@@ -378,7 +380,7 @@ class TranslationPreprocessor:
             return []
         if len(tokens) <= self.room or self.long_inputs == "truncate":
             return self.windows(tokens)
-        sentences = sentence_rule.segment(text)[1]
+        sentences = sentence_rule.cut_long(text)
         return [
             window
             for sentence, ids in zip(sentences, self.tokenizer.encode(sentences))
@@ -477,7 +479,7 @@ class TranslationPreprocessor:
         split = input_ids.row_lengths() > self.room
         split = tf.logical_and(split, tf.logical_not(blank)) if self.long_inputs == "split" else tf.zeros_like(blank)
         rows = tf.range(tf.size(inputs))
-        sentences = sentence_rule.segment_graph(tf.boolean_mask(inputs, split))[1]  # (long inputs, None)
+        sentences = sentence_rule.cut_long_graph(tf.boolean_mask(inputs, split))  # (long inputs, None)
         texts = tf.concat([tf.boolean_mask(inputs, ~split), sentences.flat_values], 0)
         ids = tf.concat([tf.ragged.boolean_mask(input_ids, ~split), tokenize_graph(op, sentences.flat_values)], 0)
         owners = tf.concat([tf.boolean_mask(rows, ~split),

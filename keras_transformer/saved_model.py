@@ -3,7 +3,9 @@
 The SavedModel's `serving_default` signature takes `inputs: tf.string
 [batch]` and returns `translations: tf.string [batch]` and `scores:
 tf.float32 [batch]` (plus `nbest_translations` and `nbest_scores` of shape
-`[batch, n_best]` when `n_best > 1`). An export may add beside it
+`[batch, n_best]` when `n_best > 1`, where a hypothesis the search did not
+finish, and a blank input's ranks after its one empty translation, are
+placeholders scored `NEG_INF`). An export may add beside it
 (`signatures`, of `SIGNATURES`; docs/decoding.md):
 - `details(inputs)` adds `confidences` and `alignments` (Pharaoh strings),
   and `nbest_confidences` and `nbest_alignments` with `n_best > 1`;
@@ -15,7 +17,12 @@ tf.float32 [batch]` (plus `nbest_translations` and `nbest_scores` of shape
   with its prefix (`""`: none) and holding each of its constraints
   (`[batch, constraints]`, `""` after the last), as
   `Translator.translate(target_prefix=..., constraints=...)`, with the
-  outputs of `details`.
+  outputs of `details`. Its graph checks each call by the `Translator`'s
+  rules (`request_checks.check_steering_graph`): a prefix or constraints
+  with no room, or with a piece outside the vocabulary, fail the call with
+  an `InvalidArgumentError` that names the argument (a 400 from TF Serving).
+
+`SIGNATURE_INPUTS` lists each signature's inputs.
 
 The translator's preprocessor
 (`TranslationPreprocessor.pieces_graph`, tensorflow-text's SentencePiece
@@ -53,7 +60,12 @@ from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
 from keras_transformer.decoding import BeamSampler, RandomSampler
 from keras_transformer.decoding.scoring import force_decode
 from keras_transformer.decoding.runner import graph_decoder
-from keras_transformer.request_checks import check_constraints_searchable, check_n_best, scoring_limits
+from keras_transformer.request_checks import (
+    check_constraints_searchable,
+    check_n_best,
+    check_score_graph,
+    check_steering_graph,
+)
 from keras_transformer.preprocessor import join_details_graph, steering_graph, tokenize_graph
 from keras_transformer.serving.warmup import check_batch_sizes, write_warmup_requests
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, pack_source_ragged
@@ -62,6 +74,16 @@ from keras_transformer.validation import check_bool, check_positive
 
 # The signatures a SavedModel may have besides `serving_default` (module docstring).
 SIGNATURES = ("details", "sample", "score", "steer")
+# Each signature's inputs, `{name: (dtype, rank)}`: `[batch]` strings, `sample`'s scalars, `steer`'s
+# `[batch, constraints]`.
+_SAMPLE_SCALARS = {"seed": ("int32", 0), "temperature": ("float32", 0), "top_k": ("int32", 0), "top_p": ("float32", 0)}
+SIGNATURE_INPUTS = {
+    "serving_default": {"inputs": ("string", 1)},
+    "details": {"inputs": ("string", 1)},
+    "sample": {"inputs": ("string", 1), **_SAMPLE_SCALARS},
+    "score": {"inputs": ("string", 1), "targets": ("string", 1)},
+    "steer": {"inputs": ("string", 1), "target_prefix": ("string", 1), "constraints": ("string", 2)},
+}
 
 # Loops a bucket's sentences are split between in the graph without XLA:
 # about one per core on the 2-core machines it was tuned on.
@@ -160,6 +182,18 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
             outputs += _piece_details(translator, tf.repeat(source, n_best, axis=0), flat, kinds, n_best)
         return outputs
 
+    def steer(ids, owners, inputs, target_prefix, constraints):
+        """`(ids, steering)`: the pieces' ids, once the request's steering
+        passed its checks (`request_checks.check_steering_graph`), and each
+        piece's prefix and constraint ids (`steering_graph`)."""
+        prefix_ids = tokenize_graph(op, target_prefix)  # (batch, None)
+        phrase_ids = tokenize_graph(op, tf.reshape(constraints, [-1]))  # (batch * constraints, None)
+        checked = check_steering_graph(target_prefix, prefix_ids, constraints, phrase_ids, ids.row_lengths(), owners,
+                                       tf.size(inputs), translator.max_extra_length, preprocessor.max_length)
+        with tf.control_dependencies(checked):  # refused before any decoding
+            ids = ids.with_flat_values(tf.identity(ids.flat_values))
+        return ids, steering_graph(prefix_ids, phrase_ids, tf.shape(constraints)[1], owners, tf.size(inputs))
+
     def empty(length):
         """A bucket's outputs when no piece falls in it."""
         outputs = (tf.zeros([0, n_best], tf.string), tf.zeros([0, n_best], tf.float32))
@@ -174,7 +208,7 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         owners = tf.gather(frames.owners, pieces_of)  # each piece's input
         steering = None
         if steered:
-            steering = steering_graph(op, target_prefix, constraints, owners, tf.size(inputs))
+            ids, steering = steer(ids, owners, inputs, target_prefix, constraints)
         # Each piece goes to the smallest bucket that holds it, and each
         # bucket's pieces are decoded together.
         lengths = tf.cast(ids.row_lengths(), tf.int32)  # (pieces,)
@@ -197,16 +231,17 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
                           for links in columns[3]]
         stitched = [tf.dynamic_stitch(rows, column) for column in columns]  # (pieces, n_best, ...)
         text, _ = preprocessor.join_graph(stitched[0], stitched[1], pieces_of, tf.size(texts))  # (texts, n_best)
-        text = preprocessor.frame_graph(text, frames)  # (batch, n_best)
-        scores = tf.math.unsorted_segment_mean(stitched[1], owners, tf.size(inputs))
+        text = preprocessor.frame_graph(text, frames)  # (batch, n_best): each input's whitespace put back
+        scores = tf.math.unsorted_segment_mean(stitched[1], owners, tf.size(inputs))  # (batch, n_best)
+        # An input without pieces (blank) has one empty translation, as from
+        # `Translator.hypotheses`: its other ranks are the search's placeholders.
+        has_piece = tf.math.unsorted_segment_sum(tf.ones_like(owners), owners, tf.size(inputs)) > 0
+        scores = tf.where(has_piece[:, None] | (tf.range(n_best) == 0)[None, :], scores, NEG_INF)
         outputs = {"translations": text[:, 0], "scores": scores[:, 0]}
         if details:
             _, piece_scores, lengths, *links = stitched  # (pieces, n_best, ...)
             log_probs = piece_scores * length_penalty(lengths, translator.alpha)
             confidences, alignments = join_details_graph(log_probs, lengths, *links, owners, tf.size(inputs), n_best)
-            # An input without pieces (blank) has one empty translation, as from `Translator.hypotheses`.
-            has_piece = tf.math.unsorted_segment_sum(tf.ones_like(owners), owners, tf.size(inputs)) > 0
-            scores = tf.where(has_piece[:, None] | (tf.range(n_best) == 0)[None, :], scores, NEG_INF)
             outputs.update(confidences=confidences[:, 0], alignments=alignments[:, 0])
         if n_best > 1:
             outputs.update(nbest_translations=text, nbest_scores=scores)
@@ -237,16 +272,11 @@ def build_score_fn(translator, op):
     outputs`: `Translator.score`, each side tokenized whole and packed."""
     import tensorflow as tf  # not on the import path under JAX or PyTorch
 
-    limits = scoring_limits(translator.preprocessor.max_length)
-
     def score(inputs, targets):
         source = _tokenize(op, inputs)
         target = _tokenize(op, targets)
-        for name, ids, most in zip(("inputs", "targets"), (source, target), limits):
-            tf.debugging.assert_less_equal(
-                tf.cast(tf.reduce_max(ids.row_lengths()), tf.int32), most,
-                message=f"`{name}`: a text over the model's length ({most} tokens with its EOS)")
-        target = target.to_tensor(default_value=PAD_ID)  # (batch, length)
+        with tf.control_dependencies(check_score_graph(source, target, translator.preprocessor.max_length)):
+            target = target.to_tensor(default_value=PAD_ID)  # (batch, length)
         log_probs = force_decode(translator.model, source.to_tensor(default_value=PAD_ID), target)  # (batch, length)
         lengths = tf.reduce_sum(tf.cast(target != PAD_ID, tf.int32), axis=1)
         totals = tf.reduce_sum(log_probs, axis=1)
@@ -262,7 +292,7 @@ def _tokenize(op, texts):
     return pack_source_ragged(tokenize_graph(op, texts))
 
 
-def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version):
+def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version, signatures):
     """`parallel_loops` resolved (2 without XLA, 1 with); `ValueError`s name a bad argument."""
     check_bool("jit_compile", jit_compile)
     if parallel_loops is None:
@@ -278,7 +308,8 @@ def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup
             "Argument `narrow_batches` exports only with `jit_compile=True` (without XLA each sentence leaves "
             "the batch as it finishes). Received: narrow_batches=True, jit_compile=False"
         )
-    check_batch_sizes(warmup_batch_sizes, len(translator.preprocessor.buckets), name="warmup_batch_sizes")
+    check_batch_sizes(warmup_batch_sizes, len(translator.preprocessor.buckets), name="warmup_batch_sizes",
+                      num_signatures=1 + len(set(signatures)))
     if version is not None:
         check_positive("version", version)
     check_n_best(n_best, translator.beam_size)
@@ -331,9 +362,10 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
             "KERAS_BACKEND=tensorflow and export there). Received: "
             f"backend {keras.backend.backend()!r}"
         )
-    parallel_loops = _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version)
     if isinstance(signatures, str) or not set(signatures) <= set(SIGNATURES):
         raise ValueError(f"Argument `signatures` must hold names of {SIGNATURES}. Received: signatures={signatures!r}")
+    parallel_loops = _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version,
+                                          signatures)
     if "steer" in signatures:  # the `steer` signature takes constraints
         check_constraints_searchable(translator.beam_size)
     target = os.path.join(export_dir, str(version or next_version(export_dir)))
@@ -379,34 +411,28 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
         search = BeamSampler(translator.beam_size, translator.alpha, num_return=n_best,
                              continues_word=translator.continues_word)
     options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops)
-    text = tf.TensorSpec([None], tf.string, name="inputs")
-    functions = {"serving_default": (build_translate_fn(translator, op, search, **options), [text])}
+    functions = {"serving_default": build_translate_fn(translator, op, search, **options)}
     if "details" in signatures:
-        functions["details"] = (build_translate_fn(translator, op, search, details=True, **options),
-                                [text])
+        functions["details"] = build_translate_fn(translator, op, search, details=True, **options)
     if "sample" in signatures:
         def sample(inputs, seed, temperature, top_k, top_p):
             sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha)
             return build_translate_fn(translator, op, sampler, jit_compile=jit_compile, parallel_loops=parallel_loops,
                                       details=True)(inputs)
 
-        scalars = [tf.TensorSpec([], dtype, name=name) for name, dtype in (
-            ("seed", tf.int32), ("temperature", tf.float32), ("top_k", tf.int32), ("top_p", tf.float32))]
-        functions["sample"] = (sample, [text, *scalars])
+        functions["sample"] = sample
     if "score" in signatures:
-        functions["score"] = (build_score_fn(translator, op), [text, tf.TensorSpec([None], tf.string, name="targets")])
+        functions["score"] = build_score_fn(translator, op)
     if "steer" in signatures:
-        functions["steer"] = (
-            build_translate_fn(translator, op, search, details=True, steered=True, **options),
-            [text, tf.TensorSpec([None], tf.string, name="target_prefix"),
-             tf.TensorSpec([None, None], tf.string, name="constraints")],
-        )
+        functions["steer"] = build_translate_fn(translator, op, search, details=True, steered=True, **options)
+    specs = {name: [tf.TensorSpec([None] * rank, dtype, name=input_name)
+                    for input_name, (dtype, rank) in SIGNATURE_INPUTS[name].items()] for name in functions}
     # Each traced once, here. Not `keras.export.ExportArchive`: it traces its
     # endpoint to find the variables, then `tf.saved_model.save` traces the
     # `tf.function` again in its save context (another tracing key), which
     # doubled an export's time. A concrete function is saved as traced.
-    concrete = {name: tf.function(fn, autograph=False).get_concrete_function(*specs)
-                for name, (fn, specs) in functions.items()}
+    concrete = {name: tf.function(fn, autograph=False).get_concrete_function(*specs[name])
+                for name, fn in functions.items()}
     resources = tf.Module()
     resources.tokenizer = op  # the SentencePiece op's model resource
     # The model's weights in its order, which `read_translator_parts` restores by

@@ -22,10 +22,15 @@ the server, the command line and the training data.
     single capital letter, as in "J. K. Rowling") ends none.
   A text with no gap is one sentence; a blank text (empty or whitespace only)
   has none, and its whitespace is its lead.
+- **A sentence over the length budget** (`keras_transformer.preprocessor`,
+  "Long input") is cut more finely before it is cut into windows: after
+  every sentence end followed by whitespace, whatever comes next (the
+  period of an abbreviation too), the whitespace dropped (`cut_long`).
 
 The rule's regular expressions are written once and read by both faces:
-Python's `re` (`segment`, `normalize`) and TensorFlow's RE2
-(`segment_graph`, `normalize_graph`, for the SavedModel and tf.data). They
+Python's `re` (`segment`, `cut_long`, `normalize`) and TensorFlow's RE2
+(`segment_graph`, `cut_long_graph`, `normalize_graph`, for the SavedModel
+and tf.data). They
 use no look-around and no class that the two engines read differently (the
 lowercase letters are spelled out, from Python's Unicode tables), so both
 faces cut every text at the same places; the tests check them against each
@@ -228,3 +233,25 @@ def _restore_graph(sentences):
     import tensorflow as tf  # the graph face only: not the Python face's
 
     return tf.strings.regex_replace(tf.strings.regex_replace(sentences, _KEEP_PERIOD, "."), _KEEP_ELLIPSIS, "\u2026")
+
+
+# ------------------------------------------------------------ long sentences
+@functools.cache
+def _long_rule():
+    """The RE2 pattern of a sentence end where `cut_long` cuts: `(end marks
+    and closers)(whitespace)`."""
+    return "(" + _char_class(_ENDS) + "+" + _char_class(_CLOSERS) + "*)" + _rule()[0] + "+"
+
+
+def cut_long(text):
+    """The parts of a text over the length budget (the rule above), in order."""
+    text = text.translate(dict.fromkeys(map(ord, _STAND_INS)))
+    return re.sub(_python(_long_rule()), "\\1" + _CUT, text).split(_CUT)
+
+
+def cut_long_graph(strings):
+    """`cut_long` of each of `strings` `(n,)`, in TensorFlow ops: ragged `(n, None)`."""
+    import tensorflow as tf  # the graph face only: not the Python face's
+
+    strings = tf.strings.regex_replace(strings, _char_class(_STAND_INS), "")
+    return tf.strings.split(tf.strings.regex_replace(strings, _long_rule(), "\\1" + _CUT), _CUT)

@@ -9,7 +9,7 @@ from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, MA
 from keras_transformer.decoding.runner import EAGER_STEPS, DecodeRunner, Steering
 from keras_transformer.decoding import BeamSampler, RandomSampler, get_sampler
 from keras_transformer.outputs import Hypothesis, TokenScores, prediction  # noqa: F401 - also of this module
-from keras_transformer.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, first_pieces, frame_text, join_pieces
+from keras_transformer.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, frame_text, join_pieces
 from keras_transformer.tokens import EOS_ID, pack_source, unpack_output
 from keras_transformer.validation import check_positive
 
@@ -250,6 +250,8 @@ class Translator:
         self._need_tokenizer("score")
         source_ids = [pack_source(ids) for ids in self.tokenizer.encode(list(sources))]
         target_ids = [[*ids, EOS_ID] for ids in self.tokenizer.encode(list(targets))]
+        checks.check_score_pairs(source_ids, target_ids, self.preprocessor.max_length, ("sources", "targets"),
+                                 (sources, targets))
         results = self.score_ids(source_ids, target_ids)
         return [r._replace(tokens=self.tokenizer.id_to_piece(r.tokens)) for r in results]
 
@@ -259,13 +261,7 @@ class Translator:
         `TokenScores` whose `tokens` are the target ids."""
         sources = checks.check_token_ids("source_ids", source_ids, self.vocab_size)
         targets = checks.check_token_ids("target_ids", target_ids, self.vocab_size)
-        if len(sources) != len(targets):
-            raise ValueError("Arguments `source_ids` and `target_ids` must have the same length. "
-                             f"Received: {len(sources)} and {len(targets)} rows")
-        limits = checks.scoring_limits(self.preprocessor.max_length)
-        for name, rows, most in zip(("source_ids", "target_ids"), (sources, targets), limits):
-            for index, row in enumerate(rows):
-                checks.check_score_length(name, len(row), most, f"{len(row)} tokens", where=f" row {index}")
+        checks.check_score_pairs(sources, targets, self.preprocessor.max_length)
         return [TokenScores(target, probs, sum(probs), sum(probs) / penalty_value(len(target), self.alpha))
                 for target, probs in zip(targets, self.runner.force(sources, targets))]
 
@@ -304,15 +300,14 @@ class Translator:
 
     def _steering(self, target_prefix, constraints, pieces, owners, count, sampler):
         """Each piece's `Steering` (a sentence's goes to its first piece),
-        or None when nothing steers the call."""
+        or None when nothing steers the call; the request's rules are
+        `keras_transformer.request_checks`'."""
         prefixes, phrases = checks.check_steering(target_prefix, constraints, count, self.beam_size, sampler)
-        prefix_ids = self.tokenizer.encode(list(prefixes)) if prefixes is not None else [[]] * count
-        phrase_ids = [self.tokenizer.encode(list(p)) if p else [] for p in phrases] if phrases else [[]] * count
-        steering = [Steering(prefix_ids[owner], phrase_ids[owner]) if first else Steering([], [])
-                    for owner, first in zip(owners, first_pieces(owners))]
-        for piece, owner, steer in zip(pieces, owners, steering):
-            given = [None if values is None else values[owner] for values in (prefixes, phrases)]
-            checks.check_piece_room(steer, len(piece), self.max_extra_length, self.preprocessor.max_length, owner, *given)
+        if prefixes is None and phrases is None:
+            return None
+        sentences = checks.sentence_steering(self.tokenizer, prefixes, phrases, count)
+        steering = [Steering(*s) for s in checks.piece_steering(
+            sentences, pieces, owners, self.max_extra_length, self.preprocessor.max_length, prefixes, phrases)]
         return steering if any(s.prefix or s.constraints for s in steering) else None
 
     def _sampler(self, n_best, sampler):

@@ -109,7 +109,8 @@ def copying_export(folder):
 
 @recipe
 def permuting_export(folder):
-    """The permuting model's SavedModel with every signature and its 3 best, `1`."""
+    """The permuting model's SavedModel with every signature and its 3 best
+    (outputs of their source's length + 16 tokens), `1`."""
     _export_permuting(folder)
 
 
@@ -125,11 +126,12 @@ def _export_permuting(folder, jit_compile=False, narrow_batches=False, signature
 
     from keras_transformer import SubwordTokenizer, Translator
     from keras_transformer.saved_model import SIGNATURES
-    from tests.decoding.permuting import N_BEST
+    from tests.decoding.permuting import EXPORT_MAX_EXTRA_LENGTH, N_BEST
 
     model_folder = path("permuting")
     model = keras.saving.load_model(os.path.join(model_folder, "model.keras"))
-    translator = Translator(model, SubwordTokenizer.load(model_folder), narrow_batches=narrow_batches)
+    translator = Translator(model, SubwordTokenizer.load(model_folder), max_extra_length=EXPORT_MAX_EXTRA_LENGTH,
+                            narrow_batches=narrow_batches)
     translator.export(folder, n_best=N_BEST, jit_compile=jit_compile, parallel_loops=None if jit_compile else 1,
                       warmup_batch_sizes=(), signatures=SIGNATURES if signatures is None else signatures)
 

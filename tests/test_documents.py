@@ -66,7 +66,7 @@ def test_normalize_removes_or_spaces_invisible_characters_in_both_faces():
 
 
 def test_a_non_string_entry_is_named_by_its_index_and_type():
-    with pytest.raises(ValueError, match=r"texts\[1\] of type int"):
+    with pytest.raises(ValueError, match=r"texts\[1\]=3 of type int"):
         check_strings("texts", ["a", 3])
     with pytest.raises(ValueError, match="Received: format='xml'"):
         markup.check_format("xml")

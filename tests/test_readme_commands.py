@@ -429,7 +429,8 @@ def test_document_command(command):
         # Talks to the server of the document's `serve` command (not run here:
         # tests/serving/test_serve_command.py serves as a process).
         url = next(w for w in argv if "localhost:" in w)
-        port, name = re.fullmatch(r"(?:http://)?localhost:(\d+)/v1/models/([^/:]+)(?::predict)?", url).groups()
+        port, name = re.fullmatch(r"(?:http://)?localhost:(\d+)/v1/models/([^/:]+)(?:/versions/\d+)?(?::predict|/metadata)?",
+                                  url).groups()
         served = [parse_cli(cli_argv(c.argv)) for c in COMMANDS
                   if c.doc == command.doc and c.line < command.line and (cli_argv(c.argv) or [])[:1] == ["serve"]]
         assert served, f"{where}: curl before any serve command"

@@ -99,7 +99,11 @@ def output_options(args):
         outputs = {"n_best": args.n_best, "alignments": args.alignments}
     given = {name: getattr(args, f"sampling_{name}") for name in ("topk", "topp", "temperature")}
     given = {name: value for name, value in given.items() if value is not None}
-    if not given and args.seed is None:
+    if not given:
+        if args.seed is not None:
+            raise ValueError("--seed applies to sampling: give --sampling-topk, --sampling-topp or "
+                             "--sampling-temperature too (--sampling-temperature 1 samples from the whole "
+                             f"distribution). Received: --seed {args.seed} without them")
         return outputs, None
     from keras_transformer.decoding.random_sampling import RandomSampler
 
@@ -178,6 +182,23 @@ def set_tensorflow_process_options(intra_op_threads=0, inter_op_threads=0):
                 setter(value)
             except RuntimeError as error:  # TensorFlow's runtime already started in this process
                 raise RuntimeError(f"Cannot set `{name}`={value}: {error}") from error
+
+
+def progress_bar(total, unit_name="sentence"):
+    """A Keras progress bar of `total` units, drawn on standard error:
+    standard output carries a command's results (`translate`, `evaluate`)."""
+    import contextlib
+    import sys
+
+    import keras
+
+    class Progbar(keras.utils.Progbar):  # Keras draws on sys.stdout
+        def update(self, *args, **kwargs):
+            with contextlib.redirect_stdout(sys.stderr):
+                super().update(*args, **kwargs)
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return Progbar(total, unit_name=unit_name)
 
 
 # A file is read, sorted and translated a chunk at a time: the first chunk

@@ -16,6 +16,7 @@ from keras_transformer.cli.common import (
     add_model_argument,
     decoding_options,
     positive_int,
+    progress_bar,
     translate_function,
     translate_sorted,
 )
@@ -37,8 +38,6 @@ def add_arguments(p):
 
 
 def run(args):
-    import keras
-
     from keras_transformer import datasets
     from keras_transformer.data.training_data import read_files
     from keras_transformer.evaluation import corpus_bleu
@@ -52,7 +51,7 @@ def run(args):
     translate, _, _ = translate_function(
         args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, **decoding_options(args)
     )
-    progress = keras.utils.Progbar(len(sources), unit_name="sentence")
+    progress = progress_bar(len(sources))  # on standard error, beside the scores on standard output
     hypotheses = translate_sorted(translate, sources, args.batch_size, progress)
     bleu, bleu_signature, chrf, chrf_signature = corpus_bleu(hypotheses, references)
     print(f"{len(sources)} sources")

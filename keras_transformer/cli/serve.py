@@ -12,7 +12,8 @@ import importlib
 from keras_transformer.decoding.defaults import BATCH_SIZE
 
 NAME = "serve"
-HELP = "Serve a SavedModel over TF Serving's REST API (POST /v1/models/<name>:predict)."
+HELP = ("Serve a SavedModel over TF Serving's REST API (POST /v1/models/<name>:predict, "
+        "GET /v1/models/<name>[/metadata]).")
 
 SERVER_PACKAGES = ("fastapi", "uvicorn")
 EXTRA = "serve"  # setup.py's extras_require name
@@ -28,7 +29,8 @@ def add_arguments(p):
     p.add_argument("--max-instances", type=int, default=None,
                    help=f"inputs per request (default: {BATCH_SIZE}, at most --max-batch-size)")
     p.add_argument("--max-characters", type=int, default=2000, help="characters per input")
-    p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="bytes per request body")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20,
+                   help="bytes per request body, counted as they are read (chunked bodies too)")
     p.add_argument("--request-timeout", type=float, default=30.0, help="seconds before a request is answered with 504")
     p.add_argument("--max-batch-size", type=int, default=BATCH_SIZE, help="inputs per model call, across requests")
     p.add_argument("--intra-op-threads", type=int, default=0,

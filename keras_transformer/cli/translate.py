@@ -31,6 +31,7 @@ from keras_transformer.cli.common import (
     add_output_arguments,
     decoding_options,
     output_options,
+    progress_bar,
     translate_chunks,
     translate_function,
 )
@@ -60,15 +61,19 @@ def run(args):
             f"--output {args.output!r}"
         )
     outputs, sampler = output_options(args)
+    if args.head is not None and not args.plot_attention:
+        raise ValueError(f"--head applies to --plot-attention. Received: --head {args.head} without it")
     translate, model, tokenizer = translate_function(
         args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, outputs=outputs,
         sampler=sampler, target_prefix=args.target_prefix, constraints=args.constraints, **decoding_options(args)
     )
-    progress = None
-    if args.input and args.output:  # standard output carries the translations
-        import keras
+    if args.plot_attention:  # before the translations, which it draws
+        from keras_transformer.attention_plot import check_head
 
-        progress = keras.utils.Progbar(_count_lines(args.input), unit_name="sentence")
+        check_head(args.head, model.transformer_config.num_heads)
+    progress = None
+    if args.input and args.output:  # on standard error: standard output may carry the translations
+        progress = progress_bar(_count_lines(args.input))
     first = None
     with _output(args.output) as out:
         for sentences, translations in translate_chunks(translate, _sentences(args), args.batch_size, progress):

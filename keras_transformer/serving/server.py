@@ -1,20 +1,27 @@
-"""An HTTP server speaking TF Serving's REST predict API for one model.
+"""An HTTP server speaking TF Serving's REST API for one model.
 
     keras-transformer serve saved_models/tatoeba_en_fr --port 8501
     curl -d '{"instances": ["How are you?"]}' \
         localhost:8501/v1/models/tatoeba_en_fr:predict
 
-Routes, as in TF Serving: `POST /v1/models/<name>[/versions/<v>]:predict`
-with `{"instances": [...]}` (row format, answered with `{"predictions":
-[...]}`) or `{"inputs": [...]}` (columnar, answered with `{"outputs":
-{...}}`), and `GET /v1/models/<name>[/versions/<v>]` for the model status.
-Errors are `{"error": "..."}` with a 4xx status for bad requests, so a
-client written against this server works unchanged against TF Serving. An
-empty or whitespace-only input is no error: it gets an empty translation with
-score 0, as from the SavedModel itself, and the other inputs are translated.
+The routes are TF Serving's (https://www.tensorflow.org/tfx/serving/api_rest):
+`POST /v1/models/<name>[/versions/<v>]:predict` with `{"instances": [...]}`
+(row format, answered with `{"predictions": [...]}`) or `{"inputs": ...}`
+(columnar, answered with `{"outputs": ...}`), and an optional
+`"signature_name"`; `GET /v1/models/<name>[/versions/<v>]` for the model's
+status and `GET /v1/models/<name>[/versions/<v>]/metadata` for its
+signatures. Every error is `{"error": "..."}`: 400 for a bad request, 404
+for a model, version or path that does not exist, 405 for a known path with
+the wrong method, 413 for a body over the limit, 504 past the request's
+timeout. The differences from TF Serving are deliberate; docs/serving.md
+lists them.
 
-An instance may be an object with optional fields besides `"inputs"`
-(`keras_transformer.serving.predictor.Instance`; docs/decoding.md):
+With `"signature_name"`, the request is TF Serving's: the named signature's
+inputs, by name, and its outputs as they are. Without it, an instance is a
+string, translated by `serving_default`, or an object with optional fields
+besides `"inputs"` (`keras_transformer.serving.predictor.Instance`;
+docs/decoding.md) that choose the signature, and the answer is the
+`Translator`'s:
 
     {"instances": [{"inputs": "How are you?", "n_best": 2, "alignments": true}]}
     {"instances": [{"inputs": "How are you?", "sampling": {"seed": 1, "top_p": 0.9}}]}
@@ -22,12 +29,11 @@ An instance may be an object with optional fields besides `"inputs"`
     {"instances": [{"inputs": "How are you?", "target_prefix": "Comment vas"}]}
     {"instances": [{"inputs": "Where is the station?", "constraints": ["gare"]}]}
 
-`n_best`, `alignments` or `confidences` answer with the `details`
-signature's outputs, `sampling` with the `sample` signature's, `targets`
-with the `score` signature's, `target_prefix` and `constraints` with the
-`steer` signature's; in the columnar form the options apply to
-every input (`{"inputs": {"inputs": [...], "n_best": 2}}`). An unknown or
-badly typed field is a 400 error that names it.
+In the columnar form the options apply to every input (`{"inputs":
+{"inputs": [...], "n_best": 2}}`). An unknown or badly typed field is a 400
+error that names it. An empty or whitespace-only input is no error: it gets
+an empty translation with score 0, as from the SavedModel itself, and the
+other inputs are translated.
 """
 
 import asyncio
@@ -35,6 +41,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -43,12 +50,20 @@ from typing import Optional
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from keras_transformer import loading
 from keras_transformer.decoding.defaults import BATCH_SIZE
 from keras_transformer.preprocessor import is_blank
 from keras_transformer.serving.batcher import Batcher
-from keras_transformer.serving.predictor import Instance, Sampling, check_instances, latest_version, load_saved_model_predictor
+from keras_transformer.serving.predictor import (
+    Instance,
+    InvalidRequest,
+    Sampling,
+    SignatureRow,
+    load_saved_model_predictor,
+    require_signature,
+)
 from keras_transformer.serving.warmup import replay_warmup_requests
 from keras_transformer.validation import check_non_negative_number, check_positive, check_positive_number
 
@@ -64,7 +79,7 @@ class ServingLimits:
 
     max_instances: Optional[int] = None  # inputs per request
     max_characters: int = 2000  # characters per input
-    max_body_bytes: int = 1 << 20  # bytes per request body
+    max_body_bytes: int = 1 << 20  # bytes per request body, counted as they are read
     request_timeout_s: float = 30.0  # answered with 504 past this
     max_batch_size: int = BATCH_SIZE  # inputs per model call, across requests
     batch_timeout_s: float = 0.005  # how long a batch waits for company
@@ -94,22 +109,45 @@ class RequestError(ValueError):
 
 # What the exported SavedModel answers for a blank input (keras_transformer.preprocessor).
 BLANK_OUTPUT = {"translations": "", "scores": 0.0}
+# A predict function's signatures when it does not say: one string input.
+PLAIN_SIGNATURES = {"serving_default": {"inputs": ("string", 1)}}
+# The keys of a predict request body (TF Serving's).
+REQUEST_KEYS = ("signature_name", "instances", "inputs")
 
 
-def _error(message, status):
-    return JSONResponse({"error": message}, status_code=status)
+def _error(message, status, headers=None):
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def parse_request(body, limits):
-    """Validates a predict request body; returns (texts, columnar).
+async def read_body(request, limit):
+    """The request's body, read a chunk at a time and counted as it comes:
+    a `RequestError` (413) as soon as it passes `limit` bytes, whether its
+    length was declared (`Content-Length`) or not (chunked)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise RequestError(f"the Content-Length header is not a number of bytes; received {declared[:40]!r}")
+        if int(declared) > limit:
+            raise RequestError(f"request body has {int(declared)} bytes; the limit is {limit}", 413)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise RequestError(f"request body has more than {limit} bytes; the limit is {limit}", 413)
+    return bytes(body)
 
-    Blank texts (empty or whitespace only) are valid and returned as they
-    are; `create_app` answers them without the model.
+
+def parse_request(body, limits, signature_inputs=None):
+    """Validates a predict request body; returns `(items, columnar)`.
+
+    `items` are strings and `Instance`s, or, when the body names its
+    `signature_name`, `SignatureRow`s of that signature's inputs
+    (`signature_inputs`: `{signature: {input: (dtype, rank)}}`). Blank
+    texts (empty or whitespace only) are valid and returned as they are;
+    `create_app` answers plain ones without the model.
     """
     if len(body) > limits.max_body_bytes:
-        raise RequestError(
-            f"request body has {len(body)} bytes; the limit is {limits.max_body_bytes}", 413
-        )
+        raise RequestError(f"request body has {len(body)} bytes; the limit is {limits.max_body_bytes}", 413)
     try:
         payload = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError as error:
@@ -120,32 +158,64 @@ def parse_request(body, limits):
         raise RequestError("malformed JSON in request body: nested too deeply") from None
     if not isinstance(payload, dict) or not ({"instances", "inputs"} & payload.keys()):
         raise RequestError('request must be a JSON object with "instances" or "inputs"')
+    unknown = sorted(set(payload) - set(REQUEST_KEYS))
+    if unknown:
+        raise RequestError(f"request has an unknown key {unknown[0]!r}; the keys are {', '.join(REQUEST_KEYS)}")
     if {"instances", "inputs"} <= payload.keys():
         raise RequestError('request has both "instances" and "inputs"; send only one of them')
     columnar = "instances" not in payload
     key = "inputs" if columnar else "instances"
+    if "signature_name" in payload:
+        signature = payload["signature_name"]
+        if not isinstance(signature, str):
+            raise RequestError(f'"signature_name" must be a string; received {type(signature).__name__}')
+        specs = (signature_inputs or PLAIN_SIGNATURES).get(signature)
+        if specs is None:
+            raise RequestError(f'Serving signature name: "{signature}" not found in signature def; the signatures '
+                               f"are {', '.join(sorted(signature_inputs or PLAIN_SIGNATURES))}")
+        rows = _signature_rows(payload[key], columnar, specs)
+        _check_count(rows, key, limits)
+        return [_signature_row(signature, row, specs, f"{key}[{i}]", limits) for i, row in enumerate(rows)], columnar
     rows = payload[key]
     if columnar and isinstance(rows, dict):  # {"inputs": {"inputs": [...], ...}}
         rows = rows.get("inputs")
     if not isinstance(rows, list):
         raise RequestError(f'"{key}" must be a list of strings; received {type(rows).__name__}')
-    if not rows:
-        raise RequestError(f'"{key}" is an empty list; send at least one string')
-    if len(rows) > limits.max_instances:
-        raise RequestError(
-            f'"{key}" has {len(rows)} items; the limit is {limits.max_instances} per request'
-        )
+    _check_count(rows, key, limits)
     if columnar and isinstance(payload[key], dict):
         rows = _columns_to_rows(payload[key])
     return [_item(row, f"{key}[{i}]", limits) for i, row in enumerate(rows)], columnar
 
 
+def _check_count(rows, key, limits):
+    if not rows:
+        raise RequestError(f'"{key}" is an empty list; send at least one string')
+    if len(rows) > limits.max_instances:
+        raise RequestError(f'"{key}" has {len(rows)} items; the limit is {limits.max_instances} per request')
+
+
+def _check_text(text, field, limits):
+    """A `RequestError` unless `text` is a string of at most `max_characters` that UTF-8 encodes."""
+    if not isinstance(text, str):
+        raise RequestError(f"{field} must be a string; received {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:  # a lone surrogate, e.g. "\ud800"
+        raise RequestError(f"{field} cannot be encoded as UTF-8 ({error.reason} at character {error.start})") from None
+    if len(text) > limits.max_characters:
+        raise RequestError(f"{field} has {len(text)} characters; the limit is {limits.max_characters}")
+
+
 def _item(row, where, limits):
-    """A plain string, or the `Instance` of an object with optional fields."""
+    """A plain string, or the `Instance` of an object with optional fields
+    (a plain string's, if it asks for nothing more)."""
     options = {}
     if isinstance(row, dict):
+        if "inputs" not in row:
+            raise RequestError(f'{where} has no "inputs": an instance object holds its text in "inputs", beside '
+                               f"its optional fields ({', '.join(INSTANCE_FIELDS)})")
         options = {name: value for name, value in row.items() if name != "inputs"}
-        row = row.get("inputs")
+        row = row["inputs"]
     texts = {"inputs": row}
     for name in ("targets", "target_prefix"):
         if isinstance(options.get(name), str):  # a badly typed one: `_instance` names it
@@ -153,21 +223,16 @@ def _item(row, where, limits):
     if isinstance(options.get("constraints"), list):
         texts.update({f"constraints[{j}]": c for j, c in enumerate(options["constraints"]) if isinstance(c, str)})
     for name, text in texts.items():
-        field = f"{where}.{name}" if options else where
-        if not isinstance(text, str):
-            raise RequestError(f"{field} must be a string; received {type(text).__name__}")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as error:  # a lone surrogate, e.g. "\ud800"
-            raise RequestError(f"{field} cannot be encoded as UTF-8 ({error.reason} at character {error.start})") from None
-        if len(text) > limits.max_characters:
-            raise RequestError(f"{field} has {len(text)} characters; the limit is {limits.max_characters}")
-    return _instance(row, options, where) if options else row
+        _check_text(text, f"{where}.{name}" if options else where, limits)
+    if not options:
+        return row
+    instance = _instance(row, options, where)
+    return instance.inputs if instance.plain else instance
 
 
-# The optional fields of an instance (keras_transformer.serving.predictor.Instance).
-INSTANCE_FIELDS = ("n_best", "alignments", "confidences", "sampling", "targets", "target_prefix", "constraints")
-SAMPLING_FIELDS = ("seed", "temperature", "top_k", "top_p")
+# The optional fields of an instance: those of `Instance`, besides its text.
+INSTANCE_FIELDS = tuple(field.name for field in dataclasses.fields(Instance) if field.name != "inputs")
+SAMPLING_FIELDS = tuple(field.name for field in dataclasses.fields(Sampling))
 
 
 def _instance(text, options, where):
@@ -214,6 +279,68 @@ def _columns_to_rows(columns):
             for i, text in enumerate(texts)]
 
 
+def _signature_rows(value, columnar, specs):
+    """The rows of a request that names its signature, each `{input:
+    value}`, from TF Serving's row or columnar form (`value`, the body's
+    "instances" or "inputs"); `specs`: the signature's `{input: (dtype, rank)}`."""
+    key = "inputs" if columnar else "instances"
+    names = sorted(specs)
+    scalars = [name for name in names if specs[name][1] == 0]
+    if not columnar:
+        if not isinstance(value, list):
+            raise RequestError(f'"instances" must be a list; received {type(value).__name__}')
+        if scalars:
+            raise RequestError(f"the signature takes {', '.join(scalars)} as scalars, one for the whole request: send "
+                               'them in the columnar form, {"inputs": {...}}')
+        if len(names) == 1:
+            return [row if isinstance(row, dict) else {names[0]: row} for row in value]
+        for i, row in enumerate(value):
+            if not isinstance(row, dict):
+                raise RequestError(f"instances[{i}] must be an object with the signature's inputs, "
+                                   f"{', '.join(names)}; received {type(row).__name__}")
+        return value
+    if not isinstance(value, dict):
+        if len(names) == 1:
+            value = {names[0]: value}
+        else:
+            raise RequestError(f'"inputs" must be an object with the signature\'s inputs, {", ".join(names)}; '
+                               f"received {type(value).__name__}")
+    if set(value) != set(names):
+        raise RequestError(f'"inputs" must have the signature\'s inputs, {", ".join(names)}, and no other key; '
+                           f"received {', '.join(sorted(value))}")
+    lists = [name for name in names if name not in scalars]
+    for name in lists:
+        if not isinstance(value[name], list) or len(value[name]) != len(value[lists[0]]):
+            raise RequestError(f'"inputs"."{name}" must be a list, as long as "inputs"."{lists[0]}"')
+    return [{**{name: value[name] for name in scalars}, **{name: value[name][i] for name in lists}}
+            for i in range(len(value[lists[0]]))]
+
+
+def _signature_row(signature, row, specs, where, limits):
+    """The `SignatureRow` of one row's inputs, each checked against its spec."""
+    if set(row) != set(specs):
+        raise RequestError(f"{where} must have the signature's inputs, {', '.join(sorted(specs))}, and no other "
+                           f"key; received {', '.join(sorted(row))}")
+    inputs = {}
+    for name, (dtype, rank) in specs.items():
+        value, field = row[name], f"{where}.{name}"
+        if dtype == "string" and rank == 2:
+            if not isinstance(value, list):
+                raise RequestError(f"{field} must be a list of strings; received {type(value).__name__}")
+            for j, text in enumerate(value):
+                _check_text(text, f"{field}[{j}]", limits)
+            value = tuple(value)
+        elif dtype == "string":
+            _check_text(value, field, limits)
+        else:
+            kind = (int,) if dtype.startswith("int") else (int, float)
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise RequestError(f"{field} must be a number{' (an integer)' if kind == (int,) else ''}; "
+                                   f"received {type(value).__name__}")
+        inputs[name] = value
+    return SignatureRow(signature, inputs)
+
+
 def _blank(item):
     """A plain blank input, answered without the model."""
     return isinstance(item, str) and is_blank(item)
@@ -226,71 +353,127 @@ async def _predict_non_blank(batcher, items, blank_output):
     return [dict(blank_output) if _blank(item) else next(outputs) for item in items]
 
 
+# TF Serving's paths (its http_rest_api_util.cc), matched without regard to case.
+PREDICT_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?:(classify|regress|predict)", re.I)
+STATUS_PATH = re.compile(r"/v1/models(?:/([^/:]+))?(?:/versions/(\d+)|/labels/([^/:]+))?(?:/(metadata))?", re.I)
+
+
+def _response(outputs, columnar):
+    """TF Serving's answer: `predictions` (rows) or `outputs` (columns)."""
+    if columnar:
+        return {"outputs": {key: [row[key] for row in outputs] for key in outputs[0]}}
+    return {"predictions": outputs}
+
+
 class _Servable:
     """One model's answers to TF Serving's REST routes."""
 
     def __init__(self, batcher, model_name, version, limits, blank_output):
         self.batcher, self.model_name, self.version = batcher, model_name, version
         self.limits, self.blank_output = limits, blank_output
+        self._signature_defs = None
 
-    def check_instances(self, instances):
-        """A `RequestError` for instances the model cannot answer."""
-        if not instances:
-            return
-        try:
-            predict = self.batcher.predict
-            check_instances(instances, getattr(predict, "signatures", ()), getattr(predict, "n_best", 1),
-                            getattr(predict, "score_lengths", None))
-        except ValueError as error:
-            raise RequestError(str(error)) from None
+    @property
+    def predict_function(self):
+        return self.batcher.predict
 
-    def check(self, name, requested_version=None):
+    def check_items(self, items, key):
+        """A `RequestError` for the first item the model cannot answer,
+        named by its place in the request (`key`, `instances` or `inputs`)."""
+        predict = self.predict_function
+        signatures = getattr(predict, "signatures", list(PLAIN_SIGNATURES))
+        for index, item in enumerate(items):
+            if isinstance(item, str):
+                continue
+            try:
+                if isinstance(item, Instance):
+                    require_signature(item.signature, signatures)
+                if hasattr(predict, "check"):
+                    predict.check([item], [f"{key}[{index}]"])
+            except ValueError as error:
+                raise RequestError(str(error)) from None
+
+    def check(self, name, requested_version=None, label=None):
+        if label is not None:
+            raise RequestError(f"Servable not found for request: {name} label {label!r} (version labels are not "
+                               f"supported: this server serves version {self.version})", 404)
         if name != self.model_name:
             raise RequestError(f"Servable not found for request: model {name!r} (serving {self.model_name!r})", 404)
-        if requested_version is not None and str(requested_version) != str(self.version):
-            raise RequestError(f"Servable not found for request: {name} version {requested_version}", 404)
+        if requested_version is not None and str(int(requested_version)) != str(self.version):
+            raise RequestError(f"Servable not found for request: {name} version {requested_version} (serving "
+                               f"version {self.version})", 404)
 
-    async def status(self, name, requested_version=None):
-        try:
-            self.check(name, requested_version)
-        except RequestError as error:
-            return _error(str(error), error.status)
+    def status(self, name, requested_version=None, label=None):
+        self.check(name, requested_version, label)
         return {
             "model_version_status": [
                 {"version": str(self.version), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
             ]
         }
 
-    async def predict(self, request, name, requested_version=None):
+    def metadata(self, name, requested_version=None, label=None):
+        """TF Serving's `GetModelMetadataResponse`: the model spec and its signature defs."""
+        self.check(name, requested_version, label)
+        if self._signature_defs is None:
+            defs = getattr(self.predict_function, "signature_defs", None)
+            self._signature_defs = defs() if defs is not None else {"signature_def": {}}
+        return {"model_spec": {"name": self.model_name, "signature_name": "", "version": str(self.version)},
+                "metadata": {"signature_def": self._signature_defs}}
+
+    async def predict(self, request, name, requested_version=None, label=None):
         limits = self.limits
+        self.check(name, requested_version, label)
+        body = await read_body(request, limits.max_body_bytes)
+        items, columnar = parse_request(body, limits, getattr(self.predict_function, "signature_inputs", None))
+        self.check_items(items, "inputs" if columnar else "instances")
         try:
-            self.check(name, requested_version)
-            declared = int(request.headers.get("content-length") or 0)
-            if declared > limits.max_body_bytes:
-                raise RequestError(f"request body has {declared} bytes; the limit is {limits.max_body_bytes}", 413)
-            texts, columnar = parse_request(await request.body(), limits)
-            self.check_instances([item for item in texts if isinstance(item, Instance)])
-        except RequestError as error:
-            return _error(str(error), error.status)
-        try:
-            outputs = await asyncio.wait_for(
-                _predict_non_blank(self.batcher, texts, self.blank_output), limits.request_timeout_s
-            )
+            outputs = await asyncio.wait_for(_predict_non_blank(self.batcher, items, self.blank_output),
+                                             limits.request_timeout_s)
         except asyncio.TimeoutError:
             return _error(f"request timed out after {limits.request_timeout_s} s", 504)
+        except InvalidRequest as error:  # the graph's own checks
+            return _error(str(error), 400)
         except Exception as error:  # noqa: BLE001 - reported to the client
             return _error(f"model failed: {error}", 500)
-        if columnar:
-            return {"outputs": {key: [row[key] for row in outputs] for key in outputs[0]}}
-        return {"predictions": outputs}
+        return _response(outputs, columnar)
+
+    async def route(self, request):
+        """TF Serving's dispatch: a predict path takes POST, a status or
+        metadata path GET (else 405); any other path is a 404."""
+        path, method = request.url.path, request.method
+        match = PREDICT_PATH.fullmatch(path)
+        if match:
+            if method != "POST":
+                return _error(f"{method} is not allowed on {path}: a predict request is a POST", 405,
+                              {"Allow": "POST"})
+            name, version, label, api = match.groups()
+            if api.lower() != "predict":
+                raise RequestError(f"this server answers :predict only; a translation model has no {api} "
+                                   f"signature. Received: POST {path}")
+            return await self.predict(request, name, version, label)
+        match = STATUS_PATH.fullmatch(path)
+        if match:
+            if method != "GET":
+                return _error(f"{method} is not allowed on {path}: a model's status and metadata are read with GET",
+                              405, {"Allow": "GET"})
+            name, version, label, metadata = match.groups()
+            if name is None:
+                raise RequestError("Missing model name in request.")
+            return (self.metadata if metadata else self.status)(name, version, label)
+        raise RequestError(f"Not found: {method} {path}. The API is POST /v1/models/<name>[/versions/<version>]"
+                           f":predict, GET /v1/models/<name>[/versions/<version>][/metadata]", 404)
 
 
 def create_app(predict, model_name, version=1, limits=ServingLimits(), blank_output=None):
     """A FastAPI app serving `predict` under `/v1/models/<model_name>`.
 
     Args:
-        predict: `predict(list_of_str) -> list_of_dict`, one dict of outputs
-            (e.g. `{"translations": ..., "scores": ...}`) per input.
+        predict: `predict(items) -> list_of_dict`, one dict of outputs (e.g.
+            `{"translations": ..., "scores": ...}`) per item: a string, an
+            `Instance` or a `SignatureRow`. A `SavedModelPredictor`, or a
+            function: its attributes, if any, say what it takes
+            (`signatures`, `signature_inputs`, `check`, `signature_defs`;
+            by default `serving_default`, one string input).
         model_name: str. The `<name>` in the URLs.
         version: int. The version reported and accepted in URLs.
         limits: `ServingLimits`.
@@ -312,24 +495,26 @@ def create_app(predict, model_name, version=1, limits=ServingLimits(), blank_out
         yield
         await batcher.stop()
 
-    app = FastAPI(title=f"keras-transformer: {model_name}", lifespan=lifespan)
+    # TF Serving's paths only: no generated documentation pages.
+    app = FastAPI(title=f"keras-transformer: {model_name}", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
     app.state.batcher = batcher
 
-    @app.get("/v1/models/{name}")
-    async def model_status(name: str):
-        return await servable.status(name)
+    @app.exception_handler(RequestError)
+    async def request_error(request, error):
+        return _error(str(error), error.status)
 
-    @app.get("/v1/models/{name}/versions/{requested_version}")
-    async def version_status(name: str, requested_version: str):
-        return await servable.status(name, requested_version)
+    @app.exception_handler(HTTPException)
+    async def http_error(request, error):  # Starlette's own, e.g. a path outside /v1/: TF Serving's form
+        return _error(str(error.detail), error.status_code, getattr(error, "headers", None))
 
-    @app.post("/v1/models/{name}:predict")
-    async def model_predict(name: str, request: Request):
-        return await servable.predict(request, name)
+    @app.exception_handler(Exception)
+    async def server_error(request, error):
+        return _error(f"internal error: {error}", 500)
 
-    @app.post("/v1/models/{name}/versions/{requested_version}:predict")
-    async def version_predict(name: str, requested_version: str, request: Request):
-        return await servable.predict(request, name, requested_version)
+    @app.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+    async def v1(request: Request, path: str):
+        return await servable.route(request)
 
     return app
 
@@ -436,7 +621,7 @@ def serve(model_dir, host="127.0.0.1", port=8501, name=None, limits=ServingLimit
           f"inter-op {tf.config.threading.get_inter_op_parallelism_threads()} (0: one per core)",
           file=sys.stderr, flush=True)
     # As TF Serving does: the SavedModel's warm-up requests, before the port opens.
-    requests, seconds = replay_warmup_requests(predict, latest_version(model_dir)[1])
+    requests, seconds = replay_warmup_requests(predict.call, predict.version_dir)
     if requests:
         print(f"Replayed {requests} warm-up requests in {seconds:.1f} s", file=sys.stderr, flush=True)
     name = name or model_name(model_dir)

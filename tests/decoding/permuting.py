@@ -18,6 +18,10 @@ WORDS = "a big small red old cat dog bird fish sees likes chases eats blue".spli
 PERMUTATIONS = {2: [1, 0], 3: [2, 0, 1], 4: [1, 3, 0, 2], 5: [4, 1, 2, 0, 3]}
 # The best translations its SavedModels return (tests/shared.py).
 N_BEST = 3
+# Its SavedModels' outputs run to a source's length + this many tokens
+# (tests/shared.py): under its `max_length` of 32, so that a long input's
+# first piece has less room for a target prefix than the whole input.
+EXPORT_MAX_EXTRA_LENGTH = 16
 
 
 def sentences(count, seed):

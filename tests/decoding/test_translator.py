@@ -114,8 +114,14 @@ def test_translate_needs_a_tokenizer_and_strings():
     translator = Translator(CopyModel(), jit_compile=False)
     with pytest.raises(ValueError, match="tokenizer"):
         translator.translate(["a"])
-    with pytest.raises(ValueError, match="sentences"):
-        copy_translator(jit_compile=False).translate("the cat")
+    translator = copy_translator(jit_compile=False)
+    for sentences, received in (("the cat", "sentences='the cat'"), (None, "sentences=None"),
+                                ((s for s in ["the cat"]), "a generator: make it a list"),
+                                (["the cat", 3], "sentences\\[1\\]=3")):
+        with pytest.raises(ValueError, match=f"Argument `sentences` must be a list of strings. Received: {received}"):
+            translator.translate(sentences)
+    with pytest.raises(ValueError, match="Argument `sources` must be a list of strings. Received: sources=None"):
+        translator.score(None, [])
 
 
 # A real model and a real SentencePiece vocabulary ---------------------------
@@ -313,6 +319,10 @@ def test_scores_of_the_searchs_own_outputs_are_the_scores_it_reported(permuting)
         np.testing.assert_allclose([g.score for g in given], [scores[i] for i, _ in ended], atol=1e-4)
     with pytest.raises(ValueError, match=r"`target_ids` row 0 has 40 tokens; the model scores at most 31"):
         translator.score_ids([sources[0]], [[5] * 40])
+    # Text: the error names `score`'s own argument and shows the text.
+    with pytest.raises(ValueError, match=r"`sources` row 0 has 41 tokens with its EOS; the model scores at most 32. "
+                                         r"Received: 'cat cat"):
+        translator.score([" ".join(["cat"] * 20)], ["dog"])
     # Text in: the pieces of the target, EOS last, scored as by their ids.
     [text] = translator.score([held_out[0]], [permute(held_out[0])])
     [ids] = translator.score_ids([sources[0]], [tokenizer.encode(permute(held_out[0])) + [EOS_ID]])

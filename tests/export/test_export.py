@@ -155,7 +155,8 @@ def test_warmup_requests_fill_each_bucket(exported):
         tensor = tf.make_ndarray(request.inputs["inputs"])
         assert tensor.shape == (1,)
         sentences.append(tensor[0].decode("utf-8"))
-    assert read_warmup_requests(path) == [[s] for s in sentences]
+    assert [(name, inputs["inputs"].tolist()) for name, inputs in read_warmup_requests(path)] == [
+        ("serving_default", [s.encode()]) for s in sentences]
     # A source of n pieces takes n + 1 tokens with EOS: each sentence fills its bucket.
     lengths = [len(sp.encode(s)) + 1 for s in sentences]
     assert lengths[0] == buckets[0] and buckets[0] < lengths[1] <= buckets[1], (lengths, buckets)
@@ -173,9 +174,17 @@ def test_warmup_requests_for_an_older_export_and_a_damaged_file(exported, tmp_pa
     assert read_warmup_requests(copy) == []
     write_warmup_requests(copy, batch_sizes=(1, 3))
     requests = read_warmup_requests(copy)
-    assert [len(r) for r in requests] == [1, 3, 1, 3] and requests[1] == [requests[0][0]] * 3
+    texts = [inputs["inputs"].tolist() for _, inputs in requests]
+    assert [len(t) for t in texts] == [1, 3, 1, 3] and texts[1] == [texts[0][0]] * 3
     seen = []
-    assert replay_warmup_requests(seen.append, copy)[0] == 4 and seen == requests
+    assert replay_warmup_requests(lambda name, inputs: seen.append((name, inputs)), copy)[0] == 4
+    assert [(name, inputs["inputs"].tolist()) for name, inputs in seen] == [("serving_default", t) for t in texts]
+
+    def refused(name, inputs):
+        raise ValueError("refused")
+
+    with pytest.raises(OSError, match="The warm-up request for the signature 'serving_default' .* failed: refused"):
+        replay_warmup_requests(refused, copy)
     for bad in ((0,), (1.5,), 4, (True,), (1,) * 501):
         with pytest.raises(ValueError, match="batch_sizes"):
             write_warmup_requests(copy, batch_sizes=bad)
@@ -216,7 +225,7 @@ def test_bad_export_arguments(exported, tmp_path):
         export(model, os.path.join(path, "assets", "tokenizer.model"), os.path.dirname(path), version=10)
 
 
-def test_translate_with_a_keras_file_plots_its_attention_and_one_head(exported, tmp_path, capsys):
+def test_translate_with_a_keras_file_plots_its_attention_and_one_head(exported, tmp_path, capsys, monkeypatch):
     import matplotlib.image
 
     from keras_transformer.cli import main
@@ -234,6 +243,15 @@ def test_translate_with_a_keras_file_plots_its_attention_and_one_head(exported, 
     # The mean of the 2 heads and each head, three panels; one head, one panel.
     every, one = (matplotlib.image.imread(tmp_path / name) for name in ("every.png", "one.png"))
     assert every.shape[0] == one.shape[0] and every.shape[1] > 2.5 * one.shape[1]
+    # A head the model lacks, or --head alone, is refused before anything is translated.
+    import keras_transformer.cli.translate as command
+
+    monkeypatch.setattr(command, "translate_chunks", lambda *args: pytest.fail("translated before refusing --head"))
+    with pytest.raises(ValueError, match=r"Argument `head` must be in \[0, 2\), the model's heads. Received: head=2"):
+        main(translate + [str(tmp_path / "none.png"), "--head", "2"])
+    with pytest.raises(ValueError, match="--head applies to --plot-attention"):
+        main(translate[:-1] + ["--head", "1"])
+    assert not (tmp_path / "none.png").exists()
 
 
 # `keras-transformer export` with every option of the graph it can combine --
@@ -353,13 +371,17 @@ def test_the_command_line_translates_and_evaluates_a_saved_model_folder(command_
     expected = [quantized_translations[s][0] for s in sentences]
     (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
     out = tmp_path / "out.txt"
+    capsys.readouterr()
     assert main(["translate", folder, "--input", str(tmp_path / "in.txt"), "--output", str(out)]) == 0
     assert out.read_text(encoding="utf-8").splitlines() == expected
+    printed = capsys.readouterr()
+    assert printed.out == "" and "2/2" in printed.err  # the progress bar, on standard error
     tsv = tmp_path / "test.tsv"
     tsv.write_text("Hello there.\tHello there.\nThe cat sleeps.\tThe cat sleeps.\nThe cat sleeps.\tA cat sleeps.\n",
                    encoding="utf-8")
     capsys.readouterr()
     assert main(["evaluate", folder, "--tsv", str(tsv)]) == 0
-    printed = capsys.readouterr().out
+    printed, progress = capsys.readouterr()
+    assert "2/2" in progress and "2/2" not in printed  # the same progress bar
     bleu = sacrebleu.corpus_bleu(expected, [["Hello there.", "The cat sleeps."], [None, "A cat sleeps."]])
     assert f"BLEU = {bleu.score:.2f} " in printed and "nrefs:2" in printed

@@ -22,8 +22,9 @@ def json_lines(text):
 
 @pytest.mark.parametrize("flags, message", [
     (["--n-best", "5"], r"`n_best` must be at most `beam_size`=4. Received: n_best=5"),
-    (["--n-best", "2", "--seed", "1"], r"`n_best` must be 1. Received: n_best=2"),
+    (["--n-best", "2", "--sampling-topk", "5", "--seed", "1"], r"`n_best` must be 1. Received: n_best=2"),
     (["--sampling-topp", "1.5"], r"`top_p` must be a number in \(0, 1\]. Received: top_p=1.5"),
+    (["--seed", "5"], r"--seed applies to sampling: give --sampling-topk, --sampling-topp or --sampling-temperature"),
 ])
 def test_bad_output_options_are_refused(flags, message):
     with pytest.raises(ValueError, match=message):

@@ -39,15 +39,24 @@ def model_dir():
 
 
 def saved_model_answers(model_dir, texts):
-    """`{text: {output: value}}` from the SavedModel loaded in this process."""
+    """`{text: {output: value}}` from the SavedModel loaded in this process,
+    as the REST API answers a plain string: its n-best lists without the
+    ranks the graph scores as placeholders (a blank input's after its one
+    empty translation)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 - registers the tokenizer ops
+
+    from keras_transformer.decoding.common import NEG_INF
 
     signature = tf.saved_model.load(os.path.join(model_dir, "10")).signatures["serving_default"]
     out = {key: value.numpy().tolist() for key, value in signature(inputs=tf.constant(texts)).items()}
     decode = lambda value: value.decode("utf-8") if isinstance(value, bytes) else value  # noqa: E731
-    return {text: {key: decode(values[i]) if not isinstance(values[i], list) else [decode(v) for v in values[i]]
-                   for key, values in out.items()} for i, text in enumerate(texts)}
+    answers = {}
+    for i, text in enumerate(texts):
+        ranks = [r for r, score in enumerate(out["nbest_scores"][i]) if score > NEG_INF / 2]
+        answers[text] = {key: decode(values[i]) if not isinstance(values[i], list) else [decode(values[i][r]) for r in ranks]
+                         for key, values in out.items()}
+    return answers
 
 
 def serve_command():

@@ -85,6 +85,12 @@ def test_status(server):
          "`constraints` must be a list of phrases, none of them blank"),
         (json.dumps({"instances": [{"inputs": "x", "constraints": ["y" * 101]}]}).encode(), 400,
          "instances[0].constraints[0] has 101 characters"),
+        (b'{"instances": [{}]}', 400, 'instances[0] has no "inputs": an instance object holds its text in "inputs"'),
+        (b'{"instances": ["a"], "signature": "details"}', 400,
+         "request has an unknown key 'signature'; the keys are signature_name, instances, inputs"),
+        (b'{"signature_name": "details", "instances": ["a"]}', 400,
+         'Serving signature name: "details" not found in signature def'),
+        (b'{"signature_name": 3, "instances": ["a"]}', 400, '"signature_name" must be a string'),
     ],
 )
 def test_bad_requests_get_a_4xx_naming_the_problem_and_the_server_goes_on(server, body, status, words):
@@ -93,6 +99,58 @@ def test_bad_requests_get_a_4xx_naming_the_problem_and_the_server_goes_on(server
     assert words in r.json()["error"]
     ok = httpx.post(f"{server.url}/v1/models/echo:predict", json={"instances": ["still here"]})
     assert ok.json()["predictions"][0]["translations"] == "ereh llits"
+
+
+@pytest.mark.parametrize("method, path, status, allow", [
+    ("GET", "/v1/models/echo:predict", 405, "POST"),
+    ("PUT", "/v1/models/echo/versions/3:predict", 405, "POST"),
+    ("POST", "/v1/models/echo", 405, "GET"),
+    ("DELETE", "/v1/models/echo/versions/3/metadata", 405, "GET"),
+    ("GET", "/v1/models/echo/versions/9/metadata", 404, None),
+    ("GET", "/v1/models/other/metadata", 404, None),
+    ("GET", "/v1/models/echo/labels/stable", 404, None),
+    ("GET", "/v1/nothing/here", 404, None),
+    ("GET", "/elsewhere", 404, None),
+    ("GET", "/docs", 404, None),
+    ("GET", "/v1/models", 400, None),
+    ("POST", "/v1/models/echo:classify", 400, None),
+])
+def test_every_error_is_a_json_error_with_tf_servings_status(server, method, path, status, allow):
+    # TF Serving's form, {"error": "..."}, whatever the route; a known path
+    # with another method is a 405 that says which it takes.
+    r = httpx.request(method, server.url + path, json={"instances": ["abc"]} if method != "GET" else None)
+    assert r.status_code == status
+    assert list(r.json()) == ["error"] and r.json()["error"]
+    assert r.headers.get("allow") == allow
+
+
+def test_the_metadata_names_the_model_and_its_version(server):
+    for path in ("/v1/models/echo/metadata", "/v1/models/echo/versions/3/metadata"):
+        r = httpx.get(server.url + path)
+        assert r.status_code == 200
+        assert r.json() == {"model_spec": {"name": "echo", "signature_name": "", "version": "3"},
+                            "metadata": {"signature_def": {"signature_def": {}}}}  # a function: no SavedModel's
+
+
+def test_a_chunked_body_is_counted_as_it_is_read_and_refused_past_the_limit():
+    # Sent without a Content-Length, a thousand times the limit in chunks:
+    # the server stops reading at the chunk that passes its limit and answers 413.
+    from tests.serving.conftest import call_app
+
+    app = create_app(reverse_model(), "echo", limits=ServingLimits(max_body_bytes=100_000))
+    sent = []
+
+    async def body():
+        for _ in range(1600):
+            sent.append(65536)
+            yield b" " * 65536
+
+    [r] = call_app(app, [("POST", "/v1/models/echo:predict", {"content": body()})])
+    assert r.status_code == 413
+    assert r.json() == {"error": "request body has more than 100000 bytes; the limit is 100000"}
+    assert sum(sent) == 2 * 65536  # the second chunk passed the limit: nothing read after it
+    [r] = call_app(app, [("POST", "/v1/models/echo:predict", {"content": b"{}", "headers": {"content-length": "x"}})])
+    assert r.status_code == 400 and "Content-Length" in r.json()["error"]
 
 
 def test_blank_inputs_get_an_empty_translation_without_the_model(run_server):

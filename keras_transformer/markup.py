@@ -256,14 +256,15 @@ def _html_escape(text):
     return html.escape(text, quote=False)
 
 
-def html_runs(document, index):
-    """`format="html"`: the document's verbatim markup and `Run`s, in order."""
+def html_runs(document, where):
+    """`format="html"`: the document's verbatim markup and `Run`s, in order;
+    `where` names the document in an error (`texts[0]`)."""
     parser = _Tree()
     try:
         parser.feed(document)
         root = parser.finish()
     except _Broken as error:
-        raise ValueError(f"Argument `texts[{index}]` is HTML that cannot be repaired: {error}. "
+        raise ValueError(f"Argument `{where}` is HTML that cannot be repaired: {error}. "
                          f"Received: {document[:80]!r}") from None
     items = []
     _flatten(root.children, items)
@@ -501,7 +502,7 @@ def translate(documents, format, align, plain):
     """
     check_format(format)
     collapse = format == "html"
-    parsed = [text_runs(d) if format == "text" else html_runs(d, i) for i, d in enumerate(documents)]
+    parsed = [text_runs(d) if format == "text" else html_runs(d, f"texts[{i}]") for i, d in enumerate(documents)]
     jobs = []  # (document, item, text, root, lead, trail, escape)
     for d, items in enumerate(parsed):
         for i, item in enumerate(items):

@@ -40,6 +40,7 @@ from typing import Optional
 
 import numpy as np
 
+from keras_transformer import markup
 from keras_transformer import request_checks as checks
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
@@ -78,8 +79,11 @@ class Instance:
     comes with any of these unless `False`. `sampling`: sample instead of
     searching. `target_prefix`: the translation starts with it;
     `constraints`: a list of phrases that it holds, none blank (both by the
-    `steer` signature; not with `sampling` or `targets`). An instance that
-    asks for nothing more than its translation is a plain string's.
+    `steer` signature; not with `sampling` or `targets`). `format`: of
+    `keras_transformer.markup.FORMATS`; `"html"` carries the markup through,
+    by the `details` signature's alignments, and takes no other option. An
+    instance that asks for nothing more than its translation is a plain
+    string's.
     """
 
     inputs: str
@@ -90,6 +94,7 @@ class Instance:
     targets: Optional[str] = None
     target_prefix: Optional[str] = None
     constraints: Optional[tuple] = None
+    format: str = "text"
 
     def __post_init__(self):
         if self.constraints is not None:
@@ -98,6 +103,10 @@ class Instance:
         for field, kind in typing.get_type_hints(type(self)).items():
             _check_type(field, getattr(self, field), kind)
         checks.check_n_best(self.n_best, sampling=self.sampling is not None)
+        markup.check_format(self.format)
+        if self.format != "text" and self != Instance(self.inputs, format=self.format):
+            raise ValueError(f"`format` {self.format!r} returns translations only: it takes no other option. "
+                             f"Received: format={self.format!r} with {self!r}")
         if self.targets is not None and (self.sampling or self.n_best > 1 or self.alignments or self.confidences):
             raise ValueError("`targets` scores a given translation: it takes no other option. Received: targets with "
                              "n_best, alignments, confidences or sampling")
@@ -286,13 +295,19 @@ class SavedModelPredictor:
         return signature_def_map(self.version_dir)
 
     # ------------------------------------------------------------ internals
-    @staticmethod
-    def _groups(items):
-        """`{key: indices}`: the items one signature call answers together."""
+    def _groups(self, items):
+        """`{key: indices}`: the items one signature call answers together;
+        `("markup", format)`: documents whose markup or placeholders the
+        `details` signature's alignments carry through (`_run_markup`)."""
         groups = {}
         for index, item in enumerate(items):
-            if isinstance(item, str) or isinstance(item, Instance) and item.plain:
+            text = item if isinstance(item, str) else getattr(item, "inputs", None)
+            if isinstance(item, Instance) and item.format != "text":
+                key = ("markup", item.format)
+            elif isinstance(item, str) or isinstance(item, Instance) and item.plain:
                 key = ("serving_default",)
+                if "details" in self.signatures and markup.has_placeholders(text):
+                    key = ("markup", "text")
             elif isinstance(item, SignatureRow):
                 key = ("raw", item.signature, item.scalars())
             else:
@@ -339,6 +354,12 @@ class SavedModelPredictor:
         return name, [item.inputs for item in items], arguments, "score" if name == "score" else "rows"
 
     def _check_group(self, key, items, labels):
+        if key[0] == "markup":
+            require_signature("details", self.signatures)
+            for item, label in zip(items, labels):
+                if key[1] == "html":
+                    markup.html_runs(item.inputs, f"{label}.inputs")  # broken HTML: a ValueError naming it
+            return
         if key[0] != "raw":
             require_signature(key[0], self.signatures)
         name, texts, arguments, _ = self._arguments(key, items)
@@ -349,9 +370,29 @@ class SavedModelPredictor:
         if self._rules is not None:
             self._rules.check(name, texts, arguments, labels)
 
+    def _run_markup(self, format, items, labels):
+        """`Translator.translate(texts, format=...)` of the items' texts:
+        `keras_transformer.markup` around the `serving_default` signature, and
+        the `details` signature's alignments where a run holds markup."""
+        def run(name, texts, **options):
+            runs = [f"{labels[0]} (run {j})" for j in range(len(texts))]
+            return self._run_group((name, None) if options else (name,), texts, runs)
+
+        def align(texts):
+            rows = run("details", [Instance(t, alignments=True) for t in texts], alignments=True)
+            return [(row["translations"], row["alignments"]) for row in rows]
+
+        texts = [item if isinstance(item, str) else item.inputs for item in items]
+        documents = markup.translate(texts, format, align, lambda t: [r["translations"] for r in run(
+            "serving_default", t)])
+        return [{"translations": document} for document in documents]
+
     def _run_group(self, key, items, labels):
         import tensorflow as tf
 
+        if key[0] == "markup":
+            self._check_group(key, items, labels)
+            return self._run_markup(key[1], items, labels)
         self._check_group(key, items, labels)
         name, texts, arguments, shape = self._arguments(key, items)
         specs = self.signature_inputs[name]

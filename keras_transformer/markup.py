@@ -10,14 +10,18 @@ alignments=True)`):
 - **A tag** wraps the target words aligned to the source words it wrapped:
   from the first of them to the last. Tags stay nested as they were: a tag
   is kept inside its parent, and a tag that would overlap the one before it
-  starts where that one ends. A tag that wrapped no word, or whose words
-  have no aligned target word, comes back empty where its first word's
-  alignment puts it. An end before a word's trailing punctuation stays
-  before the target word's (`<b>you</b>.` gives `<b>t'aime</b>.`).
+  starts where that one ends. Where none of its words has an aligned target
+  word, it wraps those of the nearest source word that has (the next one
+  first): the model translated them together. A tag that wrapped no word
+  comes back empty where the alignment puts its place. An end before a
+  word's trailing punctuation stays before the target word's, and a
+  target word of punctuation alone is left outside (`<b>you</b>.` gives
+  `<b>t'aime</b>.`).
 - **A placeholder** (`PLACEHOLDER`: `{0}`, `{name}`, `%s`, `%(name)d`, a
   URL, an e-mail address) goes after the target word aligned to the source
   word before it (before the one aligned to the word after it, at a run's
-  start), with the spaces it had. Each comes back exactly once, unchanged.
+  start), with the spaces it had; one before a word's trailing punctuation
+  stays before the target word's (`Where is %s?` keeps `%s` before `?`). Each comes back exactly once, unchanged.
 - **`format="text"`**: each line of a document is a run, and line breaks
   are kept as they are.
 - **`format="html"`** (`html.parser`, the standard library's): text is
@@ -338,15 +342,33 @@ def _links(alignment, source_words):
     return linked
 
 
-def _target_of(linked, source, count, after=True):
+def _target_of(linked, source, count, after=True, keep=None):
     """The target word aligned to `source` (its last, `after`; else its
     first), or of the nearest source word before it that has one (after
-    it, for `after=False`); None where none has."""
+    it, for `after=False`); None where none has. With `keep`, a test of a
+    target word, the last (first) of those that pass it, if any does."""
     order = range(source, -1, -1) if after else range(source, count)
     for s in order:
         if s in linked:
-            return max(linked[s]) if after else min(linked[s])
+            targets = [t for t in linked[s] if keep(t)] if keep else []
+            targets = targets or linked[s]
+            return max(targets) if after else min(targets)
     return None
+
+
+def _aligned(words, linked, count):
+    """The source `words` (indices, in order) that have aligned target
+    words; where none has, the nearest source word that has, the next one
+    first on a tie (a word the model translated together with its
+    neighbour, as "love" in "I love you" → "Je t'aime")."""
+    found = [w for w in words if w in linked]
+    if found or not words:
+        return found
+    for distance in range(1, count):
+        for w in (words[-1] + distance, words[0] - distance):
+            if 0 <= w < count and w in linked:
+                return [w]
+    return []
 
 
 def place(run_text, elements, translation, alignment, escape):
@@ -361,16 +383,25 @@ def place(run_text, elements, translation, alignment, escape):
     source, target = _Words(run_text), _Words(translation)
     linked = _links(alignment, len(source))
 
+    def is_word(t):
+        """Whether target word `t` has a core: is not punctuation alone."""
+        return target.spans[t][1] < target.spans[t][2]
+
     def span(element):
         """`(start, end)` offsets in `translation` of an element's target words."""
         words = [i for i, (start, _, _, end) in enumerate(source.spans) if start < element.end and end > element.start]
-        targets = sorted(t for w in words for t in linked.get(w, []) if t < len(target))
+        aligned = _aligned(words, linked, len(source))
+        targets = sorted(t for w in aligned for t in linked[w] if t < len(target))
         if not targets:
             return (point(element.start, True),) * 2
-        first, last = target.spans[targets[0]], target.spans[targets[-1]]
+        borrowed = aligned[0] not in words  # a neighbour's words: their cores only
         first_source, last_source = source.spans[words[0]], source.spans[words[-1]]
-        begin = first[1] if element.start >= first_source[1] > first_source[0] else first[0]
-        end = last[2] if element.end <= last_source[2] < last_source[3] else last[3]
+        core_only = borrowed or element.end <= last_source[2] < last_source[3]  # not its trailing punctuation
+        if core_only:
+            targets = [t for t in targets if is_word(t)] or targets
+        first, last = target.spans[targets[0]], target.spans[targets[-1]]
+        begin = first[1] if borrowed or element.start >= first_source[1] > first_source[0] else first[0]
+        end = last[2] if core_only else last[3]
         return begin, max(begin, end)
 
     def point(offset, before_core):
@@ -379,11 +410,12 @@ def place(run_text, elements, translation, alignment, escape):
         if word < 0:  # before the first word: before the target word of the first
             t = _target_of(linked, 0, len(source), after=False)
             return 0 if t is None else target.spans[t][0]
-        t = _target_of(linked, word, len(source))
+        _, _, core_end, end = source.spans[word]
+        before_punctuation = offset <= core_end < end  # between a word and its trailing punctuation
+        t = _target_of(linked, word, len(source), keep=is_word if before_punctuation else None)
         if t is None or t >= len(target):
             return len(translation)
-        _, _, core_end, end = source.spans[word]
-        return target.spans[t][2] if offset <= core_end and core_end < end else target.spans[t][3]
+        return target.spans[t][2] if before_punctuation else target.spans[t][3]
 
     def layout(element, begin, end):
         """`element`'s children placed inside `[begin, end]`, nested and in order."""

@@ -96,6 +96,25 @@ def test_tags_follow_their_words_and_stay_well_formed():
     assert translate(["I love <b>you</b>."], identity) == ["I love <b>you</b>."]
 
 
+def fixed(translation, alignment):
+    """An aligner that gives one run this translation and alignment."""
+    return lambda texts: [(translation, alignment)] * len(texts)
+
+
+def test_a_tag_on_an_unaligned_word_wraps_what_its_neighbour_became():
+    # "love" has no link: the model made "t'aime" of "love you".
+    align = fixed("Je t'aime.", "0-0 2-1")
+    assert markup.translate(["I <b>love</b> you."], "html", align, None) == ["Je <b>t'aime</b>."]
+    assert markup.translate(["<i>I</i> love you."], "html", align, None) == ["<i>Je</i> t'aime."]
+
+
+def test_a_placeholder_or_tag_end_before_punctuation_stays_before_the_targets_punctuation():
+    # "is?" is linked to "est-ce" and to "?" alone.
+    align = fixed("Où est-ce ?", "0-0 1-1 1-2")
+    assert markup.translate(["Where is %s?"], "text", align, None) == ["Où est-ce %s ?"]
+    assert markup.translate(["Where <b>is</b>?"], "html", align, None) == ["Où <b>est-ce</b> ?"]
+
+
 def test_verbatim_content_comments_and_blocks_are_kept():
     document = ('<!DOCTYPE html><p>Run <code>ls -l &lt;dir&gt;</code> now.</p>\n<pre>keep  <b>me</b></pre>'
                 '<script>if (a < b) {}</script><div translate="no">Nein.</div><!-- c --><ul><li>one<li>two</ul>')

@@ -104,9 +104,11 @@ class Instance:
             _check_type(field, getattr(self, field), kind)
         checks.check_n_best(self.n_best, sampling=self.sampling is not None)
         markup.check_format(self.format)
-        if self.format != "text" and self != Instance(self.inputs, format=self.format):
+        asked = [f.name for f in dataclasses.fields(self)
+                 if f.name not in ("inputs", "format") and getattr(self, f.name) != f.default]
+        if self.format != "text" and asked:
             raise ValueError(f"`format` {self.format!r} returns translations only: it takes no other option. "
-                             f"Received: format={self.format!r} with {self!r}")
+                             f"Received: format={self.format!r} with {', '.join(asked)}")
         if self.targets is not None and (self.sampling or self.n_best > 1 or self.alignments or self.confidences):
             raise ValueError("`targets` scores a given translation: it takes no other option. Received: targets with "
                              "n_best, alignments, confidences or sampling")

@@ -6,20 +6,29 @@ the SavedModel export, the server and the command line.
 - **Blank input.** An input that is empty or whitespace only (Python's
   `str.isspace`), or that the tokenizer turns into no ids, is not
   translated: its translation is `""`, with score 0.
+- **Sentences.** With `split_sentences` (the default), each input is cut
+  into its sentences and the whitespace around and between them
+  (`keras_transformer.sentences`: line breaks always cut), each sentence
+  is a text of its own for the rules below, and an input's translation is
+  its sentences' translations with its own whitespace put back between
+  them: its line breaks, blank lines and outer whitespace kept exactly.
+  Without it, an input is one text.
+- **Text as it comes.** Invisible characters are normalized as each text
+  is tokenized (`keras_transformer.sentences.normalize`), on every path:
+  translating, scoring, steering and training pairs.
 - **Length.** A source holds at most `source_budget` tokens, its EOS
   included: the model's `max_length` less `max_extra_length`, so that an
   output has room to run past its source's length, but at least half of
   `max_length`.
-- **Long input.** An input over the budget is never cut silently. It is
-  split after each sentence end (`.`, `!`, `?` or `…`, with any closing
-  quotes or brackets, followed by whitespace); each sentence is translated
-  on its own, a sentence still over the budget in windows of
-  `source_budget - 1` ids; the translations are joined with one space, in
-  order, and the input's score is the mean of its pieces' scores. With
-  `long_inputs="truncate"` an input keeps its first `source_budget - 1` ids
-  instead.
-- **Joining.** A text's pieces come back as one translation: their texts
-  joined with one space (empty ones left out), the mean of their scores,
+- **Long input.** A text over the budget is never cut silently. It is
+  cut after each sentence end followed by whitespace, whatever comes next
+  (`keras_transformer.sentences.cut_long`), each part translated on its
+  own, a part still over the budget in windows of `source_budget - 1` ids;
+  the translations are joined with one space, in order. With `long_inputs="truncate"` a text
+  keeps its first `source_budget - 1` ids instead.
+- **Joining.** An input's pieces come back as one translation: each
+  text's pieces joined with one space (empty ones left out), its texts
+  with the input's whitespace between them, the mean of their scores,
   the mean log-probability of all their tokens as its confidence, and
   their word links, each piece's words numbered after those of the pieces
   before it (a window that starts inside a word goes on with that word). A
@@ -36,28 +45,30 @@ the SavedModel export, the server and the command line.
   or truncated (`length_policy`); each is counted. The batches of pairs
   (token budgets, length buckets) are `keras_transformer.data.lengths`.
 
-Two faces apply the rules and give the same ids: `pieces`, `join` and
-`training_pairs` in Python (the `sentencepiece` package, no TensorFlow: for
-JAX and PyTorch), and `pieces_graph`, `join_graph` and
-`training_pairs_graph` in TensorFlow ops (tensorflow-text), for the
-SavedModel's graph and tf.data.
+Two faces apply the rules and give the same ids: `texts`, `pieces`,
+`join`, `frame` and `training_pairs` in Python (the `sentencepiece`
+package, no TensorFlow: for JAX and PyTorch), and `texts_graph`,
+`pieces_graph`, `join_graph` and `training_pairs_graph` in TensorFlow ops
+(tensorflow-text), for the SavedModel's graph and tf.data.
 
 Example:
 
 >>> preprocessor = TranslationPreprocessor(tokenizer, max_length=256)
->>> ids, owners = preprocessor.pieces(["Hi.", " ", "One. Two."])
->>> owners                           # "One. Two." is short: one piece
-[0, 2]
->>> preprocessor.join(["Salut.", "Un. Deux."], owners, 3)
-['Salut.', '', 'Un. Deux.']
+>>> texts, frames = preprocessor.texts(["Hi.", " ", "One.\nTwo."])
+>>> texts, frames.owners
+(['Hi.', 'One.', 'Two.'], [0, 2, 2])
+>>> ids, owners = preprocessor.pieces(texts)   # each text short: one piece each
+>>> translations = preprocessor.join(["Salut.", "Un.", "Deux."], owners, len(texts))
+>>> preprocessor.frame(translations, frames)
+['Salut.', '', 'Un.\nDeux.']
 """
 
 import itertools
-import re
+from typing import NamedTuple
 
 import numpy as np
 
-
+from keras_transformer import sentences as sentence_rule
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.tokens import (
     EOS_ID,
@@ -70,7 +81,7 @@ from keras_transformer.tokens import (
     target_capacity,
     unpack_output_ragged,
 )
-from keras_transformer.validation import check_non_negative_int
+from keras_transformer.validation import check_bool, check_non_negative_int
 
 LONG_INPUTS = ("split", "truncate")
 LENGTH_POLICIES = ("drop", "truncate")
@@ -82,13 +93,19 @@ PAD_MULTIPLE = 8
 # `str.isspace` as an RE2 class (TensorFlow's regular expressions): RE2's
 # `\s` lacks `\v`, `\x1c`-`\x1f` and `\x85`, which Python counts as space.
 _RE2_SPACE = r"[\s\v\x{1c}-\x{1f}\x{85}\pZ]"
-# A sentence end: its marks, any closing quotes or brackets, then the space
-# after it, which the split replaces with `_SEPARATOR`. Python's `\s` is
-# `str.isspace`, as `_RE2_SPACE` is, so both patterns match alike.
-_SENTENCE_END = "([" + re.escape(".!?\u2026") + "]+[" + re.escape("\"')]\u00bb\u201d\u2019") + "]*)"
-_PYTHON_SENTENCE_END = re.compile(_SENTENCE_END + r"\s+")
-_RE2_SENTENCE_END = _SENTENCE_END + _RE2_SPACE + "+"
-_SEPARATOR = "\x1e"  # the record separator; an input's own split it too, in both faces alike
+
+
+class Frames(NamedTuple):
+    """How a batch of inputs was cut into texts (`TranslationPreprocessor.texts`):
+    each text's input (`owners`), and each input's whitespace: before its
+    first text (`leads`), between its texts (`gaps`, a list per input) and
+    after its last (`trails`). None of them without `split_sentences`."""
+
+    count: int
+    owners: list
+    leads: list = None
+    gaps: list = None
+    trails: list = None
 
 
 def is_blank(text):
@@ -102,10 +119,11 @@ def check_length_policy(length_policy):
 
 
 def tokenize_graph(op, strings):
-    """Ids of `strings` `(n,)` by the SentencePiece `op`: ragged int32 `(n, None)`."""
+    """Ids of `strings` `(n,)`, normalized (`sentences.normalize_graph`), by
+    the SentencePiece `op`: ragged int32 `(n, None)`."""
     import tensorflow as tf  # the graph face only: not the Python face's
 
-    return tf.cast(op.tokenize(strings), tf.int32)
+    return tf.cast(op.tokenize(sentence_rule.normalize_graph(strings)), tf.int32)
 
 
 def _blank_graph(strings):
@@ -113,11 +131,6 @@ def _blank_graph(strings):
     import tensorflow as tf  # the graph face only: not the Python face's
 
     return tf.strings.regex_full_match(strings, _RE2_SPACE + "*")
-
-
-def split_sentences(text):
-    """`text` split after each sentence end, the spaces there dropped."""
-    return _PYTHON_SENTENCE_END.sub("\\1" + _SEPARATOR, text).split(_SEPARATOR)
 
 
 def source_budget(max_length, max_extra_length=MAX_EXTRA_LENGTH):
@@ -157,6 +170,11 @@ def power_of_two_graph(rows):
 
     powers = tf.constant([2**i for i in range(31)], tf.int32)
     return tf.gather(powers, tf.searchsorted(powers, rows[None])[0])
+
+
+def frame_text(lead, texts, gaps, trail):
+    """`lead + texts[0] + gaps[0] + texts[1] + ... + trail`."""
+    return lead + "".join(text + gap for text, gap in zip(texts, [*gaps, ""])) + trail
 
 
 def first_pieces(owners):
@@ -275,11 +293,14 @@ class TranslationPreprocessor:
         max_extra_length: int >= 0. Output tokens beyond a source's length.
         long_inputs: `"split"` (the default) or `"truncate"`.
         buckets: the lengths sources are padded to (capped at the budget).
+        split_sentences: bool. Cut each input into its sentences, keeping
+            its whitespace (the default), or translate it as one text.
     """
 
     def __init__(self, tokenizer, max_length, max_extra_length=MAX_EXTRA_LENGTH, long_inputs="split",
-                 buckets=DEFAULT_BUCKETS):
+                 buckets=DEFAULT_BUCKETS, split_sentences=True):
         check_non_negative_int("max_extra_length", max_extra_length)
+        check_bool("split_sentences", split_sentences)
         if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
             raise ValueError(f"Argument `max_length` must be an integer >= 2. Received: max_length={max_length!r}")
         if long_inputs not in LONG_INPUTS:
@@ -291,6 +312,7 @@ class TranslationPreprocessor:
         self.long_inputs = long_inputs
         self.source_budget = source_budget(max_length, max_extra_length)
         self.buckets = resolve_buckets(buckets, self.source_budget)
+        self.split_sentences = split_sentences
 
     @property
     def room(self):
@@ -315,6 +337,34 @@ class TranslationPreprocessor:
         return batches
 
     # ------------------------------------------------------------ Python
+    def texts(self, inputs):
+        """`(texts, frames)`: the texts of `inputs` in order, each a sentence
+        of its input (with `split_sentences`; a blank input has none) or a
+        whole input, and the `Frames` that `frame` puts them back into."""
+        if not self.split_sentences:
+            return list(inputs), Frames(len(inputs), list(range(len(inputs))))
+        texts, frames = [], Frames(len(inputs), [], [], [], [])
+        for index, text in enumerate(inputs):
+            lead, found, gaps, trail = sentence_rule.segment(text)
+            texts += found
+            frames.owners.extend([index] * len(found))
+            frames.leads.append(lead)
+            frames.gaps.append(gaps)
+            frames.trails.append(trail)
+        return texts, frames
+
+    def frame(self, translations, frames):
+        """The translation of each input from its texts' `translations`:
+        with its own whitespace around and between them (`""` for an input
+        without a text)."""
+        if frames.leads is None:
+            return list(translations)
+        parts = [[] for _ in range(frames.count)]
+        for owner, translation in zip(frames.owners, translations):
+            parts[owner].append(translation)
+        return [frame_text(lead, part, gaps, trail) if part else ""
+                for lead, part, gaps, trail in zip(frames.leads, parts, frames.gaps, frames.trails)]
+
     def pieces(self, texts):
         """`(ids, owners)`: each piece's packed source ids and the index of
         the text it comes from, in order; a blank text has no piece."""
@@ -330,7 +380,7 @@ class TranslationPreprocessor:
             return []
         if len(tokens) <= self.room or self.long_inputs == "truncate":
             return self.windows(tokens)
-        sentences = split_sentences(text)
+        sentences = sentence_rule.cut_long(text)
         return [
             window
             for sentence, ids in zip(sentences, self.tokenizer.encode(sentences))
@@ -385,6 +435,37 @@ class TranslationPreprocessor:
         tokenizer's `decode` does, with the op of `graph_tokenizer()`."""
         return op.detokenize(unpack_output_ragged(ids))
 
+    def texts_graph(self, inputs):
+        """`texts` in TensorFlow ops: `inputs` `(n,)` string to the texts
+        `(texts,)` and their `Frames` (tensors: `count` a scalar, `owners`
+        `(texts,)` int32, `leads` and `trails` `(n,)`, `gaps` ragged `(n, None)`)."""
+        import tensorflow as tf  # the graph face only: not the Python face's
+
+        count = tf.size(inputs)
+        if not self.split_sentences:
+            return inputs, Frames(count, tf.range(count))
+        leads, texts, gaps, trails = sentence_rule.segment_graph(inputs)
+        return texts.flat_values, Frames(count, tf.cast(texts.value_rowids(), tf.int32), leads, gaps, trails)
+
+    def frame_graph(self, translations, frames):
+        """`frame` in TensorFlow ops, for each of the `columns` of
+        `translations` `(texts, columns)` string: `(n, columns)`."""
+        import tensorflow as tf  # the graph face only: not the Python face's
+
+        if frames.leads is None:
+            return translations
+        # Each text's gap after it: the next gap of its input, "" after its last.
+        found = tf.math.bincount(frames.owners, minlength=frames.count, maxlength=frames.count)  # (n,)
+        last = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(tf.minimum(found, 1))], ""),
+                                                tf.cast(tf.minimum(found, 1), tf.int64))
+        after = tf.concat([frames.gaps, last], axis=1).flat_values  # (texts,)
+        columns = []
+        for column in range(translations.shape[1]):
+            parts = tf.RaggedTensor.from_value_rowids(translations[:, column] + after, frames.owners, nrows=frames.count)
+            joined = frames.leads + tf.strings.reduce_join(parts, axis=1) + frames.trails
+            columns.append(tf.where(found > 0, joined, ""))
+        return tf.stack(columns, axis=1)
+
     def pieces_graph(self, inputs, op=None):
         """`pieces` in TensorFlow ops: `inputs` `(batch,)` string to a ragged
         int32 `(pieces, None)` of packed source ids and their owners
@@ -398,11 +479,11 @@ class TranslationPreprocessor:
         split = input_ids.row_lengths() > self.room
         split = tf.logical_and(split, tf.logical_not(blank)) if self.long_inputs == "split" else tf.zeros_like(blank)
         rows = tf.range(tf.size(inputs))
-        marked = tf.strings.regex_replace(tf.boolean_mask(inputs, split), _RE2_SENTENCE_END, "\\1" + _SEPARATOR)
-        sentences = tf.strings.split(marked, _SEPARATOR)  # (long inputs, None)
+        sentences = sentence_rule.cut_long_graph(tf.boolean_mask(inputs, split))  # (long inputs, None)
         texts = tf.concat([tf.boolean_mask(inputs, ~split), sentences.flat_values], 0)
         ids = tf.concat([tf.ragged.boolean_mask(input_ids, ~split), tokenize_graph(op, sentences.flat_values)], 0)
-        owners = tf.concat([tf.boolean_mask(rows, ~split), tf.gather(tf.boolean_mask(rows, split), sentences.value_rowids())], 0)
+        owners = tf.concat([tf.boolean_mask(rows, ~split),
+                            tf.gather(tf.boolean_mask(rows, split), tf.cast(sentences.value_rowids(), tf.int32))], 0)
         order = tf.argsort(owners, stable=True)  # the pieces in input order, a split input's in its order
         texts, ids, owners = tf.gather(texts, order), tf.gather(ids, order), tf.gather(owners, order)
         keep = tf.logical_not(_blank_graph(texts)) & (ids.row_lengths() > 0)

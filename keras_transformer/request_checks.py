@@ -49,7 +49,8 @@ def _shown(value, most=80):
 
 
 def check_strings(name, texts):
-    """Raises `ValueError` unless `texts` is a list (or tuple, or array) of strings."""
+    """Raises `ValueError` unless `texts` is a list (or tuple, or array) of
+    strings, naming the first entry that is not one, its index and type."""
     if isinstance(texts, (str, bytes)) or not (hasattr(texts, "__len__") and hasattr(texts, "__getitem__")):
         kind = type(texts).__name__
         received = f"a {kind}: make it a list" if hasattr(texts, "__iter__") and not isinstance(texts, (str, bytes)) \
@@ -57,7 +58,8 @@ def check_strings(name, texts):
         raise ValueError(f"Argument `{name}` must be a list of strings. Received: {received}")
     for index, text in enumerate(texts):
         if not isinstance(text, str):
-            raise ValueError(f"Argument `{name}` must be a list of strings. Received: {name}[{index}]={_shown(text)}")
+            raise ValueError(f"Argument `{name}` must be a list of strings. Received: {name}[{index}]={_shown(text)} "
+                             f"of type {type(text).__name__}")
 
 
 def check_phrase_lists(name, lists):

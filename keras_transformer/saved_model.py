@@ -207,7 +207,9 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         return outputs
 
     def translate(inputs, target_prefix=None, constraints=None):
-        ids, owners = preprocessor.pieces_graph(inputs, op)  # (pieces, None), (pieces,)
+        texts, frames = preprocessor.texts_graph(inputs)  # each input's sentences (`split_sentences`)
+        ids, pieces_of = preprocessor.pieces_graph(texts, op)  # (pieces, None), each piece's text (pieces,)
+        owners = tf.gather(frames.owners, pieces_of)  # each piece's input
         steering = None
         if steered:
             ids, steering = steer(ids, owners, inputs, target_prefix, constraints)
@@ -232,7 +234,9 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
             columns[3] = [tf.pad(links, [[0, 0], [0, 0], [0, longest - tf.shape(links)[-1]]], constant_values=-1)
                           for links in columns[3]]
         stitched = [tf.dynamic_stitch(rows, column) for column in columns]  # (pieces, n_best, ...)
-        text, scores = preprocessor.join_graph(stitched[0], stitched[1], owners, tf.size(inputs))  # (batch, n_best)
+        text, _ = preprocessor.join_graph(stitched[0], stitched[1], pieces_of, tf.size(texts))  # (texts, n_best)
+        text = preprocessor.frame_graph(text, frames)  # (batch, n_best): each input's whitespace put back
+        scores = tf.math.unsorted_segment_mean(stitched[1], owners, tf.size(inputs))  # (batch, n_best)
         # An input without pieces (blank) has one empty translation, as from
         # `Translator.hypotheses`: its other ranks are the search's placeholders.
         has_piece = tf.math.unsorted_segment_sum(tf.ones_like(owners), owners, tf.size(inputs)) > 0
@@ -413,6 +417,7 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
             **{**translator.sampler.get_config(), "stop": translator.stop},
             max_extra_length=translator.max_extra_length, n_best=n_best,
             source_budget=translator.preprocessor.source_budget, long_inputs=translator.preprocessor.long_inputs,
+            split_sentences=translator.preprocessor.split_sentences,
             buckets=translator.preprocessor.buckets, bos_id=BOS_ID, eos_id=EOS_ID, jit_compile=jit_compile,
             parallel_loops=parallel_loops, narrow_batches=translator.narrow_batches,
             signatures=["serving_default", *[name for name in SIGNATURES if name in signatures]],

@@ -1,6 +1,6 @@
 """The translation task: a model, its preprocessor and a sampler, text in and text out."""
 
-from keras_transformer import loading, presets
+from keras_transformer import loading, markup, presets
 from keras_transformer import request_checks as checks
 from keras_transformer.alignment import piece_kinds
 from keras_transformer.data.tokenizer import SubwordTokenizer
@@ -9,12 +9,13 @@ from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, MA
 from keras_transformer.decoding.runner import EAGER_STEPS, DecodeRunner, Steering
 from keras_transformer.decoding import BeamSampler, RandomSampler, get_sampler
 from keras_transformer.outputs import Hypothesis, TokenScores, prediction  # noqa: F401 - also of this module
-from keras_transformer.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, join_pieces
+from keras_transformer.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, frame_text, join_pieces
 from keras_transformer.tokens import EOS_ID, pack_source, unpack_output
 from keras_transformer.validation import check_positive
 
 # The Translator's decoding options, which the export and the command line pass on.
-DECODING_OPTIONS = ("beam_size", "alpha", "stop", "max_extra_length", "narrow_batches", "long_inputs", "buckets")
+DECODING_OPTIONS = ("beam_size", "alpha", "stop", "max_extra_length", "narrow_batches", "long_inputs", "buckets",
+                    "split_sentences")
 
 
 class Translator:
@@ -62,6 +63,9 @@ class Translator:
         long_inputs: `"split"` (an input over the model's source budget is
             split at sentence ends, or into windows) or `"truncate"`.
         buckets: the source lengths batches are padded to.
+        split_sentences: bool. Translate each input sentence by sentence,
+            keeping its line breaks and whitespace (the default), or whole
+            (`keras_transformer.preprocessor`, "Sentences").
         eager_steps: int >= 0. With `jit_compile="auto"` on TensorFlow, the
             decoding steps (each batch counted as its padded length) taken
             eagerly before a call that would exceed them traces the graph,
@@ -83,7 +87,7 @@ class Translator:
 
     def __init__(self, model, tokenizer=None, beam_size=BEAM_SIZE, alpha=ALPHA, max_extra_length=MAX_EXTRA_LENGTH,
                  batch_size=BATCH_SIZE, jit_compile="auto", narrow_batches=False, long_inputs="split",
-                 buckets=DEFAULT_BUCKETS, eager_steps=EAGER_STEPS, stop=STOP):
+                 buckets=DEFAULT_BUCKETS, eager_steps=EAGER_STEPS, stop=STOP, split_sentences=True):
         check_positive("batch_size", batch_size)
         max_length = model_max_length(model)
         if max_length is None:
@@ -95,7 +99,8 @@ class Translator:
         self.continues_word = None if continues_word is None else continues_word()
         self.sampler = get_sampler(beam_size, alpha, continues_word=self.continues_word, stop=stop)
         self.alpha, self.stop = self.sampler.alpha, stop
-        self.preprocessor = TranslationPreprocessor(tokenizer, max_length, max_extra_length, long_inputs, buckets)
+        self.preprocessor = TranslationPreprocessor(tokenizer, max_length, max_extra_length, long_inputs, buckets,
+                                                    split_sentences)
         self.max_extra_length, self.batch_size = max_extra_length, batch_size
         self.runner = DecodeRunner(model, self.preprocessor, max_extra_length, batch_size, jit_compile,
                                    narrow_batches, eager_steps)
@@ -131,8 +136,8 @@ class Translator:
                              f"Received: {', '.join(f'{name}={kwargs[name]!r}' for name in given)}")
         model, tokenizer, settings = saved_model.read_translator_parts(path)
         # An export that records no stop rule was made before the option, by
-        # the exact rule.
-        settings = {"stop": "exact", **settings}
+        # the exact rule; one without split_sentences, before sentences were split.
+        settings = {"stop": "exact", "split_sentences": False, **settings}
         return cls(model, tokenizer, **{name: settings[name] for name in DECODING_OPTIONS if name in settings},
                    **kwargs)
 
@@ -152,8 +157,13 @@ class Translator:
             return cls.from_saved_model(path_or_name, **kwargs)
         return cls(*loading.load_model(path_or_name, tokenizer, weights, quantize), **kwargs)
 
-    def translate(self, sentences, sampler=None, target_prefix=None, constraints=None):
+    def translate(self, sentences, sampler=None, target_prefix=None, constraints=None, format="text"):
         """Translates a list of strings; returns a list of strings.
+
+        Each string is translated sentence by sentence, its line breaks and
+        whitespace kept (`split_sentences`). Placeholders (`{0}`, `%s`,
+        URLs, e-mail addresses) come back unchanged, each where its word
+        alignment puts it (`keras_transformer.markup`).
 
         `sampler`: None (this translator's search) or a `RandomSampler`.
         `target_prefix`: None, or one string per sentence (`""` for none)
@@ -161,14 +171,36 @@ class Translator:
         `constraints`: None, or one list of strings per sentence (`[]` for
         none) that its translation holds, by lexically constrained beam
         search (`keras_transformer.decoding.constraints`). Both steer the
-        first piece of a long input.
+        first piece of an input, and take no placeholders or markup.
+        `format`: `"text"` or `"html"`: tags out, the text translated, each
+        tag put back around the words aligned to those it wrapped.
         """
-        pieces, owners = self._pieces(sentences)
+        self._need_tokenizer("translate")
+        checks.check_strings("sentences", sentences)
+        markup.check_format(format)
+        sentences = list(sentences)
+        if format == "text" and not any(map(markup.has_placeholders, sentences)):
+            return self._translate(sentences, sampler, target_prefix, constraints)
+        for name, value in (("target_prefix", target_prefix), ("constraints", constraints)):
+            if value is not None:
+                raise ValueError(f"Argument `{name}` steers plain text: not markup or placeholders. Received: "
+                                 f"{name}={value!r} with format={format!r}")
+
+        def align(texts):
+            return [(best.text, best.alignment) for best, *_ in self.hypotheses(texts, sampler=sampler,
+                                                                                  alignments=True)]
+
+        return markup.translate(sentences, format, align, lambda texts: self._translate(texts, sampler))
+
+    def _translate(self, inputs, sampler=None, target_prefix=None, constraints=None):
+        """`translate` of plain text."""
+        texts, frames, pieces, owners = self._pieces(inputs)
         sampler = self._sampler(1, sampler)
-        steering = self._steering(target_prefix, constraints, pieces, owners, len(sentences), sampler)
-        outputs = [texts[0] for texts, _ in self.runner.decode(pieces, sampler, steering)]
+        inputs_of = [frames.owners[owner] for owner in owners]
+        steering = self._steering(target_prefix, constraints, pieces, inputs_of, len(inputs), sampler)
+        outputs = [found[0] for found, _ in self.runner.decode(pieces, sampler, steering)]
         translations = self.tokenizer.decode(outputs) if outputs else []
-        return self.preprocessor.join(translations, owners, len(sentences))
+        return self.preprocessor.frame(self.preprocessor.join(translations, owners, len(texts)), frames)
 
     def hypotheses(self, sentences, n_best=1, sampler=None, alignments=False, target_prefix=None, constraints=None):
         """The `n_best` best translations of each sentence, with their scores.
@@ -188,20 +220,27 @@ class Translator:
             blank sentence has one empty hypothesis scored 0; an input split
             into pieces is joined by the preprocessor's rule.
         """
-        pieces, owners = self._pieces(sentences)
+        self._need_tokenizer("translate")
+        checks.check_strings("sentences", sentences)
+        texts, frames, pieces, owners = self._pieces(sentences)
         sampler = self._sampler(n_best, sampler)
-        steering = self._steering(target_prefix, constraints, pieces, owners, len(sentences), sampler)
+        inputs_of = [frames.owners[owner] for owner in owners]
+        steering = self._steering(target_prefix, constraints, pieces, inputs_of, len(sentences), sampler)
         results = self.runner.decode(pieces, sampler, steering)
-        members = [[] for _ in sentences]  # each sentence's pieces
-        for piece, owner in enumerate(owners):
+        members = [[] for _ in sentences]  # each input's pieces
+        for piece, owner in enumerate(inputs_of):
             members[owner].append(piece)
+        texts_of = [[] for _ in sentences]  # each input's texts
+        for text, owner in enumerate(frames.owners):
+            texts_of[owner].append(text)
         hypotheses = [[] for _ in sentences]
         for rank in range(max([len(outputs) for outputs, _ in results], default=0)):
             outputs = [texts[rank] if rank < len(texts) else None for texts, _ in results]
             links = self._alignments(pieces, outputs) if alignments else None
             for index, group in enumerate(members):
                 if group and all(rank < len(results[p][0]) for p in group):
-                    hypotheses[index].append(self._join(group, results, rank, links))
+                    hypotheses[index].append(self._join(group, results, rank, links, owners, frames, index,
+                                                                    texts_of[index]))
         blank = Hypothesis("", 0.0, 0.0, "" if alignments else None)
         return [found or [blank] for found in hypotheses]
 
@@ -262,11 +301,11 @@ class Translator:
         if self.tokenizer is None:
             raise ValueError(f"`{method}()` needs a tokenizer. Received: tokenizer=None")
 
-    def _pieces(self, sentences):
-        """The preprocessor's pieces of `sentences` and their owners."""
-        self._need_tokenizer("translate")
-        checks.check_strings("sentences", sentences)
-        return self.preprocessor.pieces(list(sentences))
+    def _pieces(self, inputs):
+        """`(texts, frames, pieces, owners)`: the preprocessor's texts of
+        `inputs` and their frames, and the texts' pieces and their owners."""
+        texts, frames = self.preprocessor.texts(list(inputs))
+        return (texts, frames, *self.preprocessor.pieces(texts))
 
     def _steering(self, target_prefix, constraints, pieces, owners, count, sampler):
         """Each piece's `Steering` (a sentence's goes to its first piece),
@@ -291,13 +330,20 @@ class Translator:
         return BeamSampler(self.beam_size, self.alpha, num_return=n_best, continues_word=self.continues_word,
                            stop=self.stop)
 
-    def _join(self, group, results, rank, links):
-        """The `Hypothesis` of `rank` of a sentence from its pieces, `group`."""
+    def _join(self, group, results, rank, links, owners, frames, index, texts):
+        """The `Hypothesis` of `rank` of input `index` from its pieces,
+        `group`, each of the text `owners[piece]` of its `texts`, framed by
+        `frames`."""
         outputs = [results[p][0][rank] for p in group]
         scores = [results[p][1][rank] for p in group]
         log_probs = [score * penalty_value(len(ids), self.alpha) for score, ids in zip(scores, outputs)]
-        return Hypothesis(*join_pieces(self.tokenizer.decode(outputs), scores, log_probs, list(map(len, outputs)),
-                                       None if links is None else [links[p] for p in group]))
+        decoded = self.tokenizer.decode(outputs)
+        _, score, confidence, alignment = join_pieces(decoded, scores, log_probs, list(map(len, outputs)),
+                                                      None if links is None else [links[p] for p in group])
+        joined = self.preprocessor.join(decoded, [texts.index(owners[p]) for p in group], len(texts))
+        if frames.leads is not None:
+            joined = [frame_text(frames.leads[index], joined, frames.gaps[index], frames.trails[index])]
+        return Hypothesis(joined[0], score, confidence, alignment)
 
     def _alignments(self, pieces, outputs):
         """Each piece's word links to its output (`DecodeRunner.links`)."""

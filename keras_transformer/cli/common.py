@@ -125,7 +125,7 @@ def load_translator(model, tokenizer=None, batch_size=None, quantize=None, **dec
 
 
 def translate_function(model, tokenizer=None, batch_size=None, quantize=None, outputs=None, sampler=None,
-                       target_prefix=None, constraints=None, **decoding):
+                       target_prefix=None, constraints=None, format="text", **decoding):
     """`translate(sentences) -> translations` with the `Translator` of
     `load_translator`.
 
@@ -134,6 +134,7 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
     string. With `sampler`, a `RandomSampler`, translations are sampled.
     With `target_prefix`, a string, every translation starts with it;
     with `constraints`, a list of strings, every translation holds them.
+    `format`, of `keras_transformer.markup.FORMATS`: what the texts are.
 
     Returns `(translate, keras_model, tokenizer)`.
     """
@@ -141,8 +142,11 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
     keras_model, sp = translator.model, translator.tokenizer
     from keras_transformer.translator import prediction
 
+    if outputs is not None and format != "text":
+        raise ValueError(f"--format {format} writes translations only: not with --scores, --n-best or --alignments. "
+                         f"Received: --format {format} with them")
     if outputs is None and sampler is None and target_prefix is None and constraints is None:
-        return translator.translate, keras_model, sp
+        return (lambda texts: translator.translate(texts, format=format)), keras_model, sp
 
     def steering(texts):
         """The call's sampler, and each sentence's prefix and constraints."""
@@ -150,7 +154,7 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
                     constraints=None if constraints is None else [list(constraints)] * len(texts))
 
     if outputs is None:
-        return (lambda texts: translator.translate(texts, **steering(texts))), keras_model, sp
+        return (lambda texts: translator.translate(texts, **steering(texts), format=format)), keras_model, sp
     def translate(texts):
         found = translator.hypotheses(texts, **steering(texts), **outputs)
         return [prediction(hypotheses, **outputs) for hypotheses in found]

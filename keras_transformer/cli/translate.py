@@ -9,11 +9,18 @@
     keras-transformer translate tatoeba_en_fr "How are you?" --sampling-topp 0.9 --seed 1
     keras-transformer translate tatoeba_en_fr "How are you?" --target-prefix "Comment vas"
     keras-transformer translate tatoeba_en_fr "Where is the station?" --constraint gare
+    keras-transformer translate tatoeba_en_fr --format html --input page.html --output page.fr.html
 
 MODEL is a preset (a shipped name or a preset directory; its own
 tokenizer), a SavedModel folder (the translator it was exported from, its
 own tokenizer and decoding settings: `Translator.from_saved_model`), or a
 `.keras` file with `--tokenizer`.
+With `--format text` (the default) each line of the input is a text,
+translated sentence by sentence, its placeholders kept; with `--format
+html`, each text on the command line, or the whole `--input` file or
+standard input, is one HTML document, its markup carried through
+(`Translator.translate(format=...)`, `keras_transformer.markup`). Either
+way the output has the input's line count.
 Each line of output is a translation; with `--scores`, `--n-best` or
 `--alignments`, a JSON object of outputs named as the REST API's
 (`keras_transformer.translator.prediction`).
@@ -25,6 +32,7 @@ import json
 import os
 import sys
 
+from keras_transformer.markup import FORMATS
 from keras_transformer.cli.common import (
     add_decoding_arguments,
     add_model_argument,
@@ -46,6 +54,9 @@ def add_arguments(p):
     p.add_argument("--input", help="a text file, one sentence per line")
     p.add_argument("--output", help="write translations here, one per line (default: standard output)")
     p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text: each line translated sentence by sentence (the default); html: the input is one "
+                        "HTML document, its tags put back around the words they wrapped")
     add_decoding_arguments(p)
     add_output_arguments(p)
     p.add_argument("--plot-attention", metavar="FILE.png", help="draw the cross-attention of the first sentence")
@@ -65,12 +76,15 @@ def run(args):
         raise ValueError(f"--head applies to --plot-attention. Received: --head {args.head} without it")
     translate, model, tokenizer = translate_function(
         args.model, args.tokenizer, batch_size=args.batch_size, quantize=args.quantize, outputs=outputs,
-        sampler=sampler, target_prefix=args.target_prefix, constraints=args.constraints, **decoding_options(args)
+        sampler=sampler, target_prefix=args.target_prefix, constraints=args.constraints, format=args.format,
+        **decoding_options(args)
     )
     if args.plot_attention:  # before the translations, which it draws
         from keras_transformer.attention_plot import check_head
 
         check_head(args.head, model.transformer_config.num_heads)
+    if args.format != "text" and not args.text:
+        return _translate_document(translate, args)
     progress = None
     if args.input and args.output:  # on standard error: standard output may carry the translations
         progress = progress_bar(_count_lines(args.input))
@@ -83,6 +97,20 @@ def run(args):
             first = first or (sentences[0], translations[0] if outputs is None else translations[0]["translations"])
     if args.plot_attention and first:
         _plot(model, tokenizer, *first, args.plot_attention, args.head)
+    return 0
+
+
+def _translate_document(translate, args):
+    """`--input` or standard input as one document of `--format`, written
+    as its translation comes: its line ends are the document's."""
+    if args.input:
+        with open(args.input, "rb") as f:
+            document = _decoded(f.read(), f"--input {args.input!r}")
+    else:
+        stream = getattr(sys.stdin, "buffer", sys.stdin)
+        document = _decoded(stream.read(), "standard input")
+    with _output(args.output) as out:
+        out.write(translate([document])[0])
     return 0
 
 
@@ -108,6 +136,21 @@ def _sentences(args):
     if args.input:
         return _decoded_lines(open(args.input, "rb"), f"--input {args.input!r}", close=True)
     return _decoded_lines(getattr(sys.stdin, "buffer", sys.stdin), "standard input")
+
+
+def _decoded(data, where):
+    """`data`, bytes (or text, as a replaced `sys.stdin` gives), as text
+    without a byte-order mark; text that is not UTF-8 ends the command,
+    naming `where` and the line."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise SystemExit(
+            f"{where} is not UTF-8 text at line {line} "
+            f"({error.reason}: {error.object[error.start:error.end]!r})"
+        ) from None
+    return text.removeprefix("\ufeff")
 
 
 def _decoded_lines(stream, where, close=False):

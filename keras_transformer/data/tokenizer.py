@@ -21,6 +21,7 @@ import numpy as np
 
 from keras_transformer import presets
 from keras_transformer.atomic_files import atomic_write
+from keras_transformer.sentences import normalize
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, unpack_output
 
 MODEL_FILENAME = "tokenizer.model"
@@ -212,11 +213,13 @@ class SubwordTokenizer:
     def encode(self, sentences):
         """Ids of each sentence, without BOS/EOS: `list[str] -> list[list[int]]`.
 
-        A single string gives a single list of ids.
+        Each is normalized first (`keras_transformer.sentences.normalize`:
+        invisible characters removed or made spaces). A single string gives
+        a single list of ids.
         """
         if isinstance(sentences, str):
-            return self.processor.encode(sentences)
-        return self.processor.encode(list(sentences))
+            return self.processor.encode(normalize(sentences))
+        return self.processor.encode([normalize(s) for s in sentences])
 
     def decode(self, ids):
         """Text of each id sequence: `list[list[int]] -> list[str]`.

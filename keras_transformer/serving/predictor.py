@@ -40,6 +40,7 @@ from typing import Optional
 
 import numpy as np
 
+from keras_transformer import markup
 from keras_transformer import request_checks as checks
 from keras_transformer.decoding.beam_search import check_stop
 from keras_transformer.decoding.common import NEG_INF
@@ -81,8 +82,11 @@ class Instance:
     `constraints`: a list of phrases that it holds, none blank (both by the
     `steer` signature; not with `sampling` or `targets`). `stop`: beam
     search's stop rule, which must be the one the SavedModel was exported
-    with (its graph holds that rule's search). An instance that asks for
-    nothing more than its translation is a plain string's.
+    with (its graph holds that rule's search). `format`: of
+    `keras_transformer.markup.FORMATS`; `"html"` carries the markup through,
+    by the `details` signature's alignments, and takes no other option. An
+    instance that asks for nothing more than its translation is a plain
+    string's.
     """
 
     inputs: str
@@ -94,6 +98,7 @@ class Instance:
     target_prefix: Optional[str] = None
     constraints: Optional[tuple] = None
     stop: Optional[str] = None
+    format: str = "text"
 
     def __post_init__(self):
         if self.stop is not None:
@@ -104,6 +109,12 @@ class Instance:
         for field, kind in typing.get_type_hints(type(self)).items():
             _check_type(field, getattr(self, field), kind)
         checks.check_n_best(self.n_best, sampling=self.sampling is not None)
+        markup.check_format(self.format)
+        asked = [f.name for f in dataclasses.fields(self)
+                 if f.name not in ("inputs", "format", "stop") and getattr(self, f.name) != f.default]
+        if self.format != "text" and asked:
+            raise ValueError(f"`format` {self.format!r} returns translations only: it takes no other option. "
+                             f"Received: format={self.format!r} with {', '.join(asked)}")
         if self.targets is not None and (self.sampling or self.n_best > 1 or self.alignments or self.confidences):
             raise ValueError("`targets` scores a given translation: it takes no other option. Received: targets with "
                              "n_best, alignments, confidences or sampling")
@@ -295,13 +306,19 @@ class SavedModelPredictor:
         return signature_def_map(self.version_dir)
 
     # ------------------------------------------------------------ internals
-    @staticmethod
-    def _groups(items):
-        """`{key: indices}`: the items one signature call answers together."""
+    def _groups(self, items):
+        """`{key: indices}`: the items one signature call answers together;
+        `("markup", format)`: documents whose markup or placeholders the
+        `details` signature's alignments carry through (`_run_markup`)."""
         groups = {}
         for index, item in enumerate(items):
-            if isinstance(item, str) or isinstance(item, Instance) and item.plain:
+            text = item if isinstance(item, str) else getattr(item, "inputs", None)
+            if isinstance(item, Instance) and item.format != "text":
+                key = ("markup", item.format)
+            elif isinstance(item, str) or isinstance(item, Instance) and item.plain:
                 key = ("serving_default",)
+                if "details" in self.signatures and markup.has_placeholders(text):
+                    key = ("markup", "text")
             elif isinstance(item, SignatureRow):
                 key = ("raw", item.signature, item.scalars())
             else:
@@ -348,6 +365,16 @@ class SavedModelPredictor:
         return name, [item.inputs for item in items], arguments, "score" if name == "score" else "rows"
 
     def _check_group(self, key, items, labels):
+        for item in items:
+            if isinstance(item, Instance) and item.stop not in (None, self.stop):
+                raise ValueError(f"`stop` must be {self.stop!r}, the stop rule this SavedModel was exported with "
+                                 f"(`keras-transformer export --stop`). Received: stop={item.stop!r}")
+        if key[0] == "markup":
+            require_signature("details", self.signatures)
+            for item, label in zip(items, labels):
+                if key[1] == "html":
+                    markup.html_runs(item.inputs, f"{label}.inputs")  # broken HTML: a ValueError naming it
+            return
         if key[0] != "raw":
             require_signature(key[0], self.signatures)
         name, texts, arguments, _ = self._arguments(key, items)
@@ -355,15 +382,32 @@ class SavedModelPredictor:
             if isinstance(item, Instance) and item.n_best > self.n_best:
                 raise ValueError(f"`n_best` must be at most {self.n_best}, the n_best this SavedModel was exported "
                                  f"with. Received: n_best={item.n_best}")
-            if isinstance(item, Instance) and item.stop not in (None, self.stop):
-                raise ValueError(f"`stop` must be {self.stop!r}, the stop rule this SavedModel was exported with "
-                                 f"(`keras-transformer export --stop`). Received: stop={item.stop!r}")
         if self._rules is not None:
             self._rules.check(name, texts, arguments, labels)
+
+    def _run_markup(self, format, items, labels):
+        """`Translator.translate(texts, format=...)` of the items' texts:
+        `keras_transformer.markup` around the `serving_default` signature, and
+        the `details` signature's alignments where a run holds markup."""
+        def run(name, texts, **options):
+            runs = [f"{labels[0]} (run {j})" for j in range(len(texts))]
+            return self._run_group((name, None) if options else (name,), texts, runs)
+
+        def align(texts):
+            rows = run("details", [Instance(t, alignments=True) for t in texts], alignments=True)
+            return [(row["translations"], row["alignments"]) for row in rows]
+
+        texts = [item if isinstance(item, str) else item.inputs for item in items]
+        documents = markup.translate(texts, format, align, lambda t: [r["translations"] for r in run(
+            "serving_default", t)])
+        return [{"translations": document} for document in documents]
 
     def _run_group(self, key, items, labels):
         import tensorflow as tf
 
+        if key[0] == "markup":
+            self._check_group(key, items, labels)
+            return self._run_markup(key[1], items, labels)
         self._check_group(key, items, labels)
         name, texts, arguments, shape = self._arguments(key, items)
         specs = self.signature_inputs[name]
@@ -419,7 +463,9 @@ class _RequestRules:
                                      self.preprocessor.max_length, ("inputs", "targets"), (texts, targets), labels)
 
     def steering(self, texts, prefixes, phrases, labels):
-        pieces, owners = self.preprocessor.pieces(list(texts))
+        sentences, frames = self.preprocessor.texts(list(texts))  # as the graph cuts them (`split_sentences`)
+        pieces, of = self.preprocessor.pieces(sentences)
+        owners = [frames.owners[text] for text in of]  # each piece's input
         steering = checks.sentence_steering(self.tokenizer, prefixes, phrases, len(texts), labels)
         checks.piece_steering(steering, pieces, owners, self.max_extra_length, self.preprocessor.max_length,
                               prefixes, phrases, labels)
@@ -438,7 +484,8 @@ def _request_rules(version_dir, metadata):
         tokenizer = SubwordTokenizer.load(os.path.join(version_dir, "assets", "tokenizer.model"))
         preprocessor = TranslationPreprocessor(tokenizer, max_length, max_extra_length,
                                                metadata.get("long_inputs", "split"),
-                                               tuple(metadata.get("buckets", DEFAULT_BUCKETS)))
+                                               tuple(metadata.get("buckets", DEFAULT_BUCKETS)),
+                                               bool(metadata.get("split_sentences", False)))
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return None
     return _RequestRules(tokenizer, preprocessor, max_extra_length)

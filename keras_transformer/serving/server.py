@@ -28,6 +28,7 @@ docs/decoding.md) that choose the signature, and the answer is the
     {"instances": [{"inputs": "How are you?", "targets": "Comment vas-tu ?"}]}
     {"instances": [{"inputs": "How are you?", "target_prefix": "Comment vas"}]}
     {"instances": [{"inputs": "Where is the station?", "constraints": ["gare"]}]}
+    {"instances": [{"inputs": "I love <b>you</b>.", "format": "html"}]}
 
 In the columnar form the options apply to every input (`{"inputs":
 {"inputs": [...], "n_best": 2}}`). An unknown or badly typed field is a 400

@@ -75,10 +75,10 @@ def over_budget_parts(edges, tokenizer):
     `over_long` as its sentences, each on its own; `one_over_the_budget`
     (no sentence end) in windows of `source_budget - 1` ids, which are
     `exactly_the_budget`'s words and the one word left."""
-    from keras_transformer.preprocessor import split_sentences
+    from keras_transformer.sentences import segment
 
     return {
-        "over_long": split_sentences(edges["over_long"]),
+        "over_long": segment(edges["over_long"])[1],
         "one_over_the_budget": [edges["exactly_the_budget"], one_piece_word(tokenizer)],
     }
 

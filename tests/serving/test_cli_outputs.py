@@ -26,10 +26,28 @@ def json_lines(text):
     (["--n-best", "2", "--sampling-topk", "5", "--seed", "1"], r"`--n-best` must be 1. Received: --n-best=2"),
     (["--sampling-topp", "1.5"], r"`top_p` must be a number in \(0, 1\]. Received: top_p=1.5"),
     (["--seed", "5"], r"--seed applies to sampling: give --sampling-topk, --sampling-topp or --sampling-temperature"),
+    (["--format", "html", "--n-best", "2"], r"--format html writes translations only: not with --scores"),
 ])
 def test_bad_output_options_are_refused(flags, message):
     with pytest.raises(ValueError, match=message):
         main(["translate", "tatoeba_en_fr", "Hi.", *flags])
+
+
+def test_translate_formats_keep_the_files_lines_and_equal_python(translator, tmp_path, capsys):
+    page = tmp_path / "page.html"
+    page.write_text('<p>I love <b>you</b>.\nWhere is it?</p>\n<p translate="no">Keep me.</p>\n', encoding="utf-8")
+    main(["translate", "tatoeba_en_fr", "--format", "html", "--input", str(page), "--output", str(tmp_path / "out")])
+    out = (tmp_path / "out").read_text(encoding="utf-8")
+    assert out == translator.translate([page.read_text(encoding="utf-8")], format="html")[0]
+    assert out.count("\n") == 3 and out.count("<b>") == 1 and '<p translate="no">Keep me.</p>' in out
+    lines = ["I love you. Where is it?", "", "Open %s now."]
+    (tmp_path / "en.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    main(["translate", "tatoeba_en_fr", "--format", "text", "--input", str(tmp_path / "en.txt")])
+    out = capsys.readouterr().out
+    assert out.splitlines() == translator.translate(lines) and out.count("%s") == 1
+    with pytest.raises(SystemExit):
+        main(["translate", "tatoeba_en_fr", "--format", "xml", "Hi."])
+    assert "invalid choice: 'xml'" in capsys.readouterr().err
 
 
 def test_score_refuses_three_files_and_names_a_missing_one(tmp_path):

@@ -163,6 +163,20 @@ def test_rest_instances_with_and_without_the_new_fields(exported, run_server):
     assert status == 200 and len(body["outputs"]["nbest_translations"]) == 2
 
 
+def test_rest_format_carries_markup_and_placeholders_as_the_translator_does(exported, run_server):
+    translator, predict, _, held_out = exported
+    server = run_server(create_app(predict, "permuting", limits=LIMITS))
+    words = held_out[0].split()
+    page = "<p>" + " ".join(f"<b>{w}</b>" if i == 1 else w for i, w in enumerate(words)) + "</p>\n<p>" + held_out[1]
+    text = f"{held_out[2]} %s {held_out[3]}"
+    status, body = post(server, {"instances": [{"inputs": page, "format": "html"}, text]})
+    assert status == 200
+    assert [row["translations"] for row in body["predictions"]] == [
+        translator.translate([page], format="html")[0], translator.translate([text])[0]]
+    assert body["predictions"][0]["translations"].count("<b>") == 1
+    assert body["predictions"][1]["translations"].count("%s") == 1
+
+
 @pytest.mark.parametrize("instance, words", [
     ({"inputs": "a cat", "beam": 2}, "instances[0] has an unknown field 'beam'"),
     ({"inputs": "a cat", "n_best": "2"}, "instances[0]: `n_best` must be int"),
@@ -178,6 +192,9 @@ def test_rest_instances_with_and_without_the_new_fields(exported, run_server):
     ({"inputs": "a cat", "stop": "exact"}, "`stop` must be 'early', the stop rule this SavedModel was exported with"),
     ({"inputs": "a cat", "targets": "a " * 40},
      "`targets` of instances[0] has 41 tokens with its EOS; the model scores at most 31"),
+    ({"inputs": "a cat", "format": "xml"}, "instances[0]: Argument `format` must be one of ('text', 'html')"),
+    ({"inputs": "a cat", "format": "html", "n_best": 2}, "`format` 'html' returns translations only"),
+    ({"inputs": "a <b>cat</i>", "format": "html"}, "Argument `instances[0].inputs` is HTML that cannot be repaired"),
 ])
 def test_a_bad_field_gets_a_400_naming_it(exported, run_server, instance, words):
     server = run_server(create_app(exported[1], "permuting", limits=LIMITS))

@@ -226,7 +226,8 @@ def test_a_request_the_rules_refuse_is_refused_on_every_path(exported, text, pre
     with pytest.raises(ValueError, match=python):
         translator.translate([text], target_prefix=None if prefix is None else [prefix],
                              constraints=None if constraints is None else [constraints])
-    with pytest.raises(ValueError, match=python):
+    flag = {"target_prefix": "--target-prefix", "constraints": "--constraint"}[field]  # the command's words
+    with pytest.raises(ValueError, match=rf"Argument `{flag}` of sentence 0 .*{re.escape(words)}"):
         main(["translate", folder, text, *(["--target-prefix", prefix] if prefix else []),
               *[flag for phrase in constraints or [] for flag in ("--constraint", phrase)]])
     with pytest.raises(tf.errors.InvalidArgumentError, match=rf"Argument `{field}` .*{re.escape(words)}"):

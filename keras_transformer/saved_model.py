@@ -19,7 +19,8 @@ tf.float32 [batch]` (plus `nbest_translations` and `nbest_scores` of shape
 
 The translator's preprocessor
 (`TranslationPreprocessor.pieces_graph`, tensorflow-text's SentencePiece
-op; the tokenizer model is also in the SavedModel's assets), its sampler (a
+op; the tokenizer model is also in the SavedModel's assets, with an
+imported model's target model beside it), its sampler (a
 `tf.while_loop` from `keras.ops.while_loop`) and the joining of pieces all
 run inside the graph, built from stock TensorFlow and tensorflow-text ops,
 so TF Serving or plain `tf.saved_model.load` serve it without this package.
@@ -54,7 +55,7 @@ from keras_transformer.decoding import BeamSampler, RandomSampler
 from keras_transformer.decoding.scoring import force_decode
 from keras_transformer.decoding.runner import graph_decoder
 from keras_transformer.request_checks import check_constraints_searchable, check_n_best, scoring_limits
-from keras_transformer.preprocessor import join_details_graph, steering_graph, tokenize_graph
+from keras_transformer.preprocessor import join_details_graph, steering_graph
 from keras_transformer.serving.warmup import check_batch_sizes, write_warmup_requests
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, pack_source_ragged
 from keras_transformer.validation import check_bool, check_positive
@@ -80,7 +81,8 @@ def read_translator_parts(path):
     """`(model, tokenizer, settings)` of the `Translator` a SavedModel was
     traced from (`Translator.from_saved_model`): its model, from the config
     and weights the SavedModel holds, its tokenizer
-    (`assets/tokenizer.model`) and its export settings (`metadata.json`,
+    (`assets/tokenizer.model`, and `assets/target_tokenizer.model` if it
+    has one) and its export settings (`metadata.json`,
     the decoding settings among them). The graph is not loaded.
 
     Args:
@@ -112,7 +114,7 @@ def read_translator_parts(path):
     try:
         status = checkpoint.read(os.path.join(version_dir, "variables", "variables"))
         status.expect_partial().assert_existing_objects_matched()
-        tokenizer = SubwordTokenizer.load(os.path.join(version_dir, "assets", "tokenizer.model"))
+        tokenizer = SubwordTokenizer.load(os.path.join(version_dir, "assets"))
     except Exception as error:  # IndexError, tf.errors.OpError, ... on a damaged file
         raise OSError(f"Cannot load the SavedModel at {version_dir!r}: {error}") from error
     return model, tokenizer, metadata
@@ -198,7 +200,7 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         outputs = {"translations": text[:, 0], "scores": scores[:, 0]}
         if details:
             _, piece_scores, lengths, *links = stitched  # (pieces, n_best, ...)
-            log_probs = piece_scores * length_penalty(lengths, translator.alpha)
+            log_probs = piece_scores * length_penalty(lengths, translator.alpha, translator.length_penalty)
             confidences, alignments = join_details_graph(log_probs, lengths, *links, owners, tf.size(inputs), n_best)
             # An input without pieces (blank) has one empty translation, as from `Translator.hypotheses`.
             has_piece = tf.math.unsorted_segment_sum(tf.ones_like(owners), owners, tf.size(inputs)) > 0
@@ -237,7 +239,7 @@ def build_score_fn(translator, op):
 
     def score(inputs, targets):
         source = _tokenize(op, inputs)
-        target = _tokenize(op, targets)
+        target = _tokenize(op, targets, target=True)
         for name, ids, most in zip(("inputs", "targets"), (source, target), limits):
             tf.debugging.assert_less_equal(
                 tf.cast(tf.reduce_max(ids.row_lengths()), tf.int32), most,
@@ -247,15 +249,17 @@ def build_score_fn(translator, op):
         lengths = tf.reduce_sum(tf.cast(target != PAD_ID, tf.int32), axis=1)
         totals = tf.reduce_sum(log_probs, axis=1)
         pieces = tf.where(target != PAD_ID, op.id_to_string(target), "")
-        return {"scores": totals / length_penalty(lengths, translator.alpha), "totals": totals, "tokens": pieces,
+        return {"scores": totals / length_penalty(lengths, translator.alpha, translator.length_penalty),
+                "totals": totals, "tokens": pieces,
                 "token_log_probs": log_probs}
 
     return score
 
 
-def _tokenize(op, texts):
-    """Ids of `texts`, EOS appended: ragged int32 `(batch, None)`."""
-    return pack_source_ragged(tokenize_graph(op, texts))
+def _tokenize(op, texts, target=False):
+    """Ids of `texts` (sources, or `target`s) by the `GraphTokenizer` `op`,
+    EOS appended: ragged int32 `(batch, None)`."""
+    return pack_source_ragged(op.tokenize(texts, target))
 
 
 def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version):
@@ -364,15 +368,15 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
 def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatures):
     """Traces the signatures into a SavedModel at `path`, with the
     tokenizer's model file in `assets/` (for tools such as the
-    `sentencepiece` package; the graph's op carries the same bytes) and an
-    empty `assets.extra/`."""
+    `sentencepiece` package; the graph's op carries the same bytes), an
+    imported model's target model beside it, and an empty `assets.extra/`."""
     import tensorflow as tf  # not on the import path under JAX or PyTorch
 
-    op = translator.preprocessor.graph_tokenizer()  # the SentencePiece op that the graph runs and the SavedModel tracks
+    op = translator.preprocessor.graph_tokenizer()  # the SentencePiece ops that the graph runs and the SavedModel tracks
     search = translator.sampler
     if n_best > 1:
         search = BeamSampler(translator.beam_size, translator.alpha, num_return=n_best,
-                             continues_word=translator.continues_word)
+                             continues_word=translator.continues_word, length_penalty=translator.length_penalty)
     options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops)
     text = tf.TensorSpec([None], tf.string, name="inputs")
     functions = {"serving_default": (build_translate_fn(translator, op, search, **options), [text])}
@@ -381,7 +385,8 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
                                 [text])
     if "sample" in signatures:
         def sample(inputs, seed, temperature, top_k, top_p):
-            sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha)
+            sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha,
+                                                 length_penalty=translator.length_penalty)
             return build_translate_fn(translator, op, sampler, jit_compile=jit_compile, parallel_loops=parallel_loops,
                                       details=True)(inputs)
 
@@ -403,7 +408,9 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
     concrete = {name: tf.function(fn, autograph=False).get_concrete_function(*specs)
                 for name, (fn, specs) in functions.items()}
     resources = tf.Module()
-    resources.tokenizer = op  # the SentencePiece op's model resource
+    resources.tokenizer = op.source  # the SentencePiece ops' model resources
+    if op.target is not op.source:
+        resources.target_tokenizer = op.target
     # The model's weights in its order, which `read_translator_parts` restores by
     # position (metadata.json names them), then anything else the functions
     # capture; each once.
@@ -411,7 +418,5 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
     captured.update({id(v): v for c in concrete.values() for v in c.variables})
     resources.weights = list(captured.values())
     tf.saved_model.save(resources, path, signatures=concrete)
-    os.makedirs(os.path.join(path, "assets"), exist_ok=True)
-    with open(os.path.join(path, "assets", "tokenizer.model"), "wb") as f:
-        f.write(translator.tokenizer.model_proto)
+    translator.tokenizer.save(os.path.join(path, "assets"))
     os.makedirs(os.path.join(path, "assets.extra"), exist_ok=True)

@@ -14,7 +14,8 @@ from keras_transformer.tokens import EOS_ID, pack_source, unpack_output
 from keras_transformer.validation import check_positive
 
 # The Translator's decoding options, which the export and the command line pass on.
-DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", "long_inputs", "buckets")
+DECODING_OPTIONS = ("beam_size", "alpha", "max_extra_length", "narrow_batches", "long_inputs", "buckets",
+                    "length_penalty")
 
 
 class Translator:
@@ -38,6 +39,11 @@ class Translator:
             `export()`, not by `translate_ids()`.
         beam_size: int >= 1. 1 decodes greedily.
         alpha: float >= 0. Length penalty of beam search.
+        length_penalty: the penalty's kind: `"gnmt"`, GNMT's ((5 + length) /
+            6) ** alpha, or `"huggingface"`, length ** alpha, with which beam
+            search also stops as Hugging Face's `generate` does
+            (`decoding.beam_search`); `alpha=1.0` with it reproduces
+            `generate(num_beams=beam_size)`'s defaults.
         max_extra_length: int >= 0. Each output may be up to its source
             length + `max_extra_length` tokens (capped by the model).
         batch_size: int >= 1. Sentences per decoding batch.
@@ -76,7 +82,7 @@ class Translator:
 
     def __init__(self, model, tokenizer=None, beam_size=BEAM_SIZE, alpha=ALPHA, max_extra_length=MAX_EXTRA_LENGTH,
                  batch_size=BATCH_SIZE, jit_compile="auto", narrow_batches=False, long_inputs="split",
-                 buckets=DEFAULT_BUCKETS, eager_steps=EAGER_STEPS):
+                 buckets=DEFAULT_BUCKETS, eager_steps=EAGER_STEPS, length_penalty="gnmt"):
         check_positive("batch_size", batch_size)
         max_length = model_max_length(model)
         if max_length is None:
@@ -86,14 +92,16 @@ class Translator:
         # tokenizer's (a word tokenizer's tokens are whole words).
         continues_word = getattr(tokenizer, "continues_word", None)
         self.continues_word = None if continues_word is None else continues_word()
-        self.sampler = get_sampler(beam_size, alpha, continues_word=self.continues_word)
-        self.alpha = self.sampler.alpha
+        self.sampler = get_sampler(beam_size, alpha, continues_word=self.continues_word, length_penalty=length_penalty)
+        self.alpha, self.length_penalty = self.sampler.alpha, self.sampler.length_penalty
         self.preprocessor = TranslationPreprocessor(tokenizer, max_length, max_extra_length, long_inputs, buckets)
         self.max_extra_length, self.batch_size = max_extra_length, batch_size
         self.runner = DecodeRunner(model, self.preprocessor, max_extra_length, batch_size, jit_compile,
                                    narrow_batches, eager_steps)
         self.jit_compile, self.narrow_batches = jit_compile, narrow_batches
-        self.vocab_size = getattr(getattr(model, "transformer_config", None), "vocab_size", None)
+        config = getattr(model, "transformer_config", None)
+        self.vocab_size = getattr(config, "vocab_size", None)
+        self.target_vocab_size = getattr(config, "target_vocab_size", None) or self.vocab_size
         self._piece_kinds = None  # what each piece is to a text's words, for alignments
         self.runner.decoder(self.sampler)  # made (and the model built) before the first call
 
@@ -105,7 +113,14 @@ class Translator:
     def from_preset(cls, preset, **kwargs):
         """A `Translator` with the model and tokenizer of `preset`, a shipped
         preset name (`keras_transformer.list_presets()`) or a directory
-        written by `save_to_preset`; `kwargs`: the other arguments."""
+        written by `save_to_preset`, or a Marian model converted as it
+        loads: a Hugging Face Marian folder, a Marian folder or
+        `hf://org/name` (`keras_transformer.converters.marian`); `kwargs`:
+        the other arguments."""
+        if presets.is_marian(preset):
+            from keras_transformer.converters import marian
+
+            return cls(*marian.load(preset)[:2], **kwargs)
         return cls(presets.load_model(preset), SubwordTokenizer.from_preset(preset), **kwargs)
 
     @classmethod
@@ -209,7 +224,7 @@ class Translator:
                              f"Received: {len(sources)} sources, {len(targets)} targets")
         self._need_tokenizer("score")
         source_ids = [pack_source(ids) for ids in self.tokenizer.encode(list(sources))]
-        target_ids = [[*ids, EOS_ID] for ids in self.tokenizer.encode(list(targets))]
+        target_ids = [[*ids, EOS_ID] for ids in self.tokenizer.encode_target(list(targets))]
         results = self.score_ids(source_ids, target_ids)
         return [r._replace(tokens=self.tokenizer.id_to_piece(r.tokens)) for r in results]
 
@@ -218,7 +233,7 @@ class Translator:
         search outputs them (EOS last where they end). Returns a list of
         `TokenScores` whose `tokens` are the target ids."""
         sources = checks.check_token_ids("source_ids", source_ids, self.vocab_size)
-        targets = checks.check_token_ids("target_ids", target_ids, self.vocab_size)
+        targets = checks.check_token_ids("target_ids", target_ids, self.target_vocab_size)
         if len(sources) != len(targets):
             raise ValueError("Arguments `source_ids` and `target_ids` must have the same length. "
                              f"Received: {len(sources)} and {len(targets)} rows")
@@ -226,7 +241,8 @@ class Translator:
         for name, rows, most in zip(("source_ids", "target_ids"), (sources, targets), limits):
             for index, row in enumerate(rows):
                 checks.check_score_length(name, len(row), most, f"{len(row)} tokens", where=f" row {index}")
-        return [TokenScores(target, probs, sum(probs), sum(probs) / penalty_value(len(target), self.alpha))
+        return [TokenScores(target, probs, sum(probs),
+                            sum(probs) / penalty_value(len(target), self.alpha, self.length_penalty))
                 for target, probs in zip(targets, self.runner.force(sources, targets))]
 
     def translate_ids(self, source_ids):
@@ -266,8 +282,8 @@ class Translator:
         """Each piece's `Steering` (a sentence's goes to its first piece),
         or None when nothing steers the call."""
         prefixes, phrases = checks.check_steering(target_prefix, constraints, count, self.beam_size, sampler)
-        prefix_ids = self.tokenizer.encode(list(prefixes)) if prefixes is not None else [[]] * count
-        phrase_ids = [self.tokenizer.encode(list(p)) if p else [] for p in phrases] if phrases else [[]] * count
+        prefix_ids = self.tokenizer.encode_target(list(prefixes)) if prefixes is not None else [[]] * count
+        phrase_ids = [self.tokenizer.encode_target(list(p)) if p else [] for p in phrases] if phrases else [[]] * count
         steering = [Steering(prefix_ids[owner], phrase_ids[owner]) if first else Steering([], [])
                     for owner, first in zip(owners, first_pieces(owners))]
         for piece, owner, steer in zip(pieces, owners, steering):
@@ -283,13 +299,15 @@ class Translator:
         checks.check_n_best(n_best, self.beam_size, sampling=sampler is not None)
         if sampler is not None or n_best == 1:
             return sampler or self.sampler
-        return BeamSampler(self.beam_size, self.alpha, num_return=n_best, continues_word=self.continues_word)
+        return BeamSampler(self.beam_size, self.alpha, num_return=n_best, continues_word=self.continues_word,
+                           length_penalty=self.length_penalty)
 
     def _join(self, group, results, rank, links):
         """The `Hypothesis` of `rank` of a sentence from its pieces, `group`."""
         outputs = [results[p][0][rank] for p in group]
         scores = [results[p][1][rank] for p in group]
-        log_probs = [score * penalty_value(len(ids), self.alpha) for score, ids in zip(scores, outputs)]
+        log_probs = [score * penalty_value(len(ids), self.alpha, self.length_penalty)
+                     for score, ids in zip(scores, outputs)]
         return Hypothesis(*join_pieces(self.tokenizer.decode(outputs), scores, log_probs, list(map(len, outputs)),
                                        None if links is None else [links[p] for p in group]))
 

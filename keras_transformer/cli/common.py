@@ -41,6 +41,7 @@ def add_model_argument(p):
 def add_decoding_arguments(p, batch_size=True):
     """The `Translator`'s decoding options, for a preset or a `.keras` model;
     unset, the `Translator`'s defaults (`keras_transformer.decoding.defaults`)."""
+    from keras_transformer.decoding.common import LENGTH_PENALTIES
     from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE
     from keras_transformer.preprocessor import LONG_INPUTS
 
@@ -48,6 +49,9 @@ def add_decoding_arguments(p, batch_size=True):
         p.add_argument("--batch-size", type=positive_int, default=BATCH_SIZE, help="sentences per batch")
     p.add_argument("--beam-size", type=positive_int, default=None, help=f"1 decodes greedily (default: {BEAM_SIZE})")
     p.add_argument("--alpha", type=float, default=None, help=f"the length penalty's exponent (default: {ALPHA})")
+    p.add_argument("--length-penalty", choices=LENGTH_PENALTIES, default=None,
+                   help="gnmt: ((5 + length) / 6) ** alpha (the default); huggingface: length ** alpha, and beam "
+                        "search stops as Hugging Face's generate does (with --alpha 1, its defaults)")
     p.add_argument("--long-inputs", choices=LONG_INPUTS, default=None,
                    help="an input over the model's source budget is split at sentence ends (the default) or "
                         "truncated")

@@ -8,11 +8,11 @@ the samplers' interface and where each lives.
 Example:
 
 >>> get_sampler(beam_size=1, alpha=0.6)
-GreedySampler(alpha=0.6)
+GreedySampler(alpha=0.6, length_penalty='gnmt')
 """
 
 from keras_transformer.decoding.beam_search import BeamSampler, BeamState, ConstrainedBeamSampler, beam_search
-from keras_transformer.decoding.common import NEG_INF, check_alpha, length_penalty
+from keras_transformer.decoding.common import LENGTH_PENALTIES, NEG_INF, check_alpha, length_penalty
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE
 from keras_transformer.decoding.greedy import GreedySampler, greedy_decode
@@ -26,6 +26,7 @@ __all__ = [
     "BeamState",
     "ConstrainedBeamSampler",
     "GreedySampler",
+    "LENGTH_PENALTIES",
     "NEG_INF",
     "OneOutputSampler",
     "RandomSampler",
@@ -41,11 +42,11 @@ __all__ = [
 ]
 
 
-def get_sampler(beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None):
+def get_sampler(beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None, length_penalty="gnmt"):
     """Greedy decoding for `beam_size=1` and one hypothesis, else beam
     search (whose terminology constraints are met as whole words given
     `continues_word`); either scores its outputs with the length penalty
-    `alpha`."""
+    `length_penalty` of exponent `alpha`."""
     if beam_size == 1 and num_return == 1:
-        return GreedySampler(check_alpha(alpha))
-    return BeamSampler(beam_size, alpha, num_return, continues_word)
+        return GreedySampler(check_alpha(alpha), length_penalty)
+    return BeamSampler(beam_size, alpha, num_return, continues_word, length_penalty)

@@ -14,7 +14,11 @@ A sentence is done once its `num_return`-th best finished score is at least
 the best score any alive beam could still reach (its log-probability,
 which can only fall, over the largest length penalty it could get), or when
 it reaches its length limit; then its best alive candidates are finished as
-they are. `BeamSampler` is this search as a sampler of the one decoding
+they are. With `length_penalty="huggingface"` (`length ** alpha`) the search
+is Hugging Face's `generate(num_beams=...)` (its `early_stopping=False`):
+a sentence is done once it holds `beam_size` finished hypotheses and the
+best alive one, scored at its length so far, is no better than the worst
+of them; a sentence once done stays done. `BeamSampler` is this search as a sampler of the one decoding
 loop (`keras_transformer.decoding.loop`), which runs it until every
 sentence is done. With terminology constraints it is lexically
 constrained beam search (`keras_transformer.decoding.constraints`).
@@ -26,7 +30,15 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.decoding import constraints as lexical
-from keras_transformer.decoding.common import NEG_INF, check_alpha, gather_rows, length_penalty, top_k, write_column
+from keras_transformer.decoding.common import (
+    NEG_INF,
+    check_alpha,
+    check_length_penalty,
+    gather_rows,
+    length_penalty,
+    top_k,
+    write_column,
+)
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.decoding.loop import decode
 from keras_transformer.decoding.samplers import Sampler
@@ -42,6 +54,7 @@ class BeamState(NamedTuple):
     finished_seqs: Any  # (batch, beam, length + 1) int32: BOS, tokens, EOS, 0
     finished_scores: Any  # (batch, beam) float32: penalised scores, sorted down
     finished_flags: Any  # (batch, beam) bool: slot holds a real hypothesis
+    stopped: Any  # (batch,) bool: the sentence was done before the last step
 
 
 class ConstrainedBeamState(NamedTuple):
@@ -53,6 +66,7 @@ class ConstrainedBeamState(NamedTuple):
     finished_seqs: Any
     finished_scores: Any
     finished_flags: Any
+    stopped: Any
     constraints: Any  # (batch, constraints, length) int32: phrases, PAD after
     alive_progress: Any  # (batch, beam, constraints) int32: tokens met of each phrase, its length + 1 once met
 
@@ -75,12 +89,15 @@ class BeamSampler(Sampler):
             the word before them. With terminology constraints, none may
             follow a phrase's last token, so phrases are met as whole words
             (`keras_transformer.decoding.constraints`).
+        length_penalty: `"gnmt"` (the default) or `"huggingface"`, which
+            also stops a sentence as Hugging Face's `generate` does (the
+            module docstring).
     """
 
     result_fields = ("finished_seqs", "finished_scores", "finished_flags")
     takes_constraints = True
 
-    def __init__(self, beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None):
+    def __init__(self, beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None, length_penalty="gnmt"):
         check_positive("beam_size", beam_size)
         check_positive("num_return", num_return)
         if num_return > beam_size:
@@ -88,6 +105,7 @@ class BeamSampler(Sampler):
                 f"Argument `num_return` must be at most `beam_size`={beam_size}. Received: num_return={num_return}"
             )
         self.beam_size, self.alpha, self.num_return = beam_size, check_alpha(alpha), num_return
+        self.length_penalty = check_length_penalty(length_penalty)
         self.width = beam_size
         self.continues_word = None if continues_word is None else np.asarray(continues_word, dtype=bool)
 
@@ -103,6 +121,7 @@ class BeamSampler(Sampler):
             finished_seqs=ops.zeros_like(seqs),
             finished_scores=ops.full((batch, k), NEG_INF, dtype="float32"),
             finished_flags=ops.zeros((batch, k), dtype="bool"),
+            stopped=ops.less_equal(limits, 0),
         )
         return state
 
@@ -110,11 +129,19 @@ class BeamSampler(Sampler):
         return state.alive_seqs
 
     def done(self, state, step, limits):
-        """(batch,) bool: the sentence's top `num_return` can not change."""
-        n = self.num_return
-        threshold = ops.where(state.finished_flags[:, n - 1], state.finished_scores[:, n - 1], NEG_INF)
-        best_reachable = state.alive_log_probs[:, 0] / length_penalty(limits, self.alpha)
-        return ops.logical_not(ops.logical_and(ops.less(step, limits), best_reachable > threshold))
+        """(batch,) bool: the sentence's top `num_return` can not change
+        (or, with Hugging Face's rule, is not expected to)."""
+        if self.length_penalty == "huggingface":
+            # The best alive hypothesis scored at its length so far, against
+            # the worst of a full beam of finished ones.
+            best_now = state.alive_log_probs[:, 0] / length_penalty(ops.maximum(step, 1), self.alpha, "huggingface")
+            full = ops.all(state.finished_flags, axis=1)
+            going_on = ops.logical_not(ops.logical_and(full, best_now <= state.finished_scores[:, -1]))
+        else:
+            n = self.num_return
+            threshold = ops.where(state.finished_flags[:, n - 1], state.finished_scores[:, n - 1], NEG_INF)
+            going_on = state.alive_log_probs[:, 0] / length_penalty(limits, self.alpha) > threshold
+        return ops.logical_or(state.stopped, ops.logical_not(ops.logical_and(ops.less(step, limits), going_on)))
 
     def extend(self, state, log_probs, step, limits, eos_id):
         """One step from `log_probs` `(batch, beam, vocab)`: the new state
@@ -149,13 +176,15 @@ class BeamSampler(Sampler):
         finishing = ops.logical_and(
             ops.logical_and(ops.logical_or(is_eos, at_limit), in_beam), ops.logical_and(active, real)
         )
-        new_scores = ops.where(finishing, top_log_probs / length_penalty(step + 1, self.alpha), NEG_INF)
+        new_scores = ops.where(finishing, top_log_probs / length_penalty(step + 1, self.alpha, self.length_penalty),
+                               NEG_INF)
         finished_scores, keep = ops.top_k(ops.concatenate([state.finished_scores, new_scores], axis=1), k)
         keep = ops.cast(keep, "int32")  # (batch, beam) of the pool and the candidates, (batch, beam + n)
         return dict(
             finished_seqs=gather_rows(ops.concatenate([state.finished_seqs, top_seqs], axis=1), keep),
             finished_scores=finished_scores,
             finished_flags=gather_rows(ops.concatenate([state.finished_flags, finishing], axis=1), keep),
+            stopped=ops.logical_not(active[:, 0]),  # done before this step: stays done
         )
 
     def result(self, state):
@@ -173,13 +202,16 @@ class BeamSampler(Sampler):
         return (tokens[:, 0], scores[:, 0]) if n == 1 else (tokens, scores)
 
     def get_config(self):
-        return {"beam_size": self.beam_size, "alpha": self.alpha, "num_return": self.num_return}
+        return {"beam_size": self.beam_size, "alpha": self.alpha, "num_return": self.num_return,
+                "length_penalty": self.length_penalty}
 
     def with_constraints(self):
-        return ConstrainedBeamSampler(self.beam_size, self.alpha, self.num_return, self.continues_word)
+        return ConstrainedBeamSampler(self.beam_size, self.alpha, self.num_return, self.continues_word,
+                                      self.length_penalty)
 
     def __repr__(self):
-        return f"{type(self).__name__}(beam_size={self.beam_size}, alpha={self.alpha}, num_return={self.num_return})"
+        return (f"{type(self).__name__}(beam_size={self.beam_size}, alpha={self.alpha}, num_return={self.num_return}, "
+                f"length_penalty={self.length_penalty!r})")
 
 
 class ConstrainedBeamSampler(BeamSampler):
@@ -246,6 +278,7 @@ def beam_search(
     use_cache=True,
     max_extra_length=MAX_EXTRA_LENGTH,
     narrow_batches=False,
+    length_penalty="gnmt",
 ):
     """Beam search decoding of a batch of source sentences.
 
@@ -274,6 +307,7 @@ def beam_search(
         narrow_batches: `False`, `True` or `"halves"`: what becomes of the
             sentences that are done (`keras_transformer.decoding.loop`);
             the outputs are those of `False`.
+        length_penalty: `"gnmt"` or `"huggingface"` (`BeamSampler`).
 
     Returns:
         `(tokens, scores)`. With `num_return=1`: int32 `(batch, length)`,
@@ -290,5 +324,5 @@ def beam_search(
     >>> tokens.shape
     (1, 8)
     """
-    sampler = BeamSampler(beam_size, alpha, num_return)
+    sampler = BeamSampler(beam_size, alpha, num_return, length_penalty=length_penalty)
     return decode(model, source_ids, sampler, max_length, bos_id, eos_id, use_cache, max_extra_length, narrow_batches)

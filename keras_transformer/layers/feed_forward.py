@@ -1,8 +1,25 @@
 """Position-wise feed-forward network (section 3.3)."""
 
 import keras
+from keras import ops
 
 from keras_transformer.validation import check_positive
+
+
+def gelu_sigmoid(x):
+    """GELU's sigmoid approximation, x * sigmoid(1.702 x) (Hendrycks and
+    Gimpel, 2016): Marian's `gelu` before its release 1.12.3."""
+    return x * ops.sigmoid(1.702 * x)
+
+
+def gelu_approximate(x):
+    """GELU's tanh approximation (Hugging Face's `gelu_new`)."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+# The activations of imported models that Keras names otherwise, by the name
+# a config gives them; any other name is Keras' (`keras.activations.get`).
+ACTIVATIONS = {"gelu_sigmoid": gelu_sigmoid, "gelu_approximate": gelu_approximate}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -12,7 +29,8 @@ class FeedForward(keras.layers.Layer):
     Args:
         d_model: int. Width of the inputs and outputs.
         d_ff: int. Width of the inner layer.
-        activation: Activation of the inner layer. Defaults to `"relu"`.
+        activation: Activation of the inner layer: a Keras activation or
+            one of `ACTIVATIONS`. Defaults to `"relu"`.
         **kwargs: Standard layer arguments.
 
     Example:
@@ -27,7 +45,8 @@ class FeedForward(keras.layers.Layer):
         check_positive("d_ff", d_ff)
         self.d_model = d_model
         self.d_ff = d_ff
-        self.activation = keras.activations.get(activation)
+        self.activation_name = activation if isinstance(activation, str) and activation in ACTIVATIONS else None
+        self.activation = ACTIVATIONS[activation] if self.activation_name else keras.activations.get(activation)
         self.inner = keras.layers.Dense(
             d_ff, activation=self.activation, dtype=self.dtype_policy, name="inner"
         )
@@ -47,7 +66,7 @@ class FeedForward(keras.layers.Layer):
             {
                 "d_model": self.d_model,
                 "d_ff": self.d_ff,
-                "activation": keras.activations.serialize(self.activation),
+                "activation": self.activation_name or keras.activations.serialize(self.activation),
             }
         )
         return config

@@ -95,15 +95,15 @@ def load_model(path_or_name, tokenizer=None, weights=None, quantize=None):
         raise ValueError(f"{path_or_name!r} is a SavedModel folder: its graph is loaded by "
                          "`Translator.from_saved_model` or the server, not as a Keras model.")
     if kind == MARIAN:
-        from keras_transformer.converters import marian
+        from keras_transformer.converters import marian_preset
 
         no_tokenizer_with_preset(path_or_name, tokenizer)
-        model, tokenizer = marian.load(path_or_name)[:2]
+        model, tokenizer = marian_preset.load(path_or_name)[:2]
     elif kind == PRESET:
         model, tokenizer = _load_preset(path_or_name, tokenizer, weights)
     else:
         if kind == RUN and tokenizer is None:
-            tokenizer = os.path.join(path_or_name, "tokenizer.model")  # the run's own
+            tokenizer = SubwordTokenizer.load(path_or_name)  # the run's own (an imported model's two)
         if tokenizer is None:
             raise ValueError("--tokenizer is required with a .keras file or a run folder (its SentencePiece .model "
                              "file; only a preset carries its own). "

@@ -372,7 +372,7 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
     imported model's target model beside it, and an empty `assets.extra/`."""
     import tensorflow as tf  # not on the import path under JAX or PyTorch
 
-    op = translator.preprocessor.graph_tokenizer()  # the SentencePiece ops that the graph runs and the SavedModel tracks
+    op = translator.preprocessor.graph_tokenizer()  # the SentencePiece ops the graph runs and the SavedModel tracks
     search = translator.sampler
     if n_best > 1:
         search = BeamSampler(translator.beam_size, translator.alpha, num_return=n_best,

@@ -62,11 +62,10 @@ Example:
 import argparse
 import json
 import os
-import shutil
-import tempfile
 
 import numpy as np
 
+from keras_transformer.atomic_files import new_folder
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.preprocessor import is_blank
@@ -182,7 +181,8 @@ def _activation(name):
              "gelu_approximate": common_spec.Activation.GELUTanh, "gelu_sigmoid": common_spec.Activation.GELUSigmoid,
              "silu": common_spec.Activation.SWISH, "swish": common_spec.Activation.SWISH}
     if name not in table:
-        raise ValueError(f"CTranslate2 conversion supports the activations {sorted(table)}. Received: activation={name!r}")
+        raise ValueError(f"CTranslate2 conversion supports the activations {sorted(table)}. "
+                         f"Received: activation={name!r}")
     return table[name]
 
 
@@ -323,14 +323,8 @@ def export_ctranslate2(model, tokenizer, output_dir, beam_size=BEAM_SIZE, alpha=
     check_positive("beam_size", beam_size)
     check_alpha(alpha)
     check_length_penalty(length_penalty)
-    if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
-        raise FileExistsError(f"{output_dir!r} exists and is not an empty folder. Received: output_dir={output_dir!r}")
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    os.makedirs(parent, exist_ok=True)
     # Built beside its final place, then renamed: the folder appears whole or not at all.
-    temporary = tempfile.mkdtemp(prefix=".export-", dir=parent)
-    staging = os.path.join(temporary, "model")
-    try:
+    with new_folder(output_dir, "output_dir") as staging:
         convert(model, tokenizer, staging, quantization)
         tokenizer.save(staging)  # tokenizer.model, and an imported model's target_tokenizer.model
         exact = length_penalty == "huggingface"  # CTranslate2's own penalty
@@ -346,11 +340,6 @@ def export_ctranslate2(model, tokenizer, output_dir, beam_size=BEAM_SIZE, alpha=
             json.dump(settings, f, indent=2)
         with open(os.path.join(staging, NOTE_FILE), "w", encoding="utf-8") as f:
             f.write(_note(settings))
-        if os.path.isdir(output_dir):
-            os.rmdir(output_dir)  # empty, checked above
-        os.replace(staging, output_dir)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
     return output_dir
 
 

@@ -1,8 +1,11 @@
 """Marian and OPUS-MT models as this package's presets: the same function, in Keras.
 
-`load(source)` reads a trained Marian model and returns `(model, tokenizer,
-model_card, metadata)`; `import_preset(source, output)` (`keras-transformer
-import`) writes them as a preset folder that every command takes. A source is
+`read(source)` reads a trained Marian model into a `Checkpoint`: its
+config, vocabularies, weights and SentencePiece models, which `config`,
+`assign` and `tokenizer_protos` make ours (with NumPy alone: no Keras
+object is made here); `keras_transformer.converters.marian_preset` makes
+the model and tokenizer, and the preset folder of `keras-transformer import`.
+A source is
 - a Hugging Face `MarianMTModel` folder: `config.json` (`"model_type":
   "marian"`), `model.safetensors` (read with NumPy) or `pytorch_model.bin`
   (read with PyTorch), `vocab.json` (and `target_vocab.json` for separate
@@ -39,7 +42,8 @@ Tokenizers. Sources are segmented with `source.spm`, targets with
 UNK), as `MarianTokenizer` does. Each SentencePiece model is rewritten so
 that its ids are ours: our special pieces first, then the vocabulary's
 pieces in our order, each with its own score where the model has it and
-marked unused otherwise (never produced: the other side's pieces), then the
+marked unused otherwise (never produced: the other side's pieces; control
+pieces in a BPE model, which would merge into unused ones), then the
 model's pieces the vocabulary lacks, which segment text as before and are
 UNK to the model (`SubwordTokenizer`'s `vocab_size`). An unknown piece
 decodes to nothing, as `MarianTokenizer.decode(skip_special_tokens=True)`.
@@ -54,17 +58,14 @@ does not split off. A model trained with guided alignment translates as
 any other (the alignment only trained one attention head).
 """
 
-import dataclasses
 import json
 import os
 import re
-import shutil
-import tempfile
 from typing import NamedTuple
 
 import numpy as np
 
-from keras_transformer.data import sentencepiece_model as spm_model
+from keras_transformer import sentencepiece_model as spm_model
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 HUB_PREFIX = "hf://"
@@ -108,7 +109,7 @@ class Checkpoint(NamedTuple):
     config: dict  # `TransformerConfig` fields, but the vocabulary sizes and suppressed ids
     source_pieces: list  # the source vocabulary, in the source's id order
     target_pieces: list  # the target's (the same list for one shared vocabulary)
-    special: dict  # the source's ids of "eos", "unk" and "pad" (None: Marian's, none), and "start" ("pad" or "zeros")
+    special: tuple  # per side, source and target: the ids of "eos", "unk" and "pad" (None: Marian's, none)
     tables: dict  # "embedding", "target_embedding", "output_embedding" (V, d) and "output_bias" (V,) or None
     layers: dict  # "encoder", "decoder": lists of {name: array}, and "encoder_norm", "decoder_norm" or None
     spm: tuple  # the source and target SentencePiece models' bytes
@@ -229,7 +230,12 @@ def read_huggingface(folder, weights=True):
     shared = hf.get("share_encoder_decoder_embeddings", True)
     source_pieces = _vocabulary_json(_file(folder, "vocab.json"))
     target_pieces = source_pieces if shared else _vocabulary_json(_file(folder, "target_vocab.json"))
-    special = dict(eos=hf.get("eos_token_id", 0), pad=pad, start="pad", unk=_unk_id(source_pieces, folder))
+    eos = hf.get("eos_token_id", 0)
+    for pieces in (source_pieces, target_pieces):
+        if not (0 <= pad < len(pieces) and pieces[pad] == "<pad>" and 0 <= eos < len(pieces)):
+            raise refuse("pad_token_id", pad, "the pad token must be <pad> in the vocabulary of each side, at the "
+                         "same id (the decoder starts from it)", where)
+    special = tuple(dict(eos=eos, pad=pad, unk=_unk_id(pieces, folder)) for pieces in (source_pieces, target_pieces))
     for name, pieces in (("vocab_size", source_pieces), ("decoder_vocab_size", target_pieces)):
         if hf.get(name, len(pieces)) != len(pieces) and not (name == "decoder_vocab_size" and shared):
             raise refuse(name, hf[name], f"the vocabulary file has {len(pieces)} pieces", where)
@@ -306,8 +312,8 @@ def read_weights(folder):
     return {name: tensor.detach().float().numpy() for name, tensor in state.items()}
 
 
-SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16,
-                      "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16, "I64": np.int64,
+                      "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 
 
 def read_safetensors(path):
@@ -439,7 +445,7 @@ def read_marian(folder, weights=True):
                 generation={k: decoder[k] for k in ("beam-size", "normalize", "word-penalty") if k in decoder})
     if options.get("guided-alignment", "none") != "none":
         info["guided_alignment"] = options.get("transformer-guided-alignment-layer", "last")
-    return Checkpoint(config, source_pieces, target_pieces, dict(eos=0, unk=1, pad=None, start="zeros"),
+    return Checkpoint(config, source_pieces, target_pieces, (dict(eos=0, unk=1, pad=None),) * 2,
                       tables, layers, spm, info)
 
 
@@ -597,39 +603,34 @@ def _rows(table, order):
     return rows
 
 
-def transformer_config(checkpoint, vocab_size, target_vocab_size):
-    """The `TransformerConfig` of a `Checkpoint`, with our vocabulary sizes."""
-    from keras_transformer.models.config import TransformerConfig
-
-    c, tables = dict(checkpoint.config), checkpoint.tables
-    if c.get("num_decoder_layers") == c["num_layers"]:
-        c["num_decoder_layers"] = None
-    if c.get("decoder_d_ff") == c["d_ff"]:
-        c["decoder_d_ff"] = None
+def config(checkpoint):
+    """Our `TransformerConfig`'s fields of a `Checkpoint`, as a dict."""
+    fields, tables = dict(checkpoint.config), checkpoint.tables
+    if fields.get("num_decoder_layers") == fields["num_layers"]:
+        fields["num_decoder_layers"] = None
+    if fields.get("decoder_d_ff") == fields["d_ff"]:
+        fields["decoder_d_ff"] = None
     separate = tables["target_embedding"] is not tables["embedding"]
-    return TransformerConfig(
-        vocab_size=vocab_size, target_vocab_size=target_vocab_size if separate else None,
+    return dict(
+        fields, vocab_size=len(permutation(checkpoint.source_pieces, checkpoint.special[0])),
+        target_vocab_size=len(permutation(checkpoint.target_pieces, checkpoint.special[1])) if separate else None,
         tie_output_embeddings=tables["output_embedding"] is tables["target_embedding"],
-        output_bias=tables["output_bias"] is not None, suppressed_ids=(PAD_ID, BOS_ID), **c)
+        output_bias=tables["output_bias"] is not None, suppressed_ids=[PAD_ID, BOS_ID],
+    )
 
 
-def build_model(checkpoint, load_weights=True, dtype=None):
-    """Our `Transformer` of a `Checkpoint`, with its weights in our id order."""
-    from keras_transformer.models.transformer import Transformer
-
-    source_order = permutation(checkpoint.source_pieces, checkpoint.special)
-    target_order = permutation(checkpoint.target_pieces, checkpoint.special)
-    config = transformer_config(checkpoint, len(source_order), len(target_order))
+def assign(model, checkpoint):
+    """Sets the weights of `model`, a `Transformer` of `config(checkpoint)`,
+    to the checkpoint's, in our id order."""
+    source_order = permutation(checkpoint.source_pieces, checkpoint.special[0])
+    target_order = permutation(checkpoint.target_pieces, checkpoint.special[1])
     for name, pieces in (("embedding", checkpoint.source_pieces), ("target_embedding", checkpoint.target_pieces),
                          ("output_embedding", checkpoint.target_pieces), ("output_bias", checkpoint.target_pieces)):
         table = checkpoint.tables[name]
         if table is not None and len(table) != len(pieces):
             raise ValueError(f"The source's {name.replace('_', ' ')} has {len(table)} rows and its vocabulary "
                              f"{len(pieces)} pieces.")
-    model = Transformer(**dataclasses.asdict(config), **({} if dtype is None else {"dtype": dtype}))
-    if load_weights:
-        _assign(model, checkpoint, source_order, target_order)
-    return model
+    _assign(model, checkpoint, source_order, target_order)
 
 
 def _set(variable, value, name):
@@ -712,37 +713,17 @@ def rewrite_sentencepiece(proto, pieces):
         **{f"{side}_piece": piece for side, piece in names.items()}})
 
 
-def build_tokenizer(checkpoint):
-    """Our `SubwordTokenizer` of a `Checkpoint`: its SentencePiece models
-    rewritten with our ids (one model when both sides share it)."""
-    from keras_transformer.data.tokenizer import SubwordTokenizer
-
-    source_pieces = our_pieces(checkpoint.source_pieces, permutation(checkpoint.source_pieces, checkpoint.special))
-    target_pieces = our_pieces(checkpoint.target_pieces, permutation(checkpoint.target_pieces, checkpoint.special))
+def tokenizer_protos(checkpoint):
+    """The SentencePiece models of our tokenizer of a `Checkpoint`, the
+    source's and the target's rewritten with our ids: `(source, target)`,
+    `target` None when one model serves both sides."""
+    source_pieces = our_pieces(checkpoint.source_pieces, permutation(checkpoint.source_pieces, checkpoint.special[0]))
+    target_pieces = our_pieces(checkpoint.target_pieces, permutation(checkpoint.target_pieces, checkpoint.special[1]))
     source_spm, target_spm = checkpoint.spm
     source = rewrite_sentencepiece(source_spm, source_pieces)
     if source_spm == target_spm and source_pieces == target_pieces:
-        return SubwordTokenizer(source)
-    return SubwordTokenizer(source, rewrite_sentencepiece(target_spm, target_pieces))
-
-
-# ------------------------------------------------------------------ loading and importing
-
-
-def load(source, load_weights=True, dtype=None):
-    """`(model, tokenizer, model_card, metadata)` of a Marian model (the
-    module docstring). `load_weights=False`: the model untrained."""
-    return _parts(read(source), load_weights, dtype)
-
-
-def load_tokenizer(source):
-    """The `SubwordTokenizer` of a Marian model, without reading its weights."""
-    return build_tokenizer(read(source, weights=False))
-
-
-def _parts(checkpoint, load_weights=True, dtype=None):
-    model = build_model(checkpoint, load_weights, dtype)
-    return model, build_tokenizer(checkpoint), model_card(checkpoint, model), metadata(checkpoint)
+        return source, None
+    return source, rewrite_sentencepiece(target_spm, target_pieces)
 
 
 def metadata(checkpoint):
@@ -753,9 +734,10 @@ def metadata(checkpoint):
             "license": info["license"]}
 
 
-def model_card(checkpoint, model):
-    """The preset's README.md: where the model comes from, its license, how it was converted."""
-    info, config = checkpoint.info, model.transformer_config
+def model_card(checkpoint, config):
+    """The preset's README.md: where the model comes from, its license, how
+    it was converted; `config`: the model's `TransformerConfig`."""
+    info = checkpoint.info
     license_ = info["license"]
     if license_["files"]:
         terms = f"{license_['name'] or 'see'} {', '.join(f'`{f}`' for f in license_['files'])} (copied here)"
@@ -786,32 +768,3 @@ The source's own decoding settings: {decoding}. `Translator.from_preset(folder,
 length_penalty="huggingface", alpha=1.0)` decodes as Hugging Face's
 `generate` does; the defaults here are the paper's (beam 4, GNMT penalty 0.6).
 """
-
-
-def import_preset(source, output, weights_dtype="float32"):
-    """Writes the preset folder `output` of `source`: config, weights,
-    tokenizers, metadata, model card and the source's license files. The
-    folder must not exist or be empty; it appears whole or not at all.
-    Returns `output`."""
-    from keras_transformer import presets
-
-    output = os.fspath(output)
-    if os.path.exists(output) and (not os.path.isdir(output) or os.listdir(output)):
-        raise FileExistsError(f"{output!r} exists and is not an empty folder. Received: --output={output!r}")
-    checkpoint = read(source)
-    model, tokenizer, card, meta = _parts(checkpoint)
-    parent = os.path.dirname(os.path.abspath(output))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".import-", dir=parent)
-    try:
-        presets.save_model(model, staging, weights_dtype=weights_dtype, model_card=card, metadata=meta)
-        tokenizer.save_to_preset(staging)
-        for name in meta["license"]["files"]:
-            shutil.copyfile(os.path.join(checkpoint.info["folder"], name), os.path.join(staging, name))
-        if os.path.isdir(output):
-            os.rmdir(output)  # empty, checked above
-        os.replace(staging, output)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return output
-

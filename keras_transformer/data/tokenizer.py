@@ -25,7 +25,7 @@ import numpy as np
 
 from keras_transformer import presets
 from keras_transformer.atomic_files import atomic_write
-from keras_transformer.data.sentencepiece_model import model_vocab_size
+from keras_transformer.sentencepiece_model import model_vocab_size
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, unpack_output
 
 MODEL_FILENAME = "tokenizer.model"
@@ -244,7 +244,7 @@ class SubwordTokenizer:
         if presets.is_marian(preset):
             from keras_transformer.converters import marian
 
-            return marian.load_tokenizer(preset)
+            return cls(*[p for p in marian.tokenizer_protos(marian.read(preset, weights=False)) if p is not None])
         return cls.load(presets.preset_directory(preset))
 
     def save_to_preset(self, preset_dir):

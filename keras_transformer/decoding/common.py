@@ -256,7 +256,7 @@ def suppressed_mask(model):
     ids = getattr(config, "suppressed_ids", ())
     if not ids:
         return None
-    mask = np.zeros(config.target_vocab_size or config.vocab_size, dtype=bool)
+    mask = np.zeros(getattr(config, "target_vocab_size", None) or config.vocab_size, dtype=bool)
     mask[list(ids)] = True
     return mask
 

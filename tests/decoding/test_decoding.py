@@ -567,3 +567,40 @@ def test_bad_source_ids_raise(ids):
     for fn in (greedy_decode, beam_search):
         with pytest.raises(ValueError, match="source_ids"):
             fn(model, ids)
+
+
+@pytest.mark.portable
+def test_suppressed_ids_are_never_output_and_the_other_tokens_share_their_probability():
+    """An imported model's `suppressed_ids` (PAD and BOS): the likeliest
+    tokens here, never output by greedy decoding or beam search, whose
+    scores are the log-probabilities over the other tokens."""
+    a = 4
+    log_probs = table({2: {0: 0.5, 2: 0.2, a: 0.2, EOS: 0.1}, a: {0: 0.5, 2: 0.2, EOS: 0.25, a: 0.05}})
+    model = BigramModel(log_probs)
+    model.transformer_config.suppressed_ids = (0, 2)
+    source = np.array([[5, EOS]], "int32")
+    kept = np.exp(log_probs).copy()
+    kept[:, [0, 2]] = 0.0
+    renormalized = np.log(kept / kept.sum(1, keepdims=True))
+    tokens, score = greedy_decode(model, source, max_length=4)
+    assert list(np_(tokens)[0]) == [a, EOS, 0, 0]
+    np.testing.assert_allclose(np_(score), [renormalized[2, a] + renormalized[a, EOS]], rtol=1e-5)
+    tokens, scores = beam_search(model, source, beam_size=3, alpha=0.0, max_length=4, num_return=3)
+    assert not set(np_(tokens)[0][:, 0].tolist()) & {0, 2}
+    model.transformer_config.suppressed_ids = ()
+    assert list(np_(greedy_decode(model, source, max_length=4)[0])[0]) == [0, EOS, 0, 0]  # PAD, unsuppressed
+
+
+@pytest.mark.portable
+def test_hugging_faces_length_penalty_divides_by_a_power_of_the_length():
+    assert float(np_(length_penalty(7, 1.0, "huggingface"))) == pytest.approx(7.0)
+    assert float(np_(length_penalty(9, 0.5, "huggingface"))) == pytest.approx(3.0)
+    assert float(np_(length_penalty(7, 1.0))) == pytest.approx(2.0)  # GNMT's (5 + 7) / 6
+    a = 4
+    log_probs = table({2: {a: 0.9, EOS: 0.1}, a: {EOS: 0.9}})
+    model = BigramModel(log_probs)
+    _, score = beam_search(model, np.array([[5, EOS]], "int32"), beam_size=2, alpha=1.0, max_length=4,
+                           length_penalty="huggingface")
+    np.testing.assert_allclose(np_(score), [(log_probs[2, a] + log_probs[a, EOS]) / 2], rtol=1e-5)
+    with pytest.raises(ValueError, match="length_penalty"):
+        beam_search(model, np.array([[5, EOS]], "int32"), length_penalty="hf")

@@ -95,6 +95,21 @@ def test_config_and_keras_file_round_trip(cls, tmp_path):
 
 def test_feed_forward_config_round_trip():
     assert_config_is_constructor_arguments(FeedForward(16, 32, activation="gelu"))
+    assert_config_is_constructor_arguments(FeedForward(16, 32, activation="gelu_sigmoid"))
+
+
+@pytest.mark.parametrize("activation, formula", [
+    ("gelu_sigmoid", lambda h: h / (1 + np.exp(-1.702 * h))),  # Marian's gelu before its release 1.12.3
+    ("gelu_approximate", lambda h: 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))),
+    ("silu", lambda h: h / (1 + np.exp(-h))),  # Marian's swish
+])
+def test_feed_forward_activations_of_imported_models_equal_their_formulas(activation, formula, tmp_path):
+    layer = FeedForward(16, 32, activation=activation)
+    x = np.random.normal(size=(2, 3, 16)).astype("float32")
+    layer.build(x.shape)
+    w1, b1, w2, b2 = (ops.convert_to_numpy(w) for w in layer.weights)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(x)), formula(x @ w1 + b1) @ w2 + b2, atol=1e-5)
+    assert_survives_keras_file(layer, [x], tmp_path)
 
 
 def test_dropout_only_in_training():

@@ -68,8 +68,8 @@ def write_huggingface(folder, config=None, separate_vocabs=False, model_type="un
     (each moved off `MarianMTModel`'s initial value, whose biases are zeros
     and layer norms ones, which would hide a misplaced weight), its PAD row
     zero and a random `final_logits_bias` (as OPUS-MT's conversions have
-    them), `save_pretrained`, its tokenizer's files and a generation config
-    that bans PAD. Returns the folder."""
+    them; PAD's the highest), `save_pretrained`, its tokenizer's files and a
+    generation config that bans PAD. Returns the folder."""
     import sentencepiece as spm
     import torch
     from transformers import MarianConfig, MarianMTModel, MarianTokenizer
@@ -108,6 +108,8 @@ def write_huggingface(folder, config=None, separate_vocabs=False, model_type="un
         for embedding in {id(e): e for e in (model.model.encoder.embed_tokens, model.model.decoder.embed_tokens)}.values():
             embedding.weight[-1] = 0.0  # PAD's row: the decoder's start, zeros as in an OPUS-MT conversion
         model.final_logits_bias.normal_(0.0, 0.5, generator=generator)
+        # PAD the likeliest token at many steps, which only the ban of PAD (ours, HF's) keeps out.
+        model.final_logits_bias[0, -1] = model.final_logits_bias.max() + 0.5
     model.save_pretrained(folder)
     tokenizer = MarianTokenizer(os.path.join(folder, "source.spm"), os.path.join(folder, "target.spm"),
                                 *[os.path.join(folder, n) for n in names], separate_vocabs=separate_vocabs)

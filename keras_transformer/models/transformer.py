@@ -137,8 +137,8 @@ class Transformer(TrainerWorkarounds, keras.Model):
             own, `output_embedding`.
         output_bias: bool. Add a learned bias to the logits.
         suppressed_ids: token ids that decoding never outputs (their
-            probability goes to the other tokens): an imported model's
-            PAD and BOS, which its source vocabulary does not hold as outputs.
+            probability goes to the other tokens): an imported Marian
+            model's PAD and BOS, which Marian never outputs.
         **kwargs: Standard model arguments (`name`, `dtype`, ...).
 
     Example:

@@ -118,3 +118,28 @@ def test_other_configs_of_marian_config_import_exactly(name):
     assert config.tie_output_embeddings == variant["config"].get("tie_word_embeddings", True)
     _check_tokenizer(path, tokenizer, answers, reference.TOKENIZED_PAIRS)
     _check_logits(path, model, arrays)
+
+
+@pytest.mark.slow
+def test_ctranslate2s_transformers_converter_of_the_folder_gives_our_greedy_outputs(imported, tmp_path):
+    """`ct2-transformers-converter` (CTranslate2's own converter, in a
+    process of its own: it imports transformers) of the same folder."""
+    import subprocess
+
+    import ctranslate2
+
+    path, model, tokenizer = imported
+    run = subprocess.run(["ct2-transformers-converter", "--model", path, "--output_dir", str(tmp_path / "ct2")],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    translator = Translator(model, tokenizer, beam_size=1, max_extra_length=reference.MAX_EXTRA_LENGTH,
+                            jit_compile=False)
+    sources = [s for s, _ in reference.models.pairs("test", 200)]
+    source_ids = [ids + [EOS_ID] for ids in tokenizer.encode(sources)]
+    pieces = [tokenizer.source_id_to_piece(ids) for ids in source_ids]  # </s> last: HF's tokenizer adds it
+    limits = [min(len(ids) + reference.MAX_EXTRA_LENGTH, 128) for ids in source_ids]
+    expected = compare.ctranslate2_greedy(ctranslate2.Translator(str(tmp_path / "ct2")), pieces, limits,
+                                          tokenizer.target_processor.piece_to_id)
+    ours = [outputs[0][0] for outputs in translator.runner.decode(source_ids, translator.sampler)]
+    equal, bad = compare.near_ties(translator, source_ids, ours, expected, tolerance=1e-3)
+    assert not bad and equal >= 0.98 * len(sources), (equal, bad[:3])

@@ -64,10 +64,14 @@ def test_the_preset_keeps_marians_options_through_a_keras_file(preset, tmp_path)
     assert loaded.transformer_config == config
     source = np.array([[5, 6, 7, 3]])
     target = np.array([[2, 8, 9]])
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded((source, target))),
-                               keras.ops.convert_to_numpy(translator.model((source, target))), atol=1e-6)
+    logits = keras.ops.convert_to_numpy(translator.model((source, target)))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded((source, target))), logits, atol=1e-6)
     again = Translator(loaded, translator.tokenizer, **QUICK)
     assert again.translate(SOURCES) == translator.translate(SOURCES)
+    # int8 weights, the logits' bias kept: within int8 rounding of the float logits.
+    loaded.quantize("int8")
+    quantized = keras.ops.convert_to_numpy(loaded((source, target)))
+    assert 0 < np.abs(quantized - logits).max() < 0.05 * np.abs(logits).max()
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ def load_model(path_or_name, tokenizer=None, weights=None, quantize=None):
         raise ValueError(f"{path_or_name!r} is a SavedModel folder: its graph is loaded by "
                          "`Translator.from_saved_model` or the server, not as a Keras model.")
     if kind == MARIAN:
-        from keras_transformer.converters import marian_preset
+        from keras_transformer.converters.marian import preset as marian_preset
 
         no_tokenizer_with_preset(path_or_name, tokenizer)
         model, tokenizer = marian_preset.load(path_or_name)[:2]

@@ -115,8 +115,9 @@ def load_model(preset, load_weights=True, dtype=None):
     """
     if is_marian(preset):
         from keras_transformer.converters import marian
+        from keras_transformer.converters.marian import preset as marian_preset
 
-        return marian_model(marian.read(preset), load_weights, dtype)
+        return marian_preset.model(marian.read(preset), load_weights, dtype)
     directory = preset_directory(preset)
     config = _read_json(directory, CONFIG_FILE)
     if dtype is not None:
@@ -128,20 +129,6 @@ def load_model(preset, load_weights=True, dtype=None):
             raise FileNotFoundError(f"Preset {directory!r} has no {WEIGHTS_FILE}. Received: preset={preset!r}")
         # float16 files load into float32 variables: Keras casts on assign.
         model.load_weights(path)
-    return model
-
-
-def marian_model(checkpoint, load_weights=True, dtype=None):
-    """The `Transformer` of a Marian model (`converters.marian.Checkpoint`),
-    with its weights unless `load_weights=False`."""
-    from keras_transformer.converters import marian
-
-    config = {**marian.config(checkpoint), **({} if dtype is None else {"dtype": dtype})}
-    model = keras.saving.deserialize_keras_object(
-        {"module": "keras_transformer.models.transformer", "class_name": "Transformer", "config": config,
-         "registered_name": "keras_transformer>Transformer"})
-    if load_weights:
-        marian.assign(model, checkpoint)
     return model
 
 

@@ -118,7 +118,7 @@ class Translator:
         `hf://org/name` (`keras_transformer.converters.marian`); `kwargs`:
         the other arguments."""
         if presets.is_marian(preset):
-            from keras_transformer.converters import marian_preset
+            from keras_transformer.converters.marian import preset as marian_preset
 
             return cls(*marian_preset.load(preset)[:2], **kwargs)
         return cls(presets.load_model(preset), SubwordTokenizer.from_preset(preset), **kwargs)

@@ -152,7 +152,7 @@ def marian(folder):
     """tests/marian's models and `transformers`' answers
     (`tests/marian/reference.py`, in a PyTorch process of its own), and
     `preset/`, the folder that `keras-transformer import hf/` writes."""
-    from keras_transformer.converters.marian_preset import import_preset
+    from keras_transformer.converters.marian.preset import import_preset
 
     env = dict(os.environ, KERAS_BACKEND="torch", PYTHONPATH=ROOT)
     run = subprocess.run([sys.executable, "-m", "tests.marian.reference", folder], cwd=ROOT, env=env,

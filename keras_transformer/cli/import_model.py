@@ -25,7 +25,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from keras_transformer.converters.marian_preset import import_preset
+    from keras_transformer.converters.marian.preset import import_preset
 
     path = import_preset(args.source, args.output, weights_dtype=args.weights_dtype)
     print(f"Imported {args.source} as the preset {path}")

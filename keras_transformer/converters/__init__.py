@@ -4,7 +4,6 @@
 (needs the optional `ctranslate2` package). The SavedModel, this package's
 own serving format, is written by `Translator.export`.
 `keras_transformer.converters.marian` reads Marian and OPUS-MT models
-(Hugging Face's folders, Marian's own releases) and
-`keras_transformer.converters.marian_preset` makes them presets
+(Hugging Face's folders, Marian's own releases) and makes them presets
 (`keras-transformer import`).
 """

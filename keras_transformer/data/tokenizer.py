@@ -243,8 +243,9 @@ class SubwordTokenizer:
         or a Marian model (`presets.load_model`)."""
         if presets.is_marian(preset):
             from keras_transformer.converters import marian
+            from keras_transformer.converters.marian import tokenizer
 
-            return cls(*[p for p in marian.tokenizer_protos(marian.read(preset, weights=False)) if p is not None])
+            return cls(*[p for p in tokenizer.protos(marian.read(preset, weights=False)) if p is not None])
         return cls.load(presets.preset_directory(preset))
 
     def save_to_preset(self, preset_dir):

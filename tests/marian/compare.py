@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from keras_transformer.converters import marian
+from keras_transformer.converters.marian.vocabulary import permutation
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from tests import shared
 
@@ -33,7 +33,7 @@ def to_ours(model_folder, target=False):
         mapping = json.load(f)
     pieces = sorted(mapping, key=mapping.get)
     pad = len(pieces) - 1
-    order = marian.permutation(pieces, dict(eos=0, unk=pieces.index("<unk>"), pad=pad))
+    order = permutation(pieces, dict(eos=0, unk=pieces.index("<unk>"), pad=pad))
     ours = np.zeros(len(pieces), dtype="int64")
     for our_id, their_id in enumerate(order):
         if our_id not in (PAD_ID, BOS_ID):

@@ -12,7 +12,8 @@ import pytest
 
 from keras_transformer import Translator
 from keras_transformer.cli import main
-from keras_transformer.converters import marian, marian_preset
+from keras_transformer.converters.marian import huggingface
+from keras_transformer.converters.marian import preset as marian_preset
 from tests.marian import compare, models
 
 SOURCES = ["Where is the station?", "I love you.", "", "Tom is tired. He wants to sleep now."]
@@ -204,7 +205,7 @@ def test_pytorch_model_bin_and_sharded_safetensors_read_as_model_safetensors(hf,
     import torch
     from safetensors.numpy import save_file
 
-    expected = marian.read_safetensors(os.path.join(hf, "model.safetensors"))
+    expected = huggingface.read_safetensors(os.path.join(hf, "model.safetensors"))
     names = sorted(expected)
     for kind in ("bin", "shards"):
         folder = tmp_path / kind
@@ -217,5 +218,5 @@ def test_pytorch_model_bin_and_sharded_safetensors_read_as_model_safetensors(hf,
                 save_file({n: expected[n] for n in part}, str(folder / shard))
             index = {"weight_map": {n: shard for shard, part in halves.items() for n in part}}
             (folder / "model.safetensors.index.json").write_text(json.dumps(index))
-        weights = marian.read_weights(str(folder))
+        weights = huggingface.read_weights(str(folder))
         assert sorted(weights) == names and all(np.array_equal(weights[n], expected[n]) for n in names)

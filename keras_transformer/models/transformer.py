@@ -233,7 +233,10 @@ class Transformer(TrainerWorkarounds, keras.Model):
 
         Args:
             preset: a shipped preset name (`keras_transformer.presets.list_presets()`,
-                e.g. `"tatoeba_en_fr"`) or a directory written by `save_to_preset`.
+                e.g. `"tatoeba_en_fr"`) or a directory written by `save_to_preset`;
+                or a Marian model converted as it loads: a Hugging Face Marian
+                folder, a Marian folder or `hf://org/name`
+                (`keras_transformer.converters.marian`).
             load_weights: bool. False: the preset's architecture, untrained.
             dtype: optional dtype policy, e.g. `"mixed_bfloat16"` to fine-tune.
 

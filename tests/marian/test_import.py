@@ -75,6 +75,21 @@ def test_the_preset_keeps_marians_options_through_a_keras_file(preset, tmp_path)
     assert 0 < np.abs(quantized - logits).max() < 0.05 * np.abs(logits).max()
 
 
+def test_transformer_and_tokenizer_from_preset_convert_a_source_as_it_loads(hf, preset):
+    """`Transformer.from_preset` and `SubwordTokenizer.from_preset` of the
+    Hugging Face folder: the model and tokenizer of its imported preset."""
+    from keras_transformer import SubwordTokenizer, Transformer
+
+    imported = Transformer.from_preset(preset)
+    model = Transformer.from_preset(hf)
+    assert model.transformer_config == imported.transformer_config
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), imported.get_weights()))
+    untrained = Transformer.from_preset(hf, load_weights=False)
+    assert not np.array_equal(untrained.embedding.get_weights()[0], imported.embedding.get_weights()[0])
+    tokenizer, expected = SubwordTokenizer.from_preset(hf), SubwordTokenizer.from_preset(preset)
+    assert (tokenizer.model_proto, tokenizer.target_model_proto) == (expected.model_proto, expected.target_model_proto)
+
+
 @pytest.fixture(scope="module")
 def saved(preset, tmp_path_factory):
     """The preset exported by `keras-transformer export`."""

@@ -602,7 +602,7 @@ def main(argv=None):
         engines.remove(REFERENCE_ENGINE)
         engines.insert(0, REFERENCE_ENGINE)
     with tempfile.TemporaryDirectory() as workdir:
-        ct2_convert_s = import_s = None
+        ct2_convert_s = import_s = ct2_converter = None
         if args.marian:
             import_s = import_marian(args, workdir)
         sources, references = datasets.load_references(args.corpus or args.preset, args.split)
@@ -617,14 +617,14 @@ def main(argv=None):
                                   args.ct2_model], capture_output=True, text=True, env=args.environ)
             if run.returncode != 0:
                 raise RuntimeError(f"ct2-transformers-converter failed:\n{run.stderr[-4000:]}")
-            ct2_convert_s = time.perf_counter() - start
+            ct2_convert_s, ct2_converter = time.perf_counter() - start, "ct2-transformers-converter"
         if any(e.startswith("ctranslate2") for e in engines) and args.ct2_model is None:
             from keras_transformer.converters.ctranslate2 import convert_preset
 
             args.ct2_model = os.path.join(workdir, "ctranslate2")
             start = time.perf_counter()
             convert_preset(args.preset, args.ct2_model)
-            ct2_convert_s = time.perf_counter() - start
+            ct2_convert_s, ct2_converter = time.perf_counter() - start, "keras_transformer.converters.ctranslate2"
         job_path = os.path.join(workdir, "job.json")
         with open(job_path, "w") as f:
             json.dump({"sources": sources, "source_lengths": lengths}, f)
@@ -684,12 +684,12 @@ def main(argv=None):
         "tensorflow_intra_op_threads": args.intra_op_threads or args.threads, "latency_sentences": min(args.latency_sentences, len(sources)),
         "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
         "translator_narrow_batches": args.narrow_batches, "once_through": args.once_through, "savedmodel_warmup": args.savedmodel_warmup,
-        "marian": args.marian and {"folder": args.marian, "import_s": import_s,
-                                   "ct2_converter": "ct2-transformers-converter"},
+        "marian": args.marian and {"folder": args.marian, "import_s": import_s},
         "length_penalty": args.length_penalty, "max_extra_length": args.max_extra_length,
         "max_decoding_length": args.max_decoding_length,
         "ctranslate2": {"length_penalty": args.ct2_length_penalty, "patience": args.ct2_patience,
                         "rescored_with_gnmt": not args.ct2_no_rescore, "convert_s": ct2_convert_s,
+                        "converter": ct2_converter,
                         "use_mkl": args.ct2_use_mkl,
                         "version": _version("ctranslate2")},
         "reference_engine": REFERENCE_ENGINE if reference_outputs is not None else None,
@@ -706,7 +706,7 @@ def import_marian(args, workdir):
     """`--marian`: its import into a preset in `workdir`, which our engines
     load (`args.preset`); the corpus and the output limits it implies.
     Returns the import's seconds."""
-    from keras_transformer.converters.marian_preset import import_preset
+    from keras_transformer.converters.marian.preset import import_preset
 
     start = time.perf_counter()
     args.preset = import_preset(args.marian, os.path.join(workdir, "preset"))

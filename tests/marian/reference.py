@@ -6,7 +6,10 @@ TensorFlow do not load into one process (a segmentation fault), and the
 tests compare with TensorFlow, JAX and PyTorch alike. It writes
 - `hf/`: a Hugging Face Marian folder of `models.CONFIG`, random, with a
   model card and a license file as the Hub's have; `marian/`,
-  Marian's release of its weights;
+  Marian's release of its weights; `hf-ctranslate2/`, CTranslate2's model
+  of `hf/` by its own converter of `transformers` models (what
+  `ct2-transformers-converter` runs, here in the process that has
+  `transformers` loaded already);
 - `variants/NAME/`: random models of other configs (`VARIANTS`);
 - `reference.json`: for each folder, `MarianTokenizer`'s ids of the test
   split's sources and targets and its decoding of the targets; for `hf/`,
@@ -98,6 +101,14 @@ def answers(folder, decode):
     return result, arrays
 
 
+def ctranslate2_model(hf_folder, output):
+    """CTranslate2's model of a Hugging Face folder, by
+    `ctranslate2.converters.TransformersConverter` (`ct2-transformers-converter`)."""
+    from ctranslate2.converters import TransformersConverter
+
+    return TransformersConverter(hf_folder).convert(output, force=True)
+
+
 def write(folder):
     hf = models.write_huggingface(os.path.join(folder, "hf"))
     with open(os.path.join(hf, "README.md"), "w", encoding="utf-8") as f:
@@ -105,6 +116,7 @@ def write(folder):
     with open(os.path.join(hf, "LICENSE"), "w", encoding="utf-8") as f:
         f.write("Creative Commons Attribution 4.0 International\n")
     models.write_marian_of_huggingface(hf, os.path.join(folder, "marian"))
+    ctranslate2_model(hf, os.path.join(folder, "hf-ctranslate2"))
     folders = {"hf": hf}
     for name, variant in VARIANTS.items():
         folders[name] = models.write_huggingface(os.path.join(folder, "variants", name), **variant)

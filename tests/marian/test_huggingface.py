@@ -80,19 +80,29 @@ def test_encoder_output_and_logits_match_to_float32_rounding(imported):
     _check_logits(path, model, compare.reference()[1])
 
 
-def test_greedy_decoding_gives_generates_tokens_and_texts(imported):
-    path, model, tokenizer = imported
-    answers, _ = compare.reference()
+@pytest.fixture(scope="module")
+def greedy(imported):
+    """`(translator, sources, their ids, our greedy outputs' ids)` of the
+    imported model on the test sources that `generate` decoded greedily."""
+    _, model, tokenizer = imported
     translator = Translator(model, tokenizer, beam_size=1, max_extra_length=reference.MAX_EXTRA_LENGTH,
                             jit_compile=False)
     sources = [s for s, _ in reference.models.pairs("test", reference.GREEDY_SOURCES)]
     source_ids = [ids + [EOS_ID] for ids in tokenizer.encode(sources)]
-    expected = [compare.to_ours(path, target=True)[row].tolist() for row in answers["greedy"]]
     ours = [outputs[0][0] for outputs in translator.runner.decode(source_ids, translator.sampler)]
+    return translator, sources, source_ids, ours
+
+
+def test_greedy_decoding_gives_generates_tokens_and_texts(imported, greedy):
+    path = imported[0]
+    translator, sources, source_ids, ours = greedy
+    answers, _ = compare.reference()
+    expected = [compare.to_ours(path, target=True)[row].tolist() for row in answers["greedy"]]
     equal, bad = compare.near_ties(translator, source_ids, ours, expected, tolerance=1e-4)
     assert not bad and equal >= 0.99 * len(sources), (equal, bad[:3])
-    agreed = sum(a == b for a, b in zip(translator.translate(sources), answers["greedy_texts"]))
-    assert agreed == equal
+    texts = translator.tokenizer.decode(ours)
+    assert sum(a == b for a, b in zip(texts, answers["greedy_texts"])) == equal
+    assert translator.translate(sources[:50]) == texts[:50]  # the public path, batched as it batches
 
 
 @pytest.mark.slow
@@ -120,26 +130,18 @@ def test_other_configs_of_marian_config_import_exactly(name):
     _check_logits(path, model, arrays)
 
 
-@pytest.mark.slow
-def test_ctranslate2s_transformers_converter_of_the_folder_gives_our_greedy_outputs(imported, tmp_path):
-    """`ct2-transformers-converter` (CTranslate2's own converter, in a
-    process of its own: it imports transformers) of the same folder."""
-    import subprocess
-
+def test_ctranslate2s_transformers_converter_of_the_folder_gives_our_greedy_outputs(imported, greedy):
+    """CTranslate2's own converter of `transformers` models
+    (`ct2-transformers-converter`), run on the same folder by
+    `tests/marian/reference.py`."""
     import ctranslate2
 
-    path, model, tokenizer = imported
-    run = subprocess.run(["ct2-transformers-converter", "--model", path, "--output_dir", str(tmp_path / "ct2")],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    translator = Translator(model, tokenizer, beam_size=1, max_extra_length=reference.MAX_EXTRA_LENGTH,
-                            jit_compile=False)
-    sources = [s for s, _ in reference.models.pairs("test", 200)]
-    source_ids = [ids + [EOS_ID] for ids in tokenizer.encode(sources)]
+    path, _, tokenizer = imported
+    translator, sources, source_ids, ours = greedy
     pieces = [tokenizer.source_id_to_piece(ids) for ids in source_ids]  # </s> last: HF's tokenizer adds it
     limits = [min(len(ids) + reference.MAX_EXTRA_LENGTH, 128) for ids in source_ids]
-    expected = compare.ctranslate2_greedy(ctranslate2.Translator(str(tmp_path / "ct2")), pieces, limits,
+    engine = ctranslate2.Translator(os.path.join(compare.folder(), "hf-ctranslate2"))
+    expected = compare.ctranslate2_greedy(engine, pieces, limits,
                                           tokenizer.target_processor.piece_to_id)
-    ours = [outputs[0][0] for outputs in translator.runner.decode(source_ids, translator.sampler)]
     equal, bad = compare.near_ties(translator, source_ids, ours, expected, tolerance=1e-3)
     assert not bad and equal >= 0.98 * len(sources), (equal, bad[:3])

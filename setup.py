@@ -51,6 +51,8 @@ setup(
         "ctranslate2": ["ctranslate2>=4.8,<5"],
         # benchmarks/translate_speed.py: CTranslate2 beside our engines.
         "bench": ["ctranslate2>=4.8,<5"],
+        # `keras-transformer import`: hf:// names (the Hub) and Marian's own releases (YAML files).
+        "marian": ["huggingface_hub>=0.23,<3", "pyyaml>=5.1,<7"],
         "test": [
             "tensorflow>=2.20,<2.22",
             "tensorflow-text>=2.20,<2.22",
@@ -75,6 +77,11 @@ setup(
             "pytest-xdist>=3.8",  # tests/run.sh: two workers, --no-loadscope-reorder
             "pytest-timeout>=2.3",  # tests/run.sh: a hung test fails instead of stalling the run
             "ctranslate2>=4.8,<5",  # tests/test_translate_speed.py: the converter and its export
+            # tests/marian: Marian models built and run by transformers, read back with safetensors.
+            "transformers>=5,<6",
+            "safetensors>=0.4,<1",
+            "huggingface_hub>=0.23,<3",
+            "pyyaml>=5.1,<7",
         ],
     },
 )

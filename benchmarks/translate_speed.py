@@ -91,6 +91,16 @@ Figures per engine, on the first `--limit` sources of the test split of
   (`vs_ctranslate2`: sorted and file-order throughput as its multiple,
   one sentence's p50 as a multiple of its time).
 
+With `--marian FOLDER` (a Hugging Face Marian folder, e.g. a downloaded
+OPUS-MT model, or `benchmarks/marian_base.py`'s random base-size one), our
+engines translate its import (`keras_transformer.converters.marian`, into
+a temporary preset) and CTranslate2's engines its conversion by
+CTranslate2's own `ct2-transformers-converter`, float32, pieces from the
+folder's SentencePiece models; `--max-extra-length` and
+`--max-decoding-length` default to the model's `max_length`, and
+`--length-penalty huggingface` (`length ** alpha`, CTranslate2's own
+penalty) compares the same search.
+
 The machine is named in the JSON (`--output`); figures from a machine shared
 with other work are noisy: compare within one run.
 """
@@ -198,6 +208,7 @@ def load_engine(engine, args):
         import sentencepiece
 
         processor = sentencepiece.SentencePieceProcessor(model_file=args.tokenizer_path)
+        target = sentencepiece.SentencePieceProcessor(model_file=args.target_tokenizer_path or args.tokenizer_path)
         compute_type = engine.split("-")[1]
         translator = ctranslate2.Translator(
             args.ct2_model, device="cuda" if args.device == "gpu" else "cpu", compute_type=compute_type,
@@ -221,8 +232,8 @@ def load_engine(engine, args):
                     if rescore:
                         best, _ = gnmt_rescore(result.hypotheses, result.scores, chosen["length_penalty"],
                                                args.alpha)
-                    outputs[i] = processor.decode_pieces(result.hypotheses[best])
-                    natives[i] = processor.decode_pieces(result.hypotheses[0])
+                    outputs[i] = target.decode_pieces(result.hypotheses[best])
+                    natives[i] = target.decode_pieces(result.hypotheses[0])
             return outputs, natives if is_matched(engine) else None
 
         return translate
@@ -241,7 +252,8 @@ def load_engine(engine, args):
     translator = Translator(
         model, SubwordTokenizer.from_preset(args.preset), beam_size=args.beam_size, alpha=args.alpha,
         batch_size=args.batch_size, narrow_batches=args.narrow_batches,
-        jit_compile=True if "-xla-" in engine else "auto", stop=args.stop,
+        jit_compile=True if "-xla-" in engine else "auto", stop=args.stop, length_penalty=args.length_penalty,
+        **({} if args.max_extra_length is None else {"max_extra_length": args.max_extra_length}),
     )
 
     def translate(texts):
@@ -254,10 +266,11 @@ def load_engine(engine, args):
 
 
 def ct2_length_penalty(args):
-    """CTranslate2's `length_penalty` for our `--alpha`, as the export's note gives it."""
+    """CTranslate2's `length_penalty` for our `--alpha`, as the export's note
+    gives it (with `--length-penalty huggingface`, alpha: the same penalty)."""
     from keras_transformer.converters.ctranslate2 import closest_length_penalty
 
-    return round(closest_length_penalty(args.alpha), 2)
+    return args.alpha if args.length_penalty == "huggingface" else round(closest_length_penalty(args.alpha), 2)
 
 
 def calibrate(args):
@@ -568,7 +581,7 @@ def median_run(runs):
 
 def token_count(tokenizer, texts):
     """Output tokens: each output's pieces + its EOS (an empty output: 0)."""
-    encoded = tokenizer.encode(list(texts))
+    encoded = tokenizer.encode_target(list(texts))
     return sum(len(ids) + 1 for text, ids in zip(texts, encoded) if text)
 
 
@@ -654,6 +667,14 @@ def parse_args(argv=None):
     parser.add_argument("--latency-sentences", type=int, default=100)
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.6)
+    parser.add_argument("--length-penalty", choices=("gnmt", "huggingface"), default="gnmt",
+                        help="our engines' length penalty (huggingface: length ** alpha, CTranslate2's own)")
+    parser.add_argument("--max-extra-length", type=int, default=None,
+                        help="our engines' output limit: source length + this (default: 50; with --marian, the "
+                             "model's max_length)")
+    parser.add_argument("--marian", default=None, metavar="FOLDER",
+                        help="a Hugging Face Marian folder: ours translate its import, CTranslate2 its "
+                             "ct2-transformers-converter conversion (the module docstring)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--stop", choices=("exact", "early"), default=None,
                         help="our Translator engines' stop rule (default: the Translator's); a SavedModel decodes "
@@ -680,7 +701,9 @@ def parse_args(argv=None):
     parser.add_argument("--ct2-model", default=None, help="a converted model (default: converted into a temporary folder)")
     parser.add_argument("--tokenizer-path", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ct2-matched-length-penalty", type=float, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--max-decoding-length", type=int, default=256)
+    parser.add_argument("--target-tokenizer-path", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--max-decoding-length", type=int, default=None,
+                        help="CTranslate2's output limit (default: 256; with --marian, the model's max_length)")
     parser.add_argument("--compilation-cache", default=None, metavar="DIR",
                         help="keep compiled programs in DIR across processes (JAX's persistent cache, "
                              "TensorFlow's XLA cache): a second run's first translation reads them")
@@ -727,6 +750,10 @@ def parse_args(argv=None):
         args.ct2_patience = float(PATIENCE)
     if args.ct2_matched_length_penalty is None:  # the engines' processes are given it: they import no Keras
         args.ct2_matched_length_penalty = ct2_length_penalty(args)
+    if args.length_penalty == "huggingface":  # CTranslate2's own penalty: its best is ours
+        args.ct2_no_rescore = True
+    if args.max_decoding_length is None and not args.marian:
+        args.max_decoding_length = 256
     if args.stop is None and not args.worker:
         from keras_transformer.decoding.defaults import STOP
 
@@ -756,22 +783,31 @@ def main(argv=None):
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     from keras_transformer import SubwordTokenizer, datasets, presets
 
-    sources, references = datasets.load_references(args.corpus or args.preset, args.split)
-    if args.limit is not None:
-        sources, references = sources[: args.limit], references[: args.limit]
-    tokenizer = SubwordTokenizer.from_preset(args.preset)
-    lengths = [len(ids) + 1 for ids in tokenizer.encode(sources)]  # + EOS
-
     engines = engine_order(list(args.engines))
     with tempfile.TemporaryDirectory() as workdir:
-        ct2_convert_s = None
+        ct2_convert_s = import_s = ct2_converter = None
+        if args.marian:
+            import_s = import_marian(args, workdir)
+        sources, references = datasets.load_references(args.corpus or args.preset, args.split)
+        if args.limit is not None:
+            sources, references = sources[: args.limit], references[: args.limit]
+        tokenizer = SubwordTokenizer.from_preset(args.preset)
+        lengths = [len(ids) + 1 for ids in tokenizer.encode(sources)]  # + EOS
+        if args.marian and any(e.startswith("ctranslate2") for e in engines) and args.ct2_model is None:
+            args.ct2_model = os.path.join(workdir, "ctranslate2")
+            start = time.perf_counter()
+            run = subprocess.run(["ct2-transformers-converter", "--model", args.marian, "--output_dir",
+                                  args.ct2_model], capture_output=True, text=True, env=args.environ)
+            if run.returncode != 0:
+                raise RuntimeError(f"ct2-transformers-converter failed:\n{run.stderr[-4000:]}")
+            ct2_convert_s, ct2_converter = time.perf_counter() - start, "ct2-transformers-converter"
         if any(e.startswith("ctranslate2") for e in engines) and args.ct2_model is None:
             from keras_transformer.converters.ctranslate2 import convert_preset
 
             args.ct2_model = os.path.join(workdir, "ctranslate2")
             start = time.perf_counter()
             convert_preset(args.preset, args.ct2_model)
-            ct2_convert_s = time.perf_counter() - start
+            ct2_convert_s, ct2_converter = time.perf_counter() - start, "keras_transformer.converters.ctranslate2"
         job_path = os.path.join(workdir, "job.json")
         with open(job_path, "w") as f:
             json.dump({"sources": sources, "source_lengths": lengths}, f)
@@ -786,7 +822,10 @@ def main(argv=None):
             *(["--savedmodel-warmup"] if args.savedmodel_warmup else []),
             "--tokenizer-path", os.path.join(presets.preset_directory(args.preset), presets.TOKENIZER_FILE),
             "--ct2-matched-length-penalty", str(args.ct2_matched_length_penalty), "--stop", args.stop,
-            "--ct2-length-penalties", *map(str, args.ct2_length_penalties),
+            "--ct2-length-penalties", *map(str, args.ct2_length_penalties), "--length-penalty", args.length_penalty,
+            *([] if args.max_extra_length is None else ["--max-extra-length", str(args.max_extra_length)]),
+            *([] if tokenizer.shared else ["--target-tokenizer-path",
+                                           os.path.join(args.preset, "target_tokenizer.model")]),
         ] + (["--ct2-model", args.ct2_model] if args.ct2_model else []) + (
             ["--ct2-no-rescore"] if args.ct2_no_rescore else [])
         results, reference_outputs, all_outputs = [], None, {}
@@ -837,12 +876,15 @@ def main(argv=None):
         "savedmodel_graph_optimizations": args.graph_optimizations, "compilation_cache": args.compilation_cache,
         "translator_narrow_batches": args.narrow_batches, "once_through": args.once_through, "savedmodel_warmup": args.savedmodel_warmup,
         "stop": args.stop,
+        "marian": args.marian and {"folder": args.marian, "import_s": import_s},
+        "length_penalty": args.length_penalty, "max_extra_length": args.max_extra_length,
+        "max_decoding_length": args.max_decoding_length,
         "ctranslate2": {"num_hypotheses": 1, "patience": 1.0, "length_penalty": args.ct2_length_penalty,
                         "length_penalty_choice": penalty_choice,
                         "matched": {"num_hypotheses": args.beam_size, "patience": args.ct2_patience,
                                     "length_penalty": args.ct2_matched_length_penalty,
                                     "rescored_with_gnmt": not args.ct2_no_rescore},
-                        "convert_s": ct2_convert_s, "use_mkl": args.ct2_use_mkl,
+                        "convert_s": ct2_convert_s, "converter": ct2_converter, "use_mkl": args.ct2_use_mkl,
                         "version": _version("ctranslate2")},
         "reference_engine": REFERENCE_ENGINE if reference_outputs is not None else None,
         "results": results,
@@ -852,6 +894,25 @@ def main(argv=None):
     if args.output:
         write_json(args.output, report)
     return report
+
+
+def import_marian(args, workdir):
+    """`--marian`: its import into a preset in `workdir`, which our engines
+    load (`args.preset`); the corpus and the output limits it implies.
+    Returns the import's seconds."""
+    from keras_transformer.converters.marian.preset import import_preset
+
+    start = time.perf_counter()
+    args.preset = import_preset(args.marian, os.path.join(workdir, "preset"))
+    seconds = time.perf_counter() - start
+    with open(os.path.join(args.preset, "config.json"), encoding="utf-8") as f:
+        max_length = json.load(f)["config"]["max_length"]
+    args.corpus = args.corpus or "tatoeba_en_fr"
+    if args.max_extra_length is None:
+        args.max_extra_length = max_length
+    if args.max_decoding_length is None:
+        args.max_decoding_length = max_length
+    return seconds
 
 
 def _gpu_name():

@@ -30,8 +30,15 @@ def piece_kinds(tokenizer):
     """(vocab,) int32: `STARTS` for the pieces that start a word, `SPACE`
     for the bare "▁" (a space in no word: a model may put it before a piece
     that starts a word, and the text then holds two spaces), `CONTINUES`
-    for the others."""
-    pieces = tokenizer.id_to_piece(range(tokenizer.vocab_size))
+    for the others. A tokenizer whose sides have vocabularies of their own
+    (an imported model's) gets a pair, `(source kinds, target kinds)`."""
+    target = _kinds(tokenizer.id_to_piece(range(getattr(tokenizer, "target_vocab_size", tokenizer.vocab_size))))
+    if getattr(tokenizer, "shared", True):
+        return target
+    return _kinds(tokenizer.source_id_to_piece(range(tokenizer.vocab_size))), target
+
+
+def _kinds(pieces):
     return np.array([SPACE if piece == WORD_START else STARTS if piece.startswith(WORD_START) else CONTINUES
                      for piece in pieces], dtype="int32")
 
@@ -67,7 +74,8 @@ def word_links(attention, source_ids, target_ids, kinds):
             piece's attention over the source pieces.
         source_ids, target_ids: `(batch, source_length)` and `(batch,
             target_length)` ids; PAD, BOS and EOS belong to no word.
-        kinds: `piece_kinds(tokenizer)`.
+        kinds: `piece_kinds(tokenizer)`: one table, or a pair of the source's
+            and the target's.
 
     Returns:
         `(links, source_count, inside, target_count)`: int32 `(batch,
@@ -77,7 +85,8 @@ def word_links(attention, source_ids, target_ids, kinds):
         source starts inside a word (a window's) `(batch,)`; and the number
         of target words `(batch,)`.
     """
-    source_words, target_words = word_numbers(source_ids, kinds), word_numbers(target_ids, kinds)
+    source_kinds, kinds = kinds if isinstance(kinds, tuple) else (kinds, kinds)
+    source_words, target_words = word_numbers(source_ids, source_kinds), word_numbers(target_ids, kinds)
     source_length, target_length = ops.shape(source_ids)[1], ops.shape(target_ids)[1]
     # (batch, target words, source words): the attention summed over the pieces of each word.
     per_word = ops.matmul(ops.matmul(ops.transpose(_one_hot(target_words, target_length), (0, 2, 1)),
@@ -86,5 +95,5 @@ def word_links(attention, source_ids, target_ids, kinds):
     exists = ops.logical_and(ops.arange(target_length, dtype="int32")[None, :] < target_count[:, None],
                              (source_count > 0)[:, None])
     links = ops.where(exists, ops.cast(ops.argmax(per_word, axis=-1), "int32"), -1)
-    inside = ops.equal(ops.take(ops.convert_to_tensor(kinds), ops.cast(source_ids, "int32")[:, 0]), CONTINUES)
+    inside = ops.equal(ops.take(ops.convert_to_tensor(source_kinds), ops.cast(source_ids, "int32")[:, 0]), CONTINUES)
     return links, source_count, ops.logical_and(inside, source_count > 0), target_count

@@ -1,10 +1,12 @@
-"""Files that appear whole or not at all.
+"""Files and folders that appear whole or not at all.
 
 A file is written under a temporary name in its final directory, flushed to
 disk and moved into place with `os.replace`: a crash or a full disk never
 leaves a truncated file behind. `check_room` says before a write whether
-its bytes fit, for writers that must not fail midway (HDF5's). The temporary file is created with the mode
-a plain `open` gives (0o666 less the umask). No TensorFlow here, so the
+its bytes fit, for writers that must not fail midway (HDF5's). The
+temporary file is created with the mode a plain `open` gives (0o666 less the
+umask). A new folder is filled beside its final place, then renamed
+(`new_folder`). No TensorFlow here, so the
 tokenizer and the training code share it.
 
 Example:
@@ -12,12 +14,16 @@ Example:
 >>> atomic_write("run/run.json", '{"identity": {}}')
 >>> with replacing("run/model.weights.h5") as temporary:
 ...     model.save_weights(temporary)
+>>> with new_folder("opus_mt_en_de", "--output") as staging:
+...     write_files(staging)
 """
 
 import contextlib
 import errno
 import os
 import secrets
+import shutil
+import tempfile
 
 
 def _new_file(directory, suffix):
@@ -87,3 +93,26 @@ def check_room(directory, size, what):
     if limit != resource.RLIM_INFINITY and size > limit:
         raise OSError(errno.EFBIG, f"File too large for {what}: it takes about {size / 2**20:.1f} MiB, over this "
                                    f"process's file size limit of {limit / 2**20:.1f} MiB (ulimit -f)")
+@contextlib.contextmanager
+def new_folder(path, name):
+    """A folder beside `path`, which becomes `path` if the block succeeds.
+
+    `path` must not exist, or be an empty folder: else `FileExistsError`
+    naming the argument `name`. Yields the empty folder to fill; if the
+    block raises, it is removed and `path` is left as it was.
+    """
+    path = os.fspath(path)
+    if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+        raise FileExistsError(f"{path!r} exists and is not an empty folder. Received: {name}={path!r}")
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    temporary = tempfile.mkdtemp(prefix=".new-", dir=parent)
+    staging = os.path.join(temporary, "folder")
+    os.makedirs(staging)
+    try:
+        yield staging
+        if os.path.isdir(path):
+            os.rmdir(path)  # empty, checked above
+        os.replace(staging, path)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)

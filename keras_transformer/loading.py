@@ -9,7 +9,10 @@ one of:
   version is read, or one version folder);
 - a **training run** folder (`run.json`) with `weights` (a `.weights.h5`
   file, e.g. from `average-checkpoints`) and its own `tokenizer.model`;
-- a **`.keras` file**, with a `tokenizer` (a SentencePiece `.model` file).
+- a **`.keras` file**, with a `tokenizer` (a SentencePiece `.model` file);
+- a **Marian model**: a Hugging Face Marian folder, a Marian folder or
+  `hf://org/name`, converted as it loads (`converters.marian`; `keras-transformer
+  import` writes it as a preset once).
 
 Errors are exceptions (`ValueError`, `FileNotFoundError`) that name the
 arguments of `load_model` and `Translator.load` (`tokenizer`, `weights`,
@@ -32,7 +35,7 @@ from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.models.config import ARCHITECTURES
 from keras_transformer.models.transformer import Transformer
 
-PRESET, SAVED_MODEL, RUN, KERAS_FILE = "preset", "SavedModel", "training run", ".keras file"
+PRESET, SAVED_MODEL, RUN, KERAS_FILE, MARIAN = "preset", "SavedModel", "training run", ".keras file", "Marian model"
 
 
 def preset_path(name):
@@ -46,7 +49,8 @@ def preset_path(name):
     True
     """
 
-    if name in presets.list_presets() or os.path.isfile(os.path.join(name, presets.CONFIG_FILE)):
+    if name in presets.list_presets() or (os.path.isfile(os.path.join(name, presets.CONFIG_FILE))
+                                          and not presets.is_marian(name)):
         return presets.preset_directory(name)
     if name in ARCHITECTURES and not os.path.exists(name):
         presets.preset_directory(name)  # raises: an architecture has no weights
@@ -54,12 +58,15 @@ def preset_path(name):
 
 
 def model_kind(path_or_name, weights=None):
-    """`PRESET`, `SAVED_MODEL`, `RUN` or `KERAS_FILE`: what `path_or_name`
-    names (any other folder is taken for a SavedModel folder, whose loading
-    says what it lacks); raises `no_such_model` if it names nothing. A
-    finished run's folder is also a preset: with `weights`, it is a run."""
+    """`PRESET`, `SAVED_MODEL`, `RUN`, `KERAS_FILE` or `MARIAN`: what
+    `path_or_name` names (any other folder is taken for a SavedModel folder,
+    whose loading says what it lacks); raises `no_such_model` if it names
+    nothing. A finished run's folder is also a preset: with `weights`, it is
+    a run."""
     if weights is not None and os.path.isdir(path_or_name) and _read_manifest(path_or_name) is not None:
         return RUN
+    if presets.is_marian(path_or_name):
+        return MARIAN
     if preset_path(path_or_name) is not None:
         return PRESET
     if path_or_name.endswith(".keras"):
@@ -89,11 +96,16 @@ def load_model(path_or_name, tokenizer=None, weights=None, quantize=None):
     if kind == SAVED_MODEL:
         raise ValueError(f"{path_or_name!r} is a SavedModel folder: its graph is loaded by "
                          "`Translator.from_saved_model` or the server, not as a Keras model.")
-    if kind == PRESET:
+    if kind == MARIAN:
+        from keras_transformer.converters.marian import preset as marian_preset
+
+        no_tokenizer_with_preset(path_or_name, tokenizer)
+        model, tokenizer = marian_preset.load(path_or_name)[:2]
+    elif kind == PRESET:
         model, tokenizer = _load_preset(path_or_name, tokenizer, weights)
     else:
         if kind == RUN and tokenizer is None:
-            tokenizer = os.path.join(path_or_name, "tokenizer.model")  # the run's own
+            tokenizer = SubwordTokenizer.load(path_or_name)  # the run's own (an imported model's two)
         if tokenizer is None:
             raise ValueError("Argument `tokenizer` is required with a .keras file (its SentencePiece .model "
                              "file; a preset and a run folder carry their own). "

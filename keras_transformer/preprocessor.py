@@ -73,6 +73,7 @@ from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.tokens import (
     EOS_ID,
     PAD_ID,
+    UNK_ID,
     pack_source,
     pack_source_ragged,
     pack_target,
@@ -118,12 +119,58 @@ def check_length_policy(length_policy):
         raise ValueError(f"Argument `length_policy` must be one of {LENGTH_POLICIES}. Received: {length_policy!r}")
 
 
-def tokenize_graph(op, strings):
+def tokenize_graph(op, strings, vocab_size=None):
     """Ids of `strings` `(n,)`, normalized (`sentences.normalize_graph`), by
-    the SentencePiece `op`: ragged int32 `(n, None)`."""
+    the SentencePiece `op`: ragged int32 `(n, None)`, each id at or past
+    `vocab_size` (if given) the unknown id, as `SubwordTokenizer.encode`
+    gives them."""
     import tensorflow as tf  # the graph face only: not the Python face's
 
-    return tf.cast(op.tokenize(sentence_rule.normalize_graph(strings)), tf.int32)
+    ids = tf.cast(op.tokenize(sentence_rule.normalize_graph(strings)), tf.int32)
+    if vocab_size is None:
+        return ids
+    return ids.with_flat_values(tf.where(ids.flat_values < vocab_size, ids.flat_values, UNK_ID))
+
+
+class GraphTokenizer:
+    """A tokenizer's tensorflow-text SentencePiece ops, the graph face of a
+    `SubwordTokenizer`: `source` and `target` (one op when one model serves
+    both sides), whose `tokenize` gives the ids of `encode` (or
+    `encode_target`) and `detokenize` the texts of `decode`.
+
+    A new one for each graph (`TranslationPreprocessor.graph_tokenizer`):
+    its ops own the model resources, and TensorFlow drops the resources of
+    eager ops whenever `tf.random.set_seed` clears its kernel cache.
+    """
+
+    def __init__(self, tokenizer):
+        import tensorflow_text as tf_text  # the graph face only: not the Python face's
+
+        self.source = tf_text.SentencepieceTokenizer(model=tokenizer.model_proto)
+        self.target = self.source
+        if not tokenizer.shared:
+            self.target = tf_text.SentencepieceTokenizer(model=tokenizer.target_model_proto)
+        # Ids at or past a side's vocabulary (an imported model's) are unknown.
+        self.limits = [size if size < processor.get_piece_size() else None for processor, size in (
+            (tokenizer.processor, tokenizer.vocab_size), (tokenizer.target_processor, tokenizer.target_vocab_size))]
+
+    def tokenize(self, strings, target=False):
+        """Ids of `strings` `(n,)`, sources or `target`s: ragged int32 `(n, None)`."""
+        op, limit = (self.target, self.limits[1]) if target else (self.source, self.limits[0])
+        return tokenize_graph(op, strings, limit)
+
+    def detokenize(self, ids):
+        """The target texts `(n,)` of output ids `(n, length)`, dense 0-padded or ragged."""
+        return self.target.detokenize(unpack_output_ragged(ids))
+
+    def id_to_string(self, ids):
+        """The target pieces of `ids`."""
+        return self.target.id_to_string(ids)
+
+    @property
+    def ops(self):
+        """The distinct SentencePiece ops, for a SavedModel to track."""
+        return [self.source] if self.target is self.source else [self.source, self.target]
 
 
 def _blank_graph(strings):
@@ -419,21 +466,14 @@ class TranslationPreprocessor:
 
     # ------------------------------------------------------------ graph
     def graph_tokenizer(self):
-        """A new tensorflow-text SentencePiece op of the tokenizer (a
-        `tf.Module` that a SavedModel tracks), for the `..._graph` methods.
-
-        A new one for each graph: its op owns the model resource, and
-        TensorFlow drops the resources of eager ops whenever
-        `tf.random.set_seed` clears its kernel cache.
-        """
-        import tensorflow_text as tf_text  # the graph face only: not the Python face's
-
-        return tf_text.SentencepieceTokenizer(model=self.tokenizer.model_proto)
+        """A new `GraphTokenizer` of the tokenizer (its ops are `tf.Module`s
+        that a SavedModel tracks), for the `..._graph` methods."""
+        return GraphTokenizer(self.tokenizer)
 
     def detokenize_graph(self, ids, op):
         """Output ids `(n, length)` to their text `(n,)` string, as the
-        tokenizer's `decode` does, with the op of `graph_tokenizer()`."""
-        return op.detokenize(unpack_output_ragged(ids))
+        tokenizer's `decode` does, with the `graph_tokenizer()`."""
+        return op.detokenize(ids)
 
     def texts_graph(self, inputs):
         """`texts` in TensorFlow ops: `inputs` `(n,)` string to the texts
@@ -469,19 +509,19 @@ class TranslationPreprocessor:
     def pieces_graph(self, inputs, op=None):
         """`pieces` in TensorFlow ops: `inputs` `(batch,)` string to a ragged
         int32 `(pieces, None)` of packed source ids and their owners
-        `(pieces,)`, with the op of `graph_tokenizer()` (a new one if None)."""
+        `(pieces,)`, with the `graph_tokenizer()` (a new one if None)."""
         import tensorflow as tf  # the graph face only: not the Python face's
 
         op = self.graph_tokenizer() if op is None else op
 
         blank = _blank_graph(inputs)
-        input_ids = tokenize_graph(op, inputs)  # (batch, None)
+        input_ids = op.tokenize(inputs)  # (batch, None)
         split = input_ids.row_lengths() > self.room
         split = tf.logical_and(split, tf.logical_not(blank)) if self.long_inputs == "split" else tf.zeros_like(blank)
         rows = tf.range(tf.size(inputs))
         sentences = sentence_rule.cut_long_graph(tf.boolean_mask(inputs, split))  # (long inputs, None)
         texts = tf.concat([tf.boolean_mask(inputs, ~split), sentences.flat_values], 0)
-        ids = tf.concat([tf.ragged.boolean_mask(input_ids, ~split), tokenize_graph(op, sentences.flat_values)], 0)
+        ids = tf.concat([tf.ragged.boolean_mask(input_ids, ~split), op.tokenize(sentences.flat_values)], 0)
         owners = tf.concat([tf.boolean_mask(rows, ~split),
                             tf.gather(tf.boolean_mask(rows, split), tf.cast(sentences.value_rowids(), tf.int32))], 0)
         order = tf.argsort(owners, stable=True)  # the pieces in input order, a split input's in its order
@@ -527,7 +567,7 @@ class TranslationPreprocessor:
         `[kept, dropped, truncated, blank]` (`kept` includes `truncated`)."""
         check_length_policy(length_policy)
         pairs = list(pairs)
-        encoded = zip(self.tokenizer.encode([s for s, _ in pairs]), self.tokenizer.encode([t for _, t in pairs]))
+        encoded = zip(self.tokenizer.encode([s for s, _ in pairs]), self.tokenizer.encode_target([t for _, t in pairs]))
         source_room, target_room = source_capacity(self.max_length), target_capacity(self.max_length)
         sources, targets, counts = [], [], [0, 0, 0, 0]
         for (source, target), (source_ids, target_ids) in zip(pairs, encoded):
@@ -547,11 +587,11 @@ class TranslationPreprocessor:
     def training_pairs_graph(self, sources, targets, op, length_policy="drop"):
         """`training_pairs` in TensorFlow ops: `sources` and `targets` `(n,)`
         string to ragged int32 packed ids `(kept, None)` each, and the counts
-        `(4,)` int64, with the op of `graph_tokenizer()`."""
+        `(4,)` int64, with the `graph_tokenizer()`."""
         import tensorflow as tf  # the graph face only: not the Python face's
 
         check_length_policy(length_policy)
-        source_ids, target_ids = tokenize_graph(op, sources), tokenize_graph(op, targets)  # (n, None) each
+        source_ids, target_ids = op.tokenize(sources), op.tokenize(targets, target=True)  # (n, None) each
         blank = _blank_graph(sources) | _blank_graph(targets)
         blank |= (source_ids.row_lengths() == 0) | (target_ids.row_lengths() == 0)  # (n,)
         source_room, target_room = source_capacity(self.max_length), target_capacity(self.max_length)

@@ -52,6 +52,14 @@ def list_presets():
     return sorted(n for n in os.listdir(ZOO) if os.path.isfile(os.path.join(ZOO, n, CONFIG_FILE)))
 
 
+def is_marian(preset):
+    """Whether `preset` is a Marian model to convert, not a preset of ours
+    (a shipped name wins over a folder of the same name)."""
+    from keras_transformer.converters import marian
+
+    return preset not in list_presets() and marian.is_source(preset)
+
+
 def preset_directory(preset):
     """The directory of `preset`: a shipped name or a preset directory's path.
 
@@ -100,11 +108,19 @@ def load_model(preset, load_weights=True, dtype=None):
     """The preset's model, with its weights unless `load_weights=False`.
 
     Args:
-        preset: a shipped preset name or a preset directory.
+        preset: a shipped preset name or a preset directory; or a Marian
+            model (a Hugging Face Marian folder, a Marian folder or
+            `hf://org/name`), converted as it loads
+            (`keras_transformer.converters.marian`).
         load_weights: bool. False gives the architecture with fresh weights.
         dtype: optional dtype policy for the model (e.g. "mixed_bfloat16"
             for fine-tuning on a GPU); weights are cast on loading.
     """
+    if is_marian(preset):
+        from keras_transformer.converters import marian
+        from keras_transformer.converters.marian import preset as marian_preset
+
+        return marian_preset.model(marian.read(preset), load_weights, dtype)
     directory = preset_directory(preset)
     config = _read_json(directory, CONFIG_FILE)
     if dtype is not None:

@@ -135,8 +135,9 @@ def sentence_steering(tokenizer, prefixes, phrases, count, labels=None):
     by `tokenizer`; `prefixes` and `phrases` as `check_steering` returns
     them. Raises `ValueError` for a piece outside the vocabulary
     (`check_in_vocabulary`); `labels` name the sentences (`_label`)."""
-    prefix_ids = tokenizer.encode(list(prefixes)) if prefixes is not None else [[]] * count
-    phrase_ids = [tokenizer.encode(list(p)) if p else [] for p in phrases] if phrases is not None else [[]] * count
+    prefix_ids = tokenizer.encode_target(list(prefixes)) if prefixes is not None else [[]] * count
+    phrase_ids = ([tokenizer.encode_target(list(p)) if p else [] for p in phrases] if phrases is not None
+                  else [[]] * count)
     for i in range(count):
         if prefixes is not None:
             check_in_vocabulary("target_prefix", _label(labels, i), prefixes[i], prefix_ids[i])

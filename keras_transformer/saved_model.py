@@ -26,7 +26,8 @@ placeholders scored `NEG_INF`). An export may add beside it
 
 The translator's preprocessor
 (`TranslationPreprocessor.pieces_graph`, tensorflow-text's SentencePiece
-op; the tokenizer model is also in the SavedModel's assets), its sampler (a
+op; the tokenizer model is also in the SavedModel's assets, with an
+imported model's target model beside it), its sampler (a
 `tf.while_loop` from `keras.ops.while_loop`) and the joining of pieces all
 run inside the graph, built from stock TensorFlow and tensorflow-text ops,
 so TF Serving or plain `tf.saved_model.load` serve it without this package.
@@ -68,7 +69,7 @@ from keras_transformer.request_checks import (
     check_score_graph,
     check_steering_graph,
 )
-from keras_transformer.preprocessor import join_details_graph, steering_graph, tokenize_graph
+from keras_transformer.preprocessor import join_details_graph, steering_graph
 from keras_transformer.serving.warmup import check_batch_sizes, write_warmup_requests
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, pack_source_ragged
 from keras_transformer.validation import check_bool, check_positive
@@ -104,7 +105,8 @@ def read_translator_parts(path):
     """`(model, tokenizer, settings)` of the `Translator` a SavedModel was
     traced from (`Translator.from_saved_model`): its model, from the config
     and weights the SavedModel holds, its tokenizer
-    (`assets/tokenizer.model`) and its export settings (`metadata.json`,
+    (`assets/tokenizer.model`, and `assets/target_tokenizer.model` if it
+    has one) and its export settings (`metadata.json`,
     the decoding settings among them). The graph is not loaded.
 
     Args:
@@ -136,7 +138,7 @@ def read_translator_parts(path):
     try:
         status = checkpoint.read(os.path.join(version_dir, "variables", "variables"))
         status.expect_partial().assert_existing_objects_matched()
-        tokenizer = SubwordTokenizer.load(os.path.join(version_dir, "assets", "tokenizer.model"))
+        tokenizer = SubwordTokenizer.load(os.path.join(version_dir, "assets"))
     except Exception as error:  # IndexError, tf.errors.OpError, ... on a damaged file
         raise OSError(f"Cannot load the SavedModel at {version_dir!r}: {error}") from error
     return model, tokenizer, metadata
@@ -190,8 +192,8 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         """`(ids, steering)`: the pieces' ids, once the request's steering
         passed its checks (`request_checks.check_steering_graph`), and each
         piece's prefix and constraint ids (`steering_graph`)."""
-        prefix_ids = tokenize_graph(op, target_prefix)  # (batch, None)
-        phrase_ids = tokenize_graph(op, tf.reshape(constraints, [-1]))  # (batch * constraints, None)
+        prefix_ids = op.tokenize(target_prefix, target=True)  # (batch, None)
+        phrase_ids = op.tokenize(tf.reshape(constraints, [-1]), target=True)  # (batch * constraints, None)
         checked = check_steering_graph(target_prefix, prefix_ids, constraints, phrase_ids, ids.row_lengths(), owners,
                                        tf.size(inputs), translator.max_extra_length, preprocessor.max_length)
         with tf.control_dependencies(checked):  # refused before any decoding
@@ -244,7 +246,7 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         outputs = {"translations": text[:, 0], "scores": scores[:, 0]}
         if details:
             _, piece_scores, lengths, *links = stitched  # (pieces, n_best, ...)
-            log_probs = piece_scores * length_penalty(lengths, translator.alpha)
+            log_probs = piece_scores * length_penalty(lengths, translator.alpha, translator.length_penalty)
             confidences, alignments = join_details_graph(log_probs, lengths, *links, owners, tf.size(inputs), n_best)
             outputs.update(confidences=confidences[:, 0], alignments=alignments[:, 0])
         if n_best > 1:
@@ -309,22 +311,24 @@ def build_score_fn(translator, op):
 
     def score(inputs, targets):
         source = _tokenize(op, inputs)
-        target = _tokenize(op, targets)
+        target = _tokenize(op, targets, target=True)
         with tf.control_dependencies(check_score_graph(source, target, translator.preprocessor.max_length)):
             target = target.to_tensor(default_value=PAD_ID)  # (batch, length)
         log_probs = force_decode(translator.model, source.to_tensor(default_value=PAD_ID), target)  # (batch, length)
         lengths = tf.reduce_sum(tf.cast(target != PAD_ID, tf.int32), axis=1)
         totals = tf.reduce_sum(log_probs, axis=1)
         pieces = tf.where(target != PAD_ID, op.id_to_string(target), "")
-        return {"scores": totals / length_penalty(lengths, translator.alpha), "totals": totals, "tokens": pieces,
+        return {"scores": totals / length_penalty(lengths, translator.alpha, translator.length_penalty),
+                "totals": totals, "tokens": pieces,
                 "token_log_probs": log_probs}
 
     return score
 
 
-def _tokenize(op, texts):
-    """Ids of `texts`, EOS appended: ragged int32 `(batch, None)`."""
-    return pack_source_ragged(tokenize_graph(op, texts))
+def _tokenize(op, texts, target=False):
+    """Ids of `texts` (sources, or `target`s) by the `GraphTokenizer` `op`,
+    EOS appended: ragged int32 `(batch, None)`."""
+    return pack_source_ragged(op.tokenize(texts, target))
 
 
 def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup_batch_sizes, version, signatures):
@@ -465,15 +469,16 @@ def remove_stale_staging(export_dir):
 def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatures):
     """Traces the signatures into a SavedModel at `path`, with the
     tokenizer's model file in `assets/` (for tools such as the
-    `sentencepiece` package; the graph's op carries the same bytes) and an
-    empty `assets.extra/`."""
+    `sentencepiece` package; the graph's op carries the same bytes), an
+    imported model's target model beside it, and an empty `assets.extra/`."""
     import tensorflow as tf  # not on the import path under JAX or PyTorch
 
-    op = translator.preprocessor.graph_tokenizer()  # the SentencePiece op that the graph runs and the SavedModel tracks
+    op = translator.preprocessor.graph_tokenizer()  # the SentencePiece ops the graph runs and the SavedModel tracks
     search = translator.sampler
     if n_best > 1:
         search = BeamSampler(translator.beam_size, translator.alpha, num_return=n_best,
-                             continues_word=translator.continues_word, stop=translator.stop)
+                             continues_word=translator.continues_word, stop=translator.stop,
+                             length_penalty=translator.length_penalty)
     options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops,
                    model=frozen(translator.model))
     functions = {"serving_default": build_translate_fn(translator, op, search, **options)}
@@ -481,7 +486,8 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
         functions["details"] = build_translate_fn(translator, op, search, details=True, **options)
     if "sample" in signatures:
         def sample(inputs, seed, temperature, top_k, top_p):
-            sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha)
+            sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha,
+                                                 length_penalty=translator.length_penalty)
             return build_translate_fn(translator, op, sampler, jit_compile=jit_compile, parallel_loops=parallel_loops,
                                       details=True, model=options["model"])(inputs)
 
@@ -499,7 +505,9 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
     concrete = {name: tf.function(fn, autograph=False).get_concrete_function(*specs[name])
                 for name, fn in functions.items()}
     resources = tf.Module()
-    resources.tokenizer = op  # the SentencePiece op's model resource
+    resources.tokenizer = op.source  # the SentencePiece ops' model resources
+    if op.target is not op.source:
+        resources.target_tokenizer = op.target
     # The model's weights in its order, which `read_translator_parts` restores by
     # position (metadata.json names them), then anything else the functions
     # capture; each once.
@@ -507,7 +515,5 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
     captured.update({id(v): v for c in concrete.values() for v in c.variables})
     resources.weights = list(captured.values())
     tf.saved_model.save(resources, path, signatures=concrete)
-    os.makedirs(os.path.join(path, "assets"), exist_ok=True)
-    with open(os.path.join(path, "assets", "tokenizer.model"), "wb") as f:
-        f.write(translator.tokenizer.model_proto)
+    translator.tokenizer.save(os.path.join(path, "assets"))
     os.makedirs(os.path.join(path, "assets.extra"), exist_ok=True)

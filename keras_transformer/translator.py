@@ -15,7 +15,7 @@ from keras_transformer.validation import check_positive
 
 # The Translator's decoding options, which the export and the command line pass on.
 DECODING_OPTIONS = ("beam_size", "alpha", "stop", "max_extra_length", "narrow_batches", "long_inputs", "buckets",
-                    "split_sentences")
+                    "split_sentences", "length_penalty")
 
 
 class Translator:
@@ -46,6 +46,11 @@ class Translator:
             `"exact"`: once no alive hypothesis can beat its best finished
             ones, so the search returns what it would find by running to
             the length limit (`keras_transformer.decoding.beam_search`).
+        length_penalty: the penalty's kind: `"gnmt"`, GNMT's ((5 + length) /
+            6) ** alpha, or `"huggingface"`, length ** alpha, with which beam
+            search also stops as Hugging Face's `generate` does
+            (`decoding.beam_search`); `alpha=1.0` with it reproduces
+            `generate(num_beams=beam_size)`'s defaults.
         max_extra_length: int >= 0. Each output may be up to its source
             length + `max_extra_length` tokens (capped by the model).
         batch_size: int >= 1. Sentences per decoding batch.
@@ -87,7 +92,8 @@ class Translator:
 
     def __init__(self, model, tokenizer=None, beam_size=BEAM_SIZE, alpha=ALPHA, max_extra_length=MAX_EXTRA_LENGTH,
                  batch_size=BATCH_SIZE, jit_compile="auto", narrow_batches=False, long_inputs="split",
-                 buckets=DEFAULT_BUCKETS, eager_steps=EAGER_STEPS, stop=STOP, split_sentences=True):
+                 buckets=DEFAULT_BUCKETS, eager_steps=EAGER_STEPS, stop=STOP, split_sentences=True,
+                 length_penalty="gnmt"):
         check_positive("batch_size", batch_size)
         max_length = model_max_length(model)
         if max_length is None:
@@ -97,15 +103,18 @@ class Translator:
         # tokenizer's (a word tokenizer's tokens are whole words).
         continues_word = getattr(tokenizer, "continues_word", None)
         self.continues_word = None if continues_word is None else continues_word()
-        self.sampler = get_sampler(beam_size, alpha, continues_word=self.continues_word, stop=stop)
-        self.alpha, self.stop = self.sampler.alpha, stop
+        self.sampler = get_sampler(beam_size, alpha, continues_word=self.continues_word, stop=stop,
+                                   length_penalty=length_penalty)
+        self.alpha, self.stop, self.length_penalty = self.sampler.alpha, stop, self.sampler.length_penalty
         self.preprocessor = TranslationPreprocessor(tokenizer, max_length, max_extra_length, long_inputs, buckets,
                                                     split_sentences)
         self.max_extra_length, self.batch_size = max_extra_length, batch_size
         self.runner = DecodeRunner(model, self.preprocessor, max_extra_length, batch_size, jit_compile,
                                    narrow_batches, eager_steps)
         self.jit_compile, self.narrow_batches = jit_compile, narrow_batches
-        self.vocab_size = getattr(getattr(model, "transformer_config", None), "vocab_size", None)
+        config = getattr(model, "transformer_config", None)
+        self.vocab_size = getattr(config, "vocab_size", None)
+        self.target_vocab_size = getattr(config, "target_vocab_size", None) or self.vocab_size
         self._piece_kinds = None  # what each piece is to a text's words, for alignments
         self.runner.decoder(self.sampler)  # made (and the model built) before the first call
 
@@ -117,7 +126,14 @@ class Translator:
     def from_preset(cls, preset, **kwargs):
         """A `Translator` with the model and tokenizer of `preset`, a shipped
         preset name (`keras_transformer.list_presets()`) or a directory
-        written by `save_to_preset`; `kwargs`: the other arguments."""
+        written by `save_to_preset`, or a Marian model converted as it
+        loads: a Hugging Face Marian folder, a Marian folder or
+        `hf://org/name` (`keras_transformer.converters.marian`); `kwargs`:
+        the other arguments."""
+        if presets.is_marian(preset):
+            from keras_transformer.converters.marian import preset as marian_preset
+
+            return cls(*marian_preset.load(preset)[:2], **kwargs)
         return cls(presets.load_model(preset), SubwordTokenizer.from_preset(preset), **kwargs)
 
     @classmethod
@@ -258,7 +274,7 @@ class Translator:
                              f"Received: {len(sources)} sources, {len(targets)} targets")
         self._need_tokenizer("score")
         source_ids = [pack_source(ids) for ids in self.tokenizer.encode(list(sources))]
-        target_ids = [[*ids, EOS_ID] for ids in self.tokenizer.encode(list(targets))]
+        target_ids = [[*ids, EOS_ID] for ids in self.tokenizer.encode_target(list(targets))]
         checks.check_score_pairs(source_ids, target_ids, self.preprocessor.max_length, ("sources", "targets"),
                                  (sources, targets))
         results = self.score_ids(source_ids, target_ids)
@@ -269,9 +285,10 @@ class Translator:
         search outputs them (EOS last where they end). Returns a list of
         `TokenScores` whose `tokens` are the target ids."""
         sources = checks.check_token_ids("source_ids", source_ids, self.vocab_size)
-        targets = checks.check_token_ids("target_ids", target_ids, self.vocab_size)
+        targets = checks.check_token_ids("target_ids", target_ids, self.target_vocab_size)
         checks.check_score_pairs(sources, targets, self.preprocessor.max_length)
-        return [TokenScores(target, probs, sum(probs), sum(probs) / penalty_value(len(target), self.alpha))
+        return [TokenScores(target, probs, sum(probs),
+                            sum(probs) / penalty_value(len(target), self.alpha, self.length_penalty))
                 for target, probs in zip(targets, self.runner.force(sources, targets))]
 
     def translate_ids(self, source_ids):
@@ -328,7 +345,7 @@ class Translator:
         if sampler is not None or n_best == 1:
             return sampler or self.sampler
         return BeamSampler(self.beam_size, self.alpha, num_return=n_best, continues_word=self.continues_word,
-                           stop=self.stop)
+                           stop=self.stop, length_penalty=self.length_penalty)
 
     def _join(self, group, results, rank, links, owners, frames, index, texts):
         """The `Hypothesis` of `rank` of input `index` from its pieces,
@@ -336,7 +353,8 @@ class Translator:
         `frames`."""
         outputs = [results[p][0][rank] for p in group]
         scores = [results[p][1][rank] for p in group]
-        log_probs = [score * penalty_value(len(ids), self.alpha) for score, ids in zip(scores, outputs)]
+        log_probs = [score * penalty_value(len(ids), self.alpha, self.length_penalty)
+                     for score, ids in zip(scores, outputs)]
         decoded = self.tokenizer.decode(outputs)
         _, score, confidence, alignment = join_pieces(decoded, scores, log_probs, list(map(len, outputs)),
                                                       None if links is None else [links[p] for p in group])

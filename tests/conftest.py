@@ -63,6 +63,7 @@ HEAVIEST_FIRST = {
         "tests/export/test_xla_export.py",
         "tests/test_examples.py",
         "tests/test_translate_speed.py",
+        "tests/marian/test_import.py",  # makes tests/marian's models (tests/shared.py) for the other modules
         "tests/models/test_learning.py",
         "tests/test_docs_code.py",
         "tests/training/test_own_files.py",

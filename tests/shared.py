@@ -149,6 +149,20 @@ def one_pipeline_translations(folder):
         json.dump({"texts": inputs, "translations": translations}, f)
 
 
+@recipe
+def marian(folder):
+    """tests/marian's models and `transformers`' answers
+    (`tests/marian/reference.py`, in a PyTorch process of its own), and
+    `preset/`, the folder that `keras-transformer import hf/` writes."""
+    from keras_transformer.converters.marian.preset import import_preset
+
+    env = dict(os.environ, KERAS_BACKEND="torch", PYTHONPATH=ROOT)
+    run = subprocess.run([sys.executable, "-m", "tests.marian.reference", folder], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, f"tests/marian/reference.py failed:\n{run.stderr[-3000:]}"
+    import_preset(os.path.join(folder, "hf"), os.path.join(folder, "preset"))
+
+
 if __name__ == "__main__":  # python -m tests.shared NAME FOLDER: a recipe in a TensorFlow process
     sys.path.insert(0, ROOT)
     RECIPES[sys.argv[1]](sys.argv[2])

@@ -267,6 +267,8 @@ def check_cli_inputs(args, command):
 
     if args.command in ("translate", "evaluate", "export", "serve", "score"):
         check_model(model_of(args), command)
+    if args.command == "import" and not args.source.startswith("hf://"):  # a Hub name needs a network: not here
+        check_path("SOURCE", args.source, command)
     corpus_file = getattr(args, "corpus_file", None)
     if corpus_file and not os.path.exists(os.path.join(ROOT, corpus_file)):
         # The user's download of the corpus's full file: the one that corpus is a split of.

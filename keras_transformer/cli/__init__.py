@@ -12,6 +12,7 @@
     keras-transformer translate tatoeba_en_fr "Where is the station?"       # a preset: name or directory
     keras-transformer evaluate saved_models/tatoeba_en_fr --corpus tatoeba_en_fr --split test
     keras-transformer serve saved_models/tatoeba_en_fr --port 8501   # pip install "keras-transformer[serve]"
+    keras-transformer import hf://Helsinki-NLP/opus-mt-en-de --output opus_mt_en_de   # an OPUS-MT model
 
 The `keras-transformer` command hides TensorFlow's start-up lines (CUDA
 drivers, cuInit, oneDNN, CPU features) unless `--verbose` is given, before
@@ -35,9 +36,19 @@ import argparse
 import re
 import sys
 
-from keras_transformer.cli import average_checkpoints, evaluate, export, preset, score, serve, train, translate
+from keras_transformer.cli import (
+    average_checkpoints,
+    evaluate,
+    export,
+    import_model,
+    preset,
+    score,
+    serve,
+    train,
+    translate,
+)
 
-COMMANDS = (train, average_checkpoints, preset, export, translate, score, evaluate, serve)
+COMMANDS = (train, average_checkpoints, preset, import_model, export, translate, score, evaluate, serve)
 
 VERBOSE_HELP = "show TensorFlow's start-up lines (CUDA drivers, cuInit, oneDNN), which the command hides otherwise"
 

@@ -41,6 +41,7 @@ def add_model_argument(p):
 def add_decoding_arguments(p, batch_size=True):
     """The `Translator`'s decoding options, for a preset or a `.keras` model;
     unset, the `Translator`'s defaults (`keras_transformer.decoding.defaults`)."""
+    from keras_transformer.decoding.common import LENGTH_PENALTIES
     from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, STOP, STOP_RULES
     from keras_transformer.preprocessor import LONG_INPUTS
 
@@ -52,6 +53,9 @@ def add_decoding_arguments(p, batch_size=True):
                    help="when beam search is done with a sentence: exact (no alive hypothesis can beat its best "
                         "finished ones) or early (its best candidate has ended, as CTranslate2 stops; fewer steps) "
                         f"(default: {STOP})")
+    p.add_argument("--length-penalty", choices=LENGTH_PENALTIES, default=None,
+                   help="gnmt: ((5 + length) / 6) ** alpha (the default); huggingface: length ** alpha, and beam "
+                        "search stops as Hugging Face's generate does (with --alpha 1, its defaults)")
     p.add_argument("--long-inputs", choices=LONG_INPUTS, default=None,
                    help="an input over the model's source budget is split at sentence ends (the default) or "
                         "truncated")

@@ -139,6 +139,7 @@ def write_ctranslate2_folder(model, tokenizer, args, metadata):
     return ctranslate2.export_ctranslate2(
         model, tokenizer, args.output_dir, beam_size=args.beam_size or BEAM_SIZE,
         alpha=ALPHA if args.alpha is None else args.alpha, quantization=args.quantize, metadata=metadata or None,
+        length_penalty=args.length_penalty or "gnmt",
     )
 
 

@@ -59,6 +59,6 @@ def run(args):
     identity = manifest.get("identity", manifest)
     metadata = {"data": identity.get("data"), "averaged_checkpoints": [os.path.basename(p) for p in paths]}
     save_model(model, args.output, weights_dtype=args.weights_dtype, model_card=model_card, metadata=metadata)
-    SubwordTokenizer.load(tokenizer).save_to_preset(args.output)
+    SubwordTokenizer.load(args.run_dir).save_to_preset(args.output)  # an imported model's two, if so
     print(f"Wrote preset {args.output} ({len(paths)} checkpoint(s) averaged: {', '.join(map(os.path.basename, paths))})")
     return 0

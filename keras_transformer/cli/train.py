@@ -241,6 +241,12 @@ def check_data_arguments(args):
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{flag}: no such file. Received: {path!r}")
     if args.from_preset is not None:
+        from keras_transformer.presets import is_marian
+
+        if is_marian(args.from_preset):
+            raise ValueError(f"--from-preset takes a preset: import the Marian model once with `keras-transformer "
+                             f"import {args.from_preset} --output DIR` and fine-tune DIR. "
+                             f"Received: --from-preset={args.from_preset!r}")
         if args.corpus in SYNTHETIC_CORPORA:
             raise ValueError(f"--from-preset needs text data, not a synthetic corpus. Received: --corpus={args.corpus!r}")
         for flag, value in (("--architecture", args.architecture), ("--vocab-size", args.vocab_size)):
@@ -418,4 +424,4 @@ def target_labels(pairs, tokenizer, seed):
     from keras_transformer.tokens import pack_target, split_target
 
     rows = np.random.default_rng(seed).permutation(len(pairs))[:FREQUENCY_SAMPLE]
-    return [split_target(pack_target(ids))[1] for ids in tokenizer.encode([pairs[i][1] for i in rows])]
+    return [split_target(pack_target(ids))[1] for ids in tokenizer.encode_target([pairs[i][1] for i in rows])]

@@ -178,10 +178,10 @@ def _plot(model, tokenizer, sentence, translation, path, head):
     from keras_transformer.tokens import pack_source, pack_target, split_target
 
     source = pack_source(tokenizer.encode(sentence))
-    target, _ = split_target(pack_target(tokenizer.encode(translation)))
+    target, _ = split_target(pack_target(tokenizer.encode_target(translation)))
     weights = cross_attention_weights(model, source, target)
     plot_attention(
-        weights, tokenizer.id_to_piece(source[:-1]) + ["</s>"], ["<s>"] + tokenizer.id_to_piece(target[1:]),
+        weights, tokenizer.source_id_to_piece(source[:-1]) + ["</s>"], ["<s>"] + tokenizer.id_to_piece(target[1:]),
         path, head=head, title=f"{sentence} → {translation}",
     )
     print(f"Attention plot written to {path}", file=sys.stderr)

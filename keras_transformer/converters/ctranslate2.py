@@ -17,7 +17,8 @@ the two and how it is matched:
   `max_length` rows) into `position_encodings.encodings`, which CTranslate2
   indexes from position 0 in both stacks (as it does a learned table).
   A model with learned positions gets its table the same way.
-- Embeddings are scaled by sqrt(d_model) in both (`scale_embeddings`).
+- Embeddings are scaled by sqrt(d_model) in both (`scale_embeddings`),
+  unless the model's `scale_embeddings` is off (an imported model's).
 - Post-norm (`norm_first=False`): `pre_norm=False`, no final LayerNorm;
   pre-norm models get the final LayerNorms.
 - Self-attention: our fused `(d_model, 3 * d_model)` Q/K/V Dense splits into
@@ -25,9 +26,14 @@ the two and how it is matched:
   heads side by side; CTranslate2's first self-attention linear is the same
   three blocks stacked (Q, K, V) in its `(out, in)` layout, so each block is
   transposed and stacked. Cross-attention: Q alone, then K and V stacked.
-- The output projection is the (shared) embedding matrix, without a bias.
+- The output projection is the (shared) embedding matrix, or a matrix of
+  its own, with the model's output bias if it has one; the ids the model
+  never outputs (`suppressed_ids`) get a bias of `NEG_INF`, so that
+  CTranslate2 never outputs them either and the others share their
+  probability as in our decoding.
 - Vocabulary: the SentencePiece pieces in id order (PAD 0, UNK 1, BOS 2,
-  EOS 3 are `<pad> <unk> <s> </s>`), one vocabulary for source and target.
+  EOS 3 are `<pad> <unk> <s> </s>`), one vocabulary for source and target,
+  or the source's and the target's of an imported model.
   CTranslate2 adds nothing to the source: callers append `</s>` themselves
   (`tokens.pack_source`), as `ctranslate2_source_tokens` does.
 - Length normalisation is a decoding option, not part of the model: ours is
@@ -56,11 +62,11 @@ Example:
 import argparse
 import json
 import os
-import shutil
-import tempfile
 
 import numpy as np
 
+from keras_transformer.atomic_files import new_folder
+from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
 from keras_transformer.preprocessor import is_blank
 from keras_transformer.tokens import BOS_ID, EOS_ID, UNK_ID
@@ -80,6 +86,7 @@ PATIENCE = 2
 
 # What the export writes beside CTranslate2's own files.
 TOKENIZER_FILE = "tokenizer.model"
+TARGET_TOKENIZER_FILE = "target_tokenizer.model"  # an imported model's target side
 SETTINGS_FILE = "keras_transformer.json"
 NOTE_FILE = "README.md"
 
@@ -165,25 +172,30 @@ def _position_table(model, positions):
     config = model.transformer_config
     if positions.learned:
         return _numpy(positions.table)
-    return _numpy(sinusoids(0, config.max_length, config.d_model))
+    return _numpy(sinusoids(0, config.max_length, config.d_model, config.sinusoid_layout))
 
 
 def _activation(name):
     from ctranslate2.specs import common_spec
 
-    table = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+    table = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+             "gelu_approximate": common_spec.Activation.GELUTanh, "gelu_sigmoid": common_spec.Activation.GELUSigmoid,
+             "silu": common_spec.Activation.SWISH, "swish": common_spec.Activation.SWISH}
     if name not in table:
-        raise ValueError(f"CTranslate2 conversion supports relu and gelu. Received: activation={name!r}")
+        raise ValueError(f"CTranslate2 conversion supports the activations {sorted(table)}. "
+                         f"Received: activation={name!r}")
     return table[name]
 
 
-def vocabulary(tokenizer):
-    """The tokenizer's pieces in id order (`tokenizer` may be that list)."""
+def vocabulary(tokenizer, target=False):
+    """The tokenizer's pieces in id order (`tokenizer` may be that list):
+    its source side's, or its `target` side's."""
     if isinstance(tokenizer, (list, tuple)):
         pieces = [str(p) for p in tokenizer]
+    elif target:
+        pieces = tokenizer.id_to_piece(range(tokenizer.target_vocab_size))
     else:
-        processor = tokenizer.processor
-        pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+        pieces = tokenizer.source_id_to_piece(range(tokenizer.vocab_size))
     if len(set(pieces)) != len(pieces):
         raise ValueError("The tokenizer's pieces are not unique; CTranslate2 needs a vocabulary of distinct tokens.")
     return pieces
@@ -200,34 +212,37 @@ def transformer_spec(model, tokenizer):
     from ctranslate2.specs import transformer_spec as ts
 
     config = model.transformer_config
-    if config.target_vocab_size not in (None, config.vocab_size) or getattr(model, "target_embedding", None) is not None:
-        raise ValueError("The converter handles a shared vocabulary (one embedding) only.")
     _check_float(model)
     if not model.built:
         raise ValueError("Build the model (or load its weights) before converting it.")
-    pieces = vocabulary(tokenizer)
-    if len(pieces) != config.vocab_size:
-        raise ValueError(
-            f"The tokenizer has {len(pieces)} pieces and the model {config.vocab_size} ids."
-        )
+    source_pieces = vocabulary(tokenizer)
+    target_pieces = source_pieces if isinstance(tokenizer, (list, tuple)) else vocabulary(tokenizer, target=True)
+    for side, pieces, size in (("source", source_pieces, config.vocab_size),
+                               ("target", target_pieces, config.target_vocab_size or config.vocab_size)):
+        if len(pieces) != size:
+            raise ValueError(f"The tokenizer has {len(pieces)} {side} pieces and the model {size} {side} ids.")
     for name, index in (("unk", UNK_ID), ("bos", BOS_ID), ("eos", EOS_ID)):
         expected = {"unk": "<unk>", "bos": "<s>", "eos": "</s>"}[name]
-        if pieces[index] != expected:
-            raise ValueError(f"Piece {index} is {pieces[index]!r}, expected {expected!r} ({name}).")
+        for pieces in (source_pieces, target_pieces):
+            if pieces[index] != expected:
+                raise ValueError(f"Piece {index} is {pieces[index]!r}, expected {expected!r} ({name}).")
 
     common = dict(pre_norm=config.norm_first, activation=_activation(config.activation))
     encoder = ts.TransformerEncoderSpec(config.num_layers, config.num_heads, **common)
-    decoder = ts.TransformerDecoderSpec(config.num_layers, config.num_heads, **common)
+    decoder = ts.TransformerDecoderSpec(config.num_decoder_layers or config.num_layers, config.num_heads, **common)
     spec = ts.TransformerSpec(encoder, decoder)
     spec.config.layer_norm_epsilon = float(config.layer_norm_epsilon)
 
-    embeddings = _numpy(model.embedding.embeddings)  # (vocab, d_model), also the output layer
-    encoder.embeddings[0].weight = embeddings
-    decoder.embeddings.weight = embeddings
-    encoder.scale_embeddings = decoder.scale_embeddings = True
+    encoder.embeddings[0].weight = _numpy(model.embedding.embeddings)  # (vocab, d_model)
+    decoder.embeddings.weight = _numpy(model._decoder_embedding.embeddings)  # (target vocab, d_model)
+    encoder.scale_embeddings = decoder.scale_embeddings = config.scale_embeddings
     encoder.position_encodings.encodings = _position_table(model, model.encoder_positions)
     decoder.position_encodings.encodings = _position_table(model, model.decoder_positions)
-    decoder.projection.weight = embeddings
+    decoder.projection.weight = _numpy(model._output_embedding.embeddings)
+    if config.output_bias or config.suppressed_ids:
+        bias = _numpy(model.output_bias) if config.output_bias else np.zeros(len(target_pieces), "float32")
+        bias[list(config.suppressed_ids)] = NEG_INF
+        decoder.projection.bias = bias
 
     for layer_spec, layer in zip(encoder.layer, model.encoder_layers):
         _attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_norm)
@@ -240,8 +255,8 @@ def transformer_spec(model, tokenizer):
         _norm(encoder.layer_norm, model.encoder_norm)
         _norm(decoder.layer_norm, model.decoder_norm)
 
-    spec.register_source_vocabulary(pieces)
-    spec.register_target_vocabulary(pieces)
+    spec.register_source_vocabulary(source_pieces)
+    spec.register_target_vocabulary(target_pieces)
     spec.validate()
     return spec
 
@@ -283,7 +298,7 @@ def closest_length_penalty(alpha, length=TYPICAL_LENGTH):
 
 
 def export_ctranslate2(model, tokenizer, output_dir, beam_size=BEAM_SIZE, alpha=ALPHA, quantization=None,
-                       metadata=None):
+                       metadata=None, length_penalty="gnmt"):
     """Writes a CTranslate2 model folder: the model (`convert`), the
     tokenizer, `keras_transformer.json` (the decoding settings and
     `metadata`) and `README.md`, a note on translating as this package does.
@@ -295,43 +310,37 @@ def export_ctranslate2(model, tokenizer, output_dir, beam_size=BEAM_SIZE, alpha=
             The folder appears whole or not at all.
         beam_size, alpha: the decoding settings the note recommends, alpha
             as CTranslate2's closest `length_penalty`.
+        length_penalty: ours, `"gnmt"` or `"huggingface"`, whose
+            `length ** alpha` is CTranslate2's own.
         quantization: optional CTranslate2 storage type, e.g. `"int8"`.
         metadata: optional dict added to `keras_transformer.json`.
 
     Returns:
         `output_dir`.
     """
-    from keras_transformer.decoding.common import check_alpha
+    from keras_transformer.decoding.common import check_alpha, check_length_penalty
     from keras_transformer.validation import check_positive
 
     check_positive("beam_size", beam_size)
     check_alpha(alpha)
-    if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
-        raise FileExistsError(f"{output_dir!r} exists and is not an empty folder. Received: output_dir={output_dir!r}")
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    os.makedirs(parent, exist_ok=True)
+    check_length_penalty(length_penalty)
     # Built beside its final place, then renamed: the folder appears whole or not at all.
-    temporary = tempfile.mkdtemp(prefix=".export-", dir=parent)
-    staging = os.path.join(temporary, "model")
-    try:
+    with new_folder(output_dir, "output_dir") as staging:
         convert(model, tokenizer, staging, quantization)
-        with open(os.path.join(staging, TOKENIZER_FILE), "wb") as f:
-            f.write(tokenizer.model_proto)
+        tokenizer.save(staging)  # tokenizer.model, and an imported model's target_tokenizer.model
+        exact = length_penalty == "huggingface"  # CTranslate2's own penalty
         settings = dict(
-            beam_size=beam_size, length_penalty=round(closest_length_penalty(alpha), 2), patience=PATIENCE,
-            alpha=alpha, typical_length=TYPICAL_LENGTH, max_extra_length=MAX_EXTRA_LENGTH,
-            max_decoding_length=int(model.transformer_config.max_length),
-            source_suffix=["</s>"], quantization=quantization, **(metadata or {}),
+            beam_size=beam_size, length_penalty=alpha if exact else round(closest_length_penalty(alpha), 2),
+            patience=1 if exact else PATIENCE, alpha=alpha, keras_transformer_length_penalty=length_penalty,
+            typical_length=TYPICAL_LENGTH, max_extra_length=MAX_EXTRA_LENGTH,
+            max_decoding_length=int(model.transformer_config.max_length), source_suffix=["</s>"],
+            target_tokenizer=TOKENIZER_FILE if tokenizer.shared else TARGET_TOKENIZER_FILE,
+            quantization=quantization, **(metadata or {}),
         )
         with open(os.path.join(staging, SETTINGS_FILE), "w", encoding="utf-8") as f:
             json.dump(settings, f, indent=2)
         with open(os.path.join(staging, NOTE_FILE), "w", encoding="utf-8") as f:
             f.write(_note(settings))
-        if os.path.isdir(output_dir):
-            os.rmdir(output_dir)  # empty, checked above
-        os.replace(staging, output_dir)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
     return output_dir
 
 
@@ -349,11 +358,12 @@ import sentencepiece
 
 folder = "."
 tokenizer = sentencepiece.SentencePieceProcessor(model_file=f"{{folder}}/{TOKENIZER_FILE}")
+target = sentencepiece.SentencePieceProcessor(model_file=f"{{folder}}/{settings["target_tokenizer"]}")
 translator = ctranslate2.Translator(folder, compute_type="default")
 pieces = [p + ["</s>"] for p in tokenizer.encode(["Where is the station?"], out_type=str)]
 results = translator.translate_batch(pieces, beam_size={settings["beam_size"]}, length_penalty={settings["length_penalty"]},
                                      patience={settings["patience"]}, max_decoding_length={settings["max_decoding_length"]})
-print(tokenizer.decode_pieces(results[0].hypotheses[0]))
+print(target.decode_pieces(results[0].hypotheses[0]))
 ```
 
 - **The source ends with `</s>`**, which CTranslate2 does not add; the
@@ -361,7 +371,9 @@ print(tokenizer.decode_pieces(results[0].hypotheses[0]))
 - **Greedy search** (`beam_size=1`) gives keras-transformer's greedy
   translations.
 - **The length penalty.** keras-transformer divides a hypothesis's
-  log-probability by GNMT's `((5 + length) / 6) ** alpha`, here alpha =
+  log-probability by GNMT's `((5 + length) / 6) ** alpha` (unless told
+  `length_penalty="huggingface"`: `length ** alpha`, CTranslate2's own, and
+  then `length_penalty` above is alpha), here alpha =
   {settings["alpha"]}; CTranslate2 divides it by `length ** length_penalty`.
   No `length_penalty` equals ours at every length. The closest is
   `alpha * L / (5 + L)`, which makes the two penalties grow alike at
@@ -397,9 +409,8 @@ def ctranslate2_source_tokens(tokenizer, sentences):
     """CTranslate2's input for `sentences`: each sentence's pieces and `</s>`
     (`tokens.pack_source`); a blank sentence gives `[]` (translate it to "")."""
     encoded = tokenizer.encode(list(sentences)) if sentences else []
-    processor = tokenizer.processor
     return [
-        [processor.id_to_piece(i) for i in ids] + ["</s>"] if not is_blank(s) and ids else []
+        tokenizer.source_id_to_piece(ids) + ["</s>"] if not is_blank(s) and ids else []
         for s, ids in zip(sentences, encoded)
     ]
 

@@ -144,7 +144,7 @@ def _length(source, target):
 
 def _training_pairs_graph(tokenizer, max_length, length_policy):
     """`(sources, targets) -> (source_ids, target_ids, counts)` in TensorFlow
-    ops: the preprocessor's `training_pairs_graph` with one tokenizer op."""
+    ops: the preprocessor's `training_pairs_graph` with one `GraphTokenizer`."""
     preprocessor = TranslationPreprocessor(tokenizer, max_length)
     op = preprocessor.graph_tokenizer()
     return lambda sources, targets: preprocessor.training_pairs_graph(sources, targets, op, length_policy)

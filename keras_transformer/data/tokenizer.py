@@ -4,6 +4,10 @@
 JAX or PyTorch machines). The same ids in TensorFlow ops, for tf.data and
 the SavedModel, are `keras_transformer.preprocessor`'s graph face.
 
+An imported model (`keras_transformer.converters.marian`) brings a source
+and a target SentencePiece model instead of one: `encode` reads sources,
+`encode_target` targets, and `decode` writes targets.
+
 Example:
 
 >>> tokenizer = SubwordTokenizer.train(sentences, vocab_size=8000)
@@ -22,10 +26,43 @@ import numpy as np
 from keras_transformer import presets
 from keras_transformer.atomic_files import atomic_write
 from keras_transformer.sentences import normalize
+from keras_transformer.sentencepiece_model import model_vocab_size
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, unpack_output
 
 MODEL_FILENAME = "tokenizer.model"
+TARGET_MODEL_FILENAME = "target_tokenizer.model"  # an imported model's target side
 MODEL_TYPES = ("bpe", "unigram")
+
+
+def _processor(proto, name):
+    """`(SentencePieceProcessor, vocabulary size)` of the model bytes `proto`
+    (argument `name`). The vocabulary is the model's first
+    `trainer_spec.vocab_size` pieces (all of a model trained here); an
+    imported model's pieces after them segment text as its source's
+    SentencePiece model does, and are unknown to the model (`known_ids`)."""
+    import sentencepiece as spm
+
+    if not isinstance(proto, (bytes, bytearray)) or not proto:
+        raise ValueError(f"Argument `{name}` must be the non-empty bytes of a SentencePiece model. "
+                         f"Received: {type(proto).__name__}")
+    try:
+        processor = spm.SentencePieceProcessor(model_proto=bytes(proto))
+    except (RuntimeError, OSError) as error:
+        raise ValueError(f"Argument `{name}` is not a valid SentencePiece model: {error}") from None
+    special = [processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id()]
+    if special != [PAD_ID, UNK_ID, BOS_ID, EOS_ID]:
+        raise ValueError(
+            f"The SentencePiece model must use ids pad={PAD_ID}, unk={UNK_ID}, bos={BOS_ID}, "
+            f"eos={EOS_ID}. Received: pad, unk, bos, eos = {special}"
+        )
+    pieces = processor.get_piece_size()
+    size = model_vocab_size(bytes(proto))
+    return processor, size if size is not None and 0 < size < pieces else pieces
+
+
+def known_ids(rows, vocab_size):
+    """`rows` of ids with each id at or past `vocab_size` made `UNK_ID`."""
+    return [[i if i < vocab_size else UNK_ID for i in row] for row in rows]
 
 
 class SubwordTokenizer:
@@ -46,9 +83,16 @@ class SubwordTokenizer:
     `encode`/`decode` work on Python lists; the preprocessor's graph face
     (`keras_transformer.preprocessor`) gives the same ids in TensorFlow ops.
 
+    An imported model's tokenizer has a SentencePiece model for each side,
+    whose ids are the model's (`keras_transformer.converters.marian`):
+    `encode` reads sources with the first, `encode_target` targets with the
+    second, and `decode` and `id_to_piece` write targets. One model serves
+    both sides otherwise.
+
     Args:
         model_proto: bytes of a serialized SentencePiece model (what
             `train` builds and `save` writes).
+        target_model_proto: optional bytes of the target side's model.
 
     Example:
 
@@ -57,25 +101,14 @@ class SubwordTokenizer:
     ['Hello world.']
     """
 
-    def __init__(self, model_proto):
-        import sentencepiece as spm
-
-        if not isinstance(model_proto, (bytes, bytearray)) or not model_proto:
-            raise ValueError(
-                "Argument `model_proto` must be the non-empty bytes of a SentencePiece model. "
-                f"Received: {type(model_proto).__name__}"
-            )
+    def __init__(self, model_proto, target_model_proto=None):
+        self.processor, self.vocab_size = _processor(model_proto, "model_proto")
         self.model_proto = bytes(model_proto)
-        try:
-            self.processor = spm.SentencePieceProcessor(model_proto=self.model_proto)
-        except (RuntimeError, OSError) as error:
-            raise ValueError(f"Argument `model_proto` is not a valid SentencePiece model: {error}") from None
-        special = [self.processor.pad_id(), self.processor.unk_id(), self.processor.bos_id(), self.processor.eos_id()]
-        if special != [PAD_ID, UNK_ID, BOS_ID, EOS_ID]:
-            raise ValueError(
-                f"The SentencePiece model must use ids pad={PAD_ID}, unk={UNK_ID}, bos={BOS_ID}, "
-                f"eos={EOS_ID}. Received: pad, unk, bos, eos = {special}"
-            )
+        self.target_model_proto = None if target_model_proto is None else bytes(target_model_proto)
+        if self.target_model_proto is None:
+            self.target_processor, self.target_vocab_size = self.processor, self.vocab_size
+        else:
+            self.target_processor, self.target_vocab_size = _processor(target_model_proto, "target_model_proto")
 
     # ------------------------------------------------------------ training
     @classmethod
@@ -171,21 +204,25 @@ class SubwordTokenizer:
     # ------------------------------------------------------------ files
     @classmethod
     def load(cls, path):
-        """Loads a model file, or `tokenizer.model` inside a folder."""
+        """Loads a model file, or `tokenizer.model` inside a folder (with
+        `target_tokenizer.model` beside it, if there is one)."""
         path = os.fspath(path)
+        target = None
         if os.path.isdir(path):
+            target = os.path.join(path, TARGET_MODEL_FILENAME)
             path = os.path.join(path, MODEL_FILENAME)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"No tokenizer model file. Received: path={path!r}")
-        with open(path, "rb") as f:
-            proto = f.read()
+        protos = [_read(path)] + ([_read(target)] if target and os.path.isfile(target) else [])
         try:
-            return cls(proto)
+            return cls(*protos)
         except ValueError as error:
             raise ValueError(f"Tokenizer file {path!r}: {error}") from None
 
     def save(self, directory):
-        """Writes `directory/tokenizer.model` (the model bytes) atomically; returns its path.
+        """Writes `directory/tokenizer.model` (the model bytes), and
+        `target_tokenizer.model` for a target side of its own, atomically;
+        returns the first's path.
 
         A full disk or a crash never leaves a truncated model file
         (`keras_transformer.atomic_files`).
@@ -193,57 +230,96 @@ class SubwordTokenizer:
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, MODEL_FILENAME)
+        target = os.path.join(directory, TARGET_MODEL_FILENAME)
+        if self.target_model_proto is not None:
+            atomic_write(target, self.target_model_proto)
+        elif os.path.exists(target):
+            os.remove(target)  # one model serves both sides now
         atomic_write(path, self.model_proto)
         return path
 
     @classmethod
     def from_preset(cls, preset):
-        """The tokenizer of a preset: a shipped name or a preset directory."""
-        return cls.load(os.path.join(presets.preset_directory(preset), presets.TOKENIZER_FILE))
+        """The tokenizer of a preset: a shipped name or a preset directory,
+        or a Marian model (`presets.load_model`)."""
+        if presets.is_marian(preset):
+            from keras_transformer.converters import marian
+            from keras_transformer.converters.marian import tokenizer
+
+            return cls(*[p for p in tokenizer.protos(marian.read(preset, weights=False)) if p is not None])
+        return cls.load(presets.preset_directory(preset))
 
     def save_to_preset(self, preset_dir):
-        """Writes `tokenizer.model` into a preset directory; returns its path."""
+        """Writes `tokenizer.model` (and an imported model's
+        `target_tokenizer.model`) into a preset directory; returns the
+        first's path."""
         return self.save(preset_dir)
 
     # ------------------------------------------------------------ Python
     @property
-    def vocab_size(self):
-        return self.processor.get_piece_size()
+    def shared(self):
+        """Whether one SentencePiece model serves sources and targets."""
+        return self.target_model_proto is None
 
     def encode(self, sentences):
-        """Ids of each sentence, without BOS/EOS: `list[str] -> list[list[int]]`.
+        """Ids of each source sentence, without BOS/EOS: `list[str] -> list[list[int]]`.
 
         Each is normalized first (`keras_transformer.sentences.normalize`:
         invisible characters removed or made spaces). A single string gives
         a single list of ids.
         """
-        if isinstance(sentences, str):
-            return self.processor.encode(normalize(sentences))
-        return self.processor.encode([normalize(s) for s in sentences])
+        return self._encode(self.processor, self.vocab_size, sentences)
+
+    def encode_target(self, sentences):
+        """`encode` for target sentences (training targets, target
+        prefixes, constraints, translations to score)."""
+        return self._encode(self.target_processor, self.target_vocab_size, sentences)
+
+    @staticmethod
+    def _encode(processor, vocab_size, sentences):
+        single = isinstance(sentences, str)
+        rows = processor.encode([normalize(sentences)] if single else [normalize(s) for s in sentences])
+        if vocab_size < processor.get_piece_size():
+            rows = known_ids(rows, vocab_size)
+        return rows[0] if single else rows
 
     def decode(self, ids):
-        """Text of each id sequence: `list[list[int]] -> list[str]`.
+        """Text of each target id sequence: `list[list[int]] -> list[str]`.
 
         Padding and BOS are dropped and each sequence ends at its first EOS
         (as decoder outputs do); a single flat list gives a single string.
         """
         rows = ids.tolist() if hasattr(ids, "tolist") else [list(r) if hasattr(r, "__iter__") else r for r in ids]
         if rows and not isinstance(rows[0], list):  # one flat sequence
-            return self.processor.decode(unpack_output(rows))
-        return self.processor.decode([unpack_output(row) for row in rows])
+            return self.target_processor.decode(unpack_output(rows))
+        return self.target_processor.decode([unpack_output(row) for row in rows])
 
     def continues_word(self):
-        """(vocab,) bool: the pieces that continue the word before them:
+        """(target vocab,) bool: the pieces that continue the word before them:
         no word-start mark ("▁"), and a letter or digit first (punctuation
         ends a word; special tokens and byte pieces are written `<...>`)."""
-        pieces = self.id_to_piece(range(self.vocab_size))
+        pieces = self.id_to_piece(range(self.target_vocab_size))
         return np.array([not p.startswith("\u2581") and p[:1].isalnum() for p in pieces], dtype=bool)
 
     def id_to_piece(self, ids):
-        """Pieces of ids (e.g. `"▁chat"`), for attention plots: ints -> strs."""
-        if isinstance(ids, int) or hasattr(ids, "dtype") and getattr(ids, "ndim", 1) == 0:
-            return self.processor.id_to_piece(int(ids))
-        return [self.processor.id_to_piece(int(i)) for i in ids]
+        """Pieces of target ids (e.g. `"▁chat"`), for attention plots and
+        scores: ints -> strs."""
+        return _pieces(self.target_processor, ids)
+
+    def source_id_to_piece(self, ids):
+        """`id_to_piece` of source ids."""
+        return _pieces(self.processor, ids)
+
+
+def _pieces(processor, ids):
+    if isinstance(ids, int) or hasattr(ids, "dtype") and getattr(ids, "ndim", 1) == 0:
+        return processor.id_to_piece(int(ids))
+    return [processor.id_to_piece(int(i)) for i in ids]
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _read_lines(path):

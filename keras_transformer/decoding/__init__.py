@@ -8,11 +8,11 @@ the samplers' interface and where each lives.
 Example:
 
 >>> get_sampler(beam_size=1, alpha=0.6)
-GreedySampler(alpha=0.6)
+GreedySampler(alpha=0.6, length_penalty='gnmt')
 """
 
 from keras_transformer.decoding.beam_search import BeamSampler, BeamState, ConstrainedBeamSampler, beam_search, check_stop
-from keras_transformer.decoding.common import NEG_INF, check_alpha, length_penalty
+from keras_transformer.decoding.common import LENGTH_PENALTIES, NEG_INF, check_alpha, length_penalty
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, STOP
 from keras_transformer.decoding.greedy import GreedySampler, greedy_decode
@@ -26,6 +26,7 @@ __all__ = [
     "BeamState",
     "ConstrainedBeamSampler",
     "GreedySampler",
+    "LENGTH_PENALTIES",
     "NEG_INF",
     "OneOutputSampler",
     "RandomSampler",
@@ -42,13 +43,15 @@ __all__ = [
 ]
 
 
-def get_sampler(beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None, stop=STOP):
+def get_sampler(beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None, stop=STOP,
+                length_penalty="gnmt"):
     """Greedy decoding for `beam_size=1` and one hypothesis, else beam
     search (whose terminology constraints are met as whole words given
     `continues_word`, and whose sentences are done by the `stop` rule);
-    either scores its outputs with the length penalty `alpha`. Greedy
-    decoding is done with a sentence at its EOS under either rule."""
+    either scores its outputs with the length penalty `length_penalty` of
+    exponent `alpha`. Greedy decoding is done with a sentence at its EOS
+    under either rule."""
     if beam_size == 1 and num_return == 1:
         check_stop(stop)
-        return GreedySampler(check_alpha(alpha))
-    return BeamSampler(beam_size, alpha, num_return, continues_word, stop)
+        return GreedySampler(check_alpha(alpha), length_penalty)
+    return BeamSampler(beam_size, alpha, num_return, continues_word, stop, length_penalty)

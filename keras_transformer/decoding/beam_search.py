@@ -19,7 +19,13 @@ of a step (by log-probability) has ended in EOS and `num_return`
 hypotheses have finished, as OpenNMT-py and CTranslate2 (without a length
 penalty) stop; a longer hypothesis that the length penalty would have
 preferred may then go unfound. Either way a sentence is done at its length
-limit, where its best alive candidates are finished as they are. `BeamSampler` is this search as a sampler of the one decoding
+limit, where its best alive candidates are finished as they are. With
+`length_penalty="huggingface"` (`length ** alpha`) the search is Hugging
+Face's `generate(num_beams=...)` (its `early_stopping=False`), whatever the
+`stop` rule: a sentence is done once it holds `beam_size` finished
+hypotheses and the best alive one, scored at its length so far, is no
+better than the worst of them. A sentence once done stays done.
+`BeamSampler` is this search as a sampler of the one decoding
 loop (`keras_transformer.decoding.loop`), which runs it until every
 sentence is done. With terminology constraints it is lexically
 constrained beam search (`keras_transformer.decoding.constraints`).
@@ -31,7 +37,15 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.decoding import constraints as lexical
-from keras_transformer.decoding.common import NEG_INF, check_alpha, gather_rows, length_penalty, top_k, write_column
+from keras_transformer.decoding.common import (
+    NEG_INF,
+    check_alpha,
+    check_length_penalty,
+    gather_rows,
+    length_penalty,
+    top_k,
+    write_column,
+)
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH, STOP, STOP_RULES
 from keras_transformer.decoding.loop import decode
 from keras_transformer.decoding.samplers import Sampler
@@ -48,6 +62,7 @@ class BeamState(NamedTuple):
     finished_scores: Any  # (batch, beam) float32: penalised scores, sorted down
     finished_flags: Any  # (batch, beam) bool: slot holds a real hypothesis
     top_ended: Any  # (batch,) bool: a step's best candidate ended (the "early" stop rule)
+    stopped: Any  # (batch,) bool: the sentence was done before the last step
 
 
 class ConstrainedBeamState(NamedTuple):
@@ -60,6 +75,7 @@ class ConstrainedBeamState(NamedTuple):
     finished_scores: Any
     finished_flags: Any
     top_ended: Any
+    stopped: Any
     constraints: Any  # (batch, constraints, length) int32: phrases, PAD after
     alive_progress: Any  # (batch, beam, constraints) int32: tokens met of each phrase, its length + 1 once met
 
@@ -91,12 +107,16 @@ class BeamSampler(Sampler):
             (`keras_transformer.decoding.constraints`).
         stop: `"exact"` or `"early"`: when a sentence is done (the module
             docstring).
+        length_penalty: `"gnmt"` (the default) or `"huggingface"`, which
+            also stops a sentence as Hugging Face's `generate` does (the
+            module docstring).
     """
 
     result_fields = ("finished_seqs", "finished_scores", "finished_flags")
     takes_constraints = True
 
-    def __init__(self, beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None, stop=STOP):
+    def __init__(self, beam_size=BEAM_SIZE, alpha=ALPHA, num_return=1, continues_word=None, stop=STOP,
+                 length_penalty="gnmt"):
         check_positive("beam_size", beam_size)
         check_positive("num_return", num_return)
         if num_return > beam_size:
@@ -105,6 +125,7 @@ class BeamSampler(Sampler):
             )
         self.beam_size, self.alpha, self.num_return = beam_size, check_alpha(alpha), num_return
         self.width, self.stop = beam_size, check_stop(stop)
+        self.length_penalty = check_length_penalty(length_penalty)
         self.continues_word = None if continues_word is None else np.asarray(continues_word, dtype=bool)
 
     def start(self, source_ids, length, bos_id, limits):
@@ -120,6 +141,7 @@ class BeamSampler(Sampler):
             finished_scores=ops.full((batch, k), NEG_INF, dtype="float32"),
             finished_flags=ops.zeros((batch, k), dtype="bool"),
             top_ended=ops.zeros((batch,), dtype="bool"),
+            stopped=ops.less_equal(limits, 0),
         )
         return state
 
@@ -130,14 +152,21 @@ class BeamSampler(Sampler):
         """(batch,) bool: the sentence is done under the `stop` rule: its top
         `num_return` can not change ("exact"), or the best candidate of a
         step has ended and `num_return` hypotheses have finished ("early");
-        or it reached its length limit."""
+        with Hugging Face's length penalty, by its rule; or it reached its
+        length limit."""
         n = self.num_return
-        if self.stop == "early":
+        if self.length_penalty == "huggingface":
+            # The best alive hypothesis scored at its length so far, against
+            # the worst of a full beam of finished ones.
+            best_now = state.alive_log_probs[:, 0] / length_penalty(ops.maximum(step, 1), self.alpha, "huggingface")
+            full = ops.all(state.finished_flags, axis=1)
+            going_on = ops.logical_not(ops.logical_and(full, best_now <= state.finished_scores[:, -1]))
+        elif self.stop == "early":
             going_on = ops.logical_not(ops.logical_and(state.top_ended, state.finished_flags[:, n - 1]))
         else:
             threshold = ops.where(state.finished_flags[:, n - 1], state.finished_scores[:, n - 1], NEG_INF)
             going_on = state.alive_log_probs[:, 0] / length_penalty(limits, self.alpha) > threshold
-        return ops.logical_not(ops.logical_and(ops.less(step, limits), going_on))
+        return ops.logical_or(state.stopped, ops.logical_not(ops.logical_and(ops.less(step, limits), going_on)))
 
     def extend(self, state, log_probs, step, limits, eos_id):
         """One step from `log_probs` `(batch, beam, vocab)`: the new state
@@ -172,7 +201,8 @@ class BeamSampler(Sampler):
         finishing = ops.logical_and(
             ops.logical_and(ops.logical_or(is_eos, at_limit), in_beam), ops.logical_and(active, real)
         )
-        new_scores = ops.where(finishing, top_log_probs / length_penalty(step + 1, self.alpha), NEG_INF)
+        new_scores = ops.where(finishing, top_log_probs / length_penalty(step + 1, self.alpha, self.length_penalty),
+                               NEG_INF)
         finished_scores, keep = ops.top_k(ops.concatenate([state.finished_scores, new_scores], axis=1), k)
         keep = ops.cast(keep, "int32")  # (batch, beam) of the pool and the candidates, (batch, beam + n)
         return dict(
@@ -183,6 +213,7 @@ class BeamSampler(Sampler):
             # for. Kept under either rule: a loop variable passed through
             # unchanged fails TensorFlow's XLA bridge (tests/decoding).
             top_ended=ops.logical_or(state.top_ended, finishing[:, 0]),
+            stopped=ops.logical_not(active[:, 0]),  # done before this step: stays done
         )
 
     def result(self, state):
@@ -200,14 +231,16 @@ class BeamSampler(Sampler):
         return (tokens[:, 0], scores[:, 0]) if n == 1 else (tokens, scores)
 
     def get_config(self):
-        return {"beam_size": self.beam_size, "alpha": self.alpha, "num_return": self.num_return, "stop": self.stop}
+        return {"beam_size": self.beam_size, "alpha": self.alpha, "num_return": self.num_return, "stop": self.stop,
+                "length_penalty": self.length_penalty}
 
     def with_constraints(self):
-        return ConstrainedBeamSampler(self.beam_size, self.alpha, self.num_return, self.continues_word, self.stop)
+        return ConstrainedBeamSampler(self.beam_size, self.alpha, self.num_return, self.continues_word, self.stop,
+                                      self.length_penalty)
 
     def __repr__(self):
         return (f"{type(self).__name__}(beam_size={self.beam_size}, alpha={self.alpha}, num_return={self.num_return}, "
-                f"stop={self.stop!r})")
+                f"stop={self.stop!r}, length_penalty={self.length_penalty!r})")
 
 
 class ConstrainedBeamSampler(BeamSampler):
@@ -275,6 +308,7 @@ def beam_search(
     max_extra_length=MAX_EXTRA_LENGTH,
     narrow_batches=False,
     stop=STOP,
+    length_penalty="gnmt",
 ):
     """Beam search decoding of a batch of source sentences.
 
@@ -304,6 +338,7 @@ def beam_search(
             sentences that are done (`keras_transformer.decoding.loop`);
             the outputs are those of `False`.
         stop: `"exact"` or `"early"`: when a sentence is done (`BeamSampler`).
+        length_penalty: `"gnmt"` or `"huggingface"` (`BeamSampler`).
 
     Returns:
         `(tokens, scores)`. With `num_return=1`: int32 `(batch, length)`,
@@ -320,5 +355,5 @@ def beam_search(
     >>> tokens.shape
     (1, 8)
     """
-    sampler = BeamSampler(beam_size, alpha, num_return, stop=stop)
+    sampler = BeamSampler(beam_size, alpha, num_return, stop=stop, length_penalty=length_penalty)
     return decode(model, source_ids, sampler, max_length, bos_id, eos_id, use_cache, max_extra_length, narrow_batches)

@@ -17,20 +17,34 @@ from keras_transformer.validation import check_non_negative_int
 NEG_INF = -3.0e4
 
 
-def length_penalty(length, alpha):
-    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016).
+# The length penalties, by name: "gnmt", GNMT's ((5 + length) / 6) ** alpha
+# (Wu et al., 2016), and "huggingface", length ** alpha, as Hugging Face's
+# `generate`, Marian and CTranslate2 divide a score by; with it, beam search
+# also stops a sentence as `generate` does (`beam_search.BeamSampler`).
+LENGTH_PENALTIES = ("gnmt", "huggingface")
 
-    `length` counts the output tokens, EOS included.
-    """
+
+def check_length_penalty(kind):
+    if kind not in LENGTH_PENALTIES:
+        raise ValueError(f"Argument `length_penalty` must be one of {LENGTH_PENALTIES}. Received: length_penalty={kind!r}")
+    return kind
+
+
+def length_penalty(length, alpha, kind="gnmt"):
+    """The length penalty `kind` (`LENGTH_PENALTIES`) of outputs of
+    `length` tokens, EOS included: GNMT's ((5 + length) / 6) ** alpha by
+    default (Wu et al., 2016)."""
     length = ops.cast(length, "float32")
+    if kind == "huggingface":
+        return ops.power(ops.maximum(length, 1.0), alpha)
     return ops.power((5.0 + length) / 6.0, alpha)
 
 
 @functools.lru_cache(maxsize=4096)
-def penalty_value(length, alpha):
+def penalty_value(length, alpha, kind="gnmt"):
     """`length_penalty` as a Python float, one backend call per length and
     `alpha` (the cache holds every length of a model many times over)."""
-    return float(ops.convert_to_numpy(length_penalty(length, alpha)))
+    return float(ops.convert_to_numpy(length_penalty(length, alpha, kind)))
 
 
 def check_alpha(alpha):
@@ -235,9 +249,25 @@ def _block_size(n, k):
     return size if size is not None and best / 2 <= size <= 2 * best else None
 
 
-def log_softmax(logits):
-    """Log-probabilities in float32, whatever the compute dtype."""
-    return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+def suppressed_mask(model):
+    """`(vocab,)` bool, True at the model's `suppressed_ids`, or None when it
+    has none (as the paper's models)."""
+    config = getattr(model, "transformer_config", None)
+    ids = getattr(config, "suppressed_ids", ())
+    if not ids:
+        return None
+    mask = np.zeros(getattr(config, "target_vocab_size", None) or config.vocab_size, dtype=bool)
+    mask[list(ids)] = True
+    return mask
+
+
+def log_softmax(logits, suppressed=None):
+    """Log-probabilities in float32, whatever the compute dtype; the tokens
+    of the `suppressed` mask (`suppressed_mask`) get none of the probability."""
+    logits = ops.cast(logits, "float32")
+    if suppressed is not None:
+        logits = ops.where(ops.convert_to_tensor(suppressed), NEG_INF, logits)
+    return ops.log_softmax(logits, axis=-1)
 
 
 def step_logits(model, tokens, step, memory, source_mask, cache, length, grows=False):

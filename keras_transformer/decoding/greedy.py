@@ -14,19 +14,20 @@ class GreedySampler(OneOutputSampler):
 
     Args:
         alpha: float >= 0. The score of an output is its log-probability
-            (EOS included) over the GNMT length penalty of its length, as
+            (EOS included) over the length penalty of its length, as
             beam search scores (by default with its `ALPHA`); 0 gives the
             plain sum.
+        length_penalty: the penalty's kind (`decoding.common.LENGTH_PENALTIES`).
     """
 
     def choose(self, log_probs, state, step):
         return ops.cast(ops.argmax(log_probs, axis=-1), "int32")
 
     def get_config(self):
-        return {"beam_size": 1, "alpha": self.alpha}
+        return {"beam_size": 1, "alpha": self.alpha, "length_penalty": self.length_penalty}
 
     def __repr__(self):
-        return f"GreedySampler(alpha={self.alpha})"
+        return f"GreedySampler(alpha={self.alpha}, length_penalty={self.length_penalty!r})"
 
 
 def greedy_decode(

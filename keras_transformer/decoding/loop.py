@@ -43,6 +43,7 @@ from keras_transformer.decoding.common import (
     log_softmax,
     output_lengths,
     step_logits,
+    suppressed_mask,
 )
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
@@ -140,6 +141,7 @@ class _Decoder:
     def __init__(self, model, sampler, memory, length, eos_id, use_cache, grows):
         self.model, self.sampler, self.memory = model, sampler, memory
         self.length, self.eos_id, self.use_cache, self.grows = length, eos_id, use_cache, grows
+        self.suppressed = suppressed_mask(model)
         self.results = None  # `narrow_batches`: the whole batch's result fields
 
     def logits(self, tokens, state, rows):
@@ -151,7 +153,7 @@ class _Decoder:
         else:  # the source's rows repeated for each hypothesis
             mask = ops.repeat(rows.source_mask, self.sampler.width, axis=0)
             logits, cache = step_logits(self.model, tokens, state.step, self.memory, mask, None, self.length)
-        return log_softmax(logits), cache if self.use_cache else {}
+        return log_softmax(logits, self.suppressed), cache if self.use_cache else {}
 
     def extend(self, state, rows, log_probs, cache):
         """The sampler's step from `log_probs` `(batch, width, vocab)`."""

@@ -44,8 +44,9 @@ class RandomSampler(OneOutputSampler):
         seed: int in [0, 2**31). With a sentence's source ids, it makes the
             sentence's own key: the same seed samples the same outputs.
         alpha: float >= 0. Scores are the model's log-probabilities of the
-            drawn tokens (at temperature 1, uncut) over the GNMT length
+            drawn tokens (at temperature 1, uncut) over the length
             penalty, as beam search scores its outputs.
+        length_penalty: the penalty's kind (`decoding.common.LENGTH_PENALTIES`).
 
     Padding and BOS are never drawn.
 
@@ -55,8 +56,8 @@ class RandomSampler(OneOutputSampler):
     >>> tokens, scores = sampler(model, [[5, 6, 7, 3]])
     """
 
-    def __init__(self, top_k=0, top_p=1.0, temperature=1.0, seed=0, alpha=ALPHA):
-        super().__init__(alpha)
+    def __init__(self, top_k=0, top_p=1.0, temperature=1.0, seed=0, alpha=ALPHA, length_penalty="gnmt"):
+        super().__init__(alpha, length_penalty)
         _check_sampling(top_k, top_p, temperature, seed)
         self.top_k, self.top_p, self.temperature, self.seed = int(top_k), float(top_p), float(temperature), int(seed)
 
@@ -64,12 +65,12 @@ class RandomSampler(OneOutputSampler):
         return sentence_keys(self.seed, source_ids)
 
     @classmethod
-    def from_tensors(cls, top_k, top_p, temperature, seed, alpha=ALPHA):
+    def from_tensors(cls, top_k, top_p, temperature, seed, alpha=ALPHA, length_penalty="gnmt"):
         """A sampler whose settings are scalar tensors, as a SavedModel's
         signature takes them: not checked here, but brought into range (a
         `top_k` below 0 or a `top_p` outside (0, 1] keeps every token, a
         `temperature` at or below 0 is a tiny one)."""
-        sampler = cls(alpha=alpha)
+        sampler = cls(alpha=alpha, length_penalty=length_penalty)
         sampler.top_k = ops.maximum(ops.cast(top_k, "int32"), 0)
         top_p = ops.cast(top_p, "float32")
         sampler.top_p = ops.where(ops.logical_and(top_p > 0, top_p <= 1), top_p, 1.0)
@@ -94,8 +95,8 @@ class RandomSampler(OneOutputSampler):
         return ops.cast(ops.argmax(ops.where(keep, logits + gumbel, -np.inf), axis=-1), "int32")
 
     def get_config(self):
-        return {"beam_size": 1, "alpha": self.alpha, "top_k": self.top_k, "top_p": self.top_p, "temperature": self.temperature,
-                "seed": self.seed}
+        return {"beam_size": 1, "alpha": self.alpha, "length_penalty": self.length_penalty, "top_k": self.top_k,
+                "top_p": self.top_p, "temperature": self.temperature, "seed": self.seed}
 
     def __repr__(self):
         return (f"RandomSampler(top_k={self.top_k}, top_p={self.top_p}, temperature={self.temperature}, "

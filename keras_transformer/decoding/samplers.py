@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from keras import ops
 
-from keras_transformer.decoding.common import check_alpha, length_penalty, write_column
+from keras_transformer.decoding.common import check_alpha, check_length_penalty, length_penalty, write_column
 from keras_transformer.decoding.defaults import ALPHA, MAX_EXTRA_LENGTH
 from keras_transformer.decoding.loop import decode
 from keras_transformer.tokens import PAD_ID
@@ -100,15 +100,18 @@ class OneOutputSampler(Sampler):
 
     Args:
         alpha: float >= 0. The score of an output is its log-probability
-            (EOS included) over the GNMT length penalty of its length, as
+            (EOS included) over the length penalty of its length, as
             beam search scores (by default with its `ALPHA`); 0 gives the
             plain sum.
+        length_penalty: the penalty's kind, `"gnmt"` (the default) or
+            `"huggingface"` (`decoding.common.LENGTH_PENALTIES`).
     """
 
     result_fields = ("seqs", "log_probs", "lengths")
 
-    def __init__(self, alpha=ALPHA):
+    def __init__(self, alpha=ALPHA, length_penalty="gnmt"):
         self.alpha = check_alpha(alpha)
+        self.length_penalty = check_length_penalty(length_penalty)
 
     @abc.abstractmethod
     def choose(self, log_probs, state, step):
@@ -148,5 +151,6 @@ class OneOutputSampler(Sampler):
         return state.finished
 
     def result(self, state):
-        scores = state.log_probs if self.alpha == 0 else state.log_probs / length_penalty(state.lengths, self.alpha)
+        scores = state.log_probs if self.alpha == 0 else state.log_probs / length_penalty(
+            state.lengths, self.alpha, self.length_penalty)
         return state.seqs[:, 0, 1:], scores

@@ -9,7 +9,7 @@ tokens a sampler chose, the summed log-probabilities are those it scored.
 
 from keras import ops
 
-from keras_transformer.decoding.common import check_source_ids, ensure_built, log_softmax
+from keras_transformer.decoding.common import check_source_ids, ensure_built, log_softmax, suppressed_mask
 from keras_transformer.tokens import BOS_ID, PAD_ID
 
 
@@ -47,7 +47,7 @@ def force_decode(model, source_ids, target_ids, attention_layer=None, bos_id=BOS
     source_mask = ops.not_equal(source_ids, PAD_ID)  # (batch, source_length)
     outputs = model.decode(inputs, memory, source_mask, return_attention_scores=attention_layer is not None)
     logits = outputs[0] if attention_layer is not None else outputs
-    log_probs = log_softmax(logits)  # (batch, T, vocab): position t predicts target t
+    log_probs = log_softmax(logits, suppressed_mask(model))  # (batch, T, vocab): position t predicts target t
     chosen = ops.take_along_axis(log_probs, target_ids[:, :, None], axis=-1)[:, :, 0]  # (batch, T)
     chosen = ops.where(ops.not_equal(target_ids, PAD_ID), chosen, 0.0)
     if attention_layer is None:

@@ -1,6 +1,7 @@
 """Position-wise feed-forward network (section 3.3)."""
 
 import keras
+from keras import ops
 
 from keras_transformer.validation import check_positive
 
@@ -9,7 +10,10 @@ def serialized_activation(activation):
     """`activation` as a config holds it: the name of one of Keras'
     activations (`keras.activations.gelu` gives `"gelu"`), or the
     serialized form of a function registered with
-    `keras.saving.register_keras_serializable`."""
+    `keras.saving.register_keras_serializable`; a name of `ACTIVATIONS`
+    as it is."""
+    if isinstance(activation, str) and activation in ACTIVATIONS:
+        return activation
     try:
         return keras.activations.serialize(keras.activations.get(activation))
     except (TypeError, ValueError, OSError) as error:
@@ -17,6 +21,20 @@ def serialized_activation(activation):
             "Argument `activation` must be the name of a Keras activation or a function registered with "
             f"`keras.saving.register_keras_serializable` ({error}). Received: activation={activation!r}"
         ) from None
+def gelu_sigmoid(x):
+    """GELU's sigmoid approximation, x * sigmoid(1.702 x) (Hendrycks and
+    Gimpel, 2016): Marian's `gelu` before its release 1.12.3."""
+    return x * ops.sigmoid(1.702 * x)
+
+
+def gelu_approximate(x):
+    """GELU's tanh approximation (Hugging Face's `gelu_new`)."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+# The activations of imported models that Keras names otherwise, by the name
+# a config gives them; any other name is Keras' (`keras.activations.get`).
+ACTIVATIONS = {"gelu_sigmoid": gelu_sigmoid, "gelu_approximate": gelu_approximate}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -27,8 +45,9 @@ class FeedForward(keras.layers.Layer):
         d_model: int. Width of the inputs and outputs.
         d_ff: int. Width of the inner layer.
         activation: Activation of the inner layer: a Keras activation, by
-            name or as the function (its config holds the name), or a
-            registered function. Defaults to `"relu"`.
+            name or as the function (its config holds the name), a
+            registered function, or one of `ACTIVATIONS`. Defaults to
+            `"relu"`.
         **kwargs: Standard layer arguments.
 
     It acts on each position alone: a Keras mask on its input passes on to
@@ -46,7 +65,9 @@ class FeedForward(keras.layers.Layer):
         check_positive("d_ff", d_ff)
         self.d_model = d_model
         self.d_ff = d_ff
-        self.activation = keras.activations.get(serialized_activation(activation))
+        self.activation_name = activation if isinstance(activation, str) and activation in ACTIVATIONS else None
+        self.activation = (ACTIVATIONS[activation] if self.activation_name
+                           else keras.activations.get(serialized_activation(activation)))
         self.inner = keras.layers.Dense(
             d_ff, activation=self.activation, dtype=self.dtype_policy, name="inner"
         )
@@ -70,7 +91,7 @@ class FeedForward(keras.layers.Layer):
             {
                 "d_model": self.d_model,
                 "d_ff": self.d_ff,
-                "activation": keras.activations.serialize(self.activation),
+                "activation": self.activation_name or keras.activations.serialize(self.activation),
             }
         )
         return config

@@ -28,6 +28,15 @@ class TransformerConfig:
     norm_first: bool = False  # pre-norm instead of the paper's post-norm
     activation: str = "relu"  # feed-forward activation
     layer_norm_epsilon: float = 1e-6
+    # The fields below carry imported models (Marian, OPUS-MT: docs/zoo.md);
+    # their defaults are the paper's.
+    num_decoder_layers: Optional[int] = None  # None: num_layers
+    decoder_d_ff: Optional[int] = None  # the decoder's feed-forward width; None: d_ff
+    sinusoid_layout: str = "interleaved"  # of `layers.positional_encoding.SINUSOID_LAYOUTS`
+    scale_embeddings: bool = True  # embeddings times sqrt(d_model) (section 3.4)
+    tie_output_embeddings: bool = True  # the pre-softmax projection is the (target) embedding matrix
+    output_bias: bool = False  # a learned bias on the logits
+    suppressed_ids: tuple = ()  # token ids that decoding never outputs
 
 
 def architecture_config(name, **overrides):

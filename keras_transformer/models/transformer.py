@@ -11,7 +11,7 @@ from keras_transformer.compat import TrainerWorkarounds, collections_deferred, s
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.feed_forward import serialized_activation
-from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.layers.positional_encoding import PositionalEncoding, check_sinusoid_layout
 from keras_transformer.layers.reversible_embedding import ReversibleEmbedding
 from keras_transformer.models.config import TransformerConfig, architecture_config
 from keras_transformer.tokens import PAD_ID
@@ -72,13 +72,19 @@ def _checked(config):
     check_rate("attention_dropout_rate", config.attention_dropout_rate)
     if config.target_vocab_size is not None:
         check_positive("target_vocab_size", config.target_vocab_size)
-    check_bool("learned_positions", config.learned_positions)
-    check_bool("norm_first", config.norm_first)
+    for name in ("num_decoder_layers", "decoder_d_ff"):
+        if getattr(config, name) is not None:
+            check_positive(name, getattr(config, name))
+    for name in ("learned_positions", "norm_first", "scale_embeddings", "tie_output_embeddings", "output_bias"):
+        check_bool(name, getattr(config, name))
     check_positive_number("layer_norm_epsilon", config.layer_norm_epsilon)
+    check_sinusoid_layout(config.sinusoid_layout)
     ints = {name: int(getattr(config, name)) for name in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff",
-                                                           "max_length", "target_vocab_size")
+                                                           "max_length", "target_vocab_size", "num_decoder_layers",
+                                                           "decoder_d_ff")
             if getattr(config, name) is not None}
-    config = dataclasses.replace(config, **ints, activation=serialized_activation(config.activation))
+    config = dataclasses.replace(config, **ints, activation=serialized_activation(config.activation),
+                                 suppressed_ids=_suppressed_ids(config))
     if config.d_model % 2:  # positional encodings come in (sin, cos) pairs
         raise ValueError(f"Argument `d_model` must be even. Received: d_model={config.d_model}")
     if config.d_model % config.num_heads:
@@ -87,6 +93,18 @@ def _checked(config):
             f"Received: d_model={config.d_model}, num_heads={config.num_heads}"
         )
     return config
+
+
+def _suppressed_ids(config):
+    """`config.suppressed_ids` as a sorted tuple of ints, each an id of the
+    output vocabulary (a JSON config gives a list)."""
+    ids = config.suppressed_ids
+    output_vocab = config.target_vocab_size or config.vocab_size
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)) or any(
+            isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= i < output_vocab for i in ids):
+        raise ValueError(f"Argument `suppressed_ids` must be a list of token ids in [0, {output_vocab}) (the "
+                         f"output vocabulary). Received: suppressed_ids={ids!r}")
+    return tuple(sorted({int(i) for i in ids}))
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -130,6 +148,22 @@ class Transformer(TrainerWorkarounds, keras.Model):
             or as the function, or a registered function; the config holds
             its name.
         layer_norm_epsilon: float.
+        num_decoder_layers: optional int. Decoder layers, if not
+            `num_layers`.
+        decoder_d_ff: optional int. The decoder's feed-forward width, if
+            not `d_ff`.
+        sinusoid_layout: where the sinusoids' sines and cosines lie
+            (`layers.positional_encoding.SINUSOID_LAYOUTS`): the paper's
+            `"interleaved"`, or `"halves"` or `"marian"` as imported models
+            have them.
+        scale_embeddings: bool. Scale the embeddings by sqrt(d_model).
+        tie_output_embeddings: bool. The pre-softmax projection is the
+            (target) embedding matrix (section 3.4); False: a matrix of its
+            own, `output_embedding`.
+        output_bias: bool. Add a learned bias to the logits.
+        suppressed_ids: token ids that decoding never outputs (their
+            probability goes to the other tokens): an imported Marian
+            model's PAD and BOS, which Marian never outputs.
         **kwargs: Standard model arguments (`name`, `dtype`, ...).
 
     Example:
@@ -160,12 +194,18 @@ class Transformer(TrainerWorkarounds, keras.Model):
             dtype=dtype,
         )
         self.embedding = ReversibleEmbedding(c.vocab_size, name="embedding", **embedding)
-        self.target_embedding = None
+        self.target_embedding = self.output_embedding = None
         if c.target_vocab_size is not None:
             self.target_embedding = ReversibleEmbedding(
                 c.target_vocab_size, name="target_embedding", **embedding
             )
-        positions = dict(max_length=c.max_length, learned=c.learned_positions, dtype=dtype)
+        if not c.tie_output_embeddings:
+            self.output_embedding = ReversibleEmbedding(
+                c.target_vocab_size or c.vocab_size, name="output_embedding", **embedding
+            )
+        self.output_bias = None  # a weight, made in `build`
+        positions = dict(max_length=c.max_length, learned=c.learned_positions, layout=c.sinusoid_layout,
+                         scale=c.scale_embeddings, dtype=dtype)
         self.encoder_positions = PositionalEncoding(name="encoder_positions", **positions)
         self.decoder_positions = PositionalEncoding(name="decoder_positions", **positions)
         self.embedding_dropout = keras.layers.Dropout(c.dropout_rate, dtype=dtype, name="embedding_dropout")
@@ -183,8 +223,9 @@ class Transformer(TrainerWorkarounds, keras.Model):
         self.encoder_layers = [
             EncoderLayer(name=f"encoder_layer_{i}", **block) for i in range(c.num_layers)
         ]
+        decoder_block = dict(block, d_ff=c.decoder_d_ff or c.d_ff)
         self.decoder_layers = [
-            DecoderLayer(name=f"decoder_layer_{i}", **block) for i in range(c.num_layers)
+            DecoderLayer(name=f"decoder_layer_{i}", **decoder_block) for i in range(c.num_decoder_layers or c.num_layers)
         ]
         self.encoder_norm = self.decoder_norm = None
         if c.norm_first:  # pre-norm stacks end with a LayerNorm
@@ -217,7 +258,10 @@ class Transformer(TrainerWorkarounds, keras.Model):
 
         Args:
             preset: a shipped preset name (`keras_transformer.presets.list_presets()`,
-                e.g. `"tatoeba_en_fr"`) or a directory written by `save_to_preset`.
+                e.g. `"tatoeba_en_fr"`) or a directory written by `save_to_preset`;
+                or a Marian model converted as it loads: a Hugging Face Marian
+                folder, a Marian folder or `hf://org/name`
+                (`keras_transformer.converters.marian`).
             load_weights: bool. False: the preset's architecture, untrained.
             dtype: optional dtype policy, e.g. `"mixed_bfloat16"` to fine-tune.
 
@@ -248,6 +292,11 @@ class Transformer(TrainerWorkarounds, keras.Model):
         self.embedding.build(source_shape)
         if self.target_embedding is not None:
             self.target_embedding.build(target_shape)
+        if self.output_embedding is not None:
+            self.output_embedding.build(target_shape)
+        if self.transformer_config.output_bias:
+            vocab = self.transformer_config.target_vocab_size or self.transformer_config.vocab_size
+            self.output_bias = self.add_weight(name="output_bias", shape=(vocab,), initializer="zeros")
         self.encoder_positions.build(hidden)
         self.decoder_positions.build(hidden)
         self.embedding_dropout.build(hidden)
@@ -259,8 +308,13 @@ class Transformer(TrainerWorkarounds, keras.Model):
         self.built = True
 
     @property
-    def _output_embedding(self):
+    def _decoder_embedding(self):
         return self.target_embedding or self.embedding
+
+    @property
+    def _output_embedding(self):
+        """The pre-softmax projection's matrix: the decoder's embedding unless untied."""
+        return self.output_embedding or self._decoder_embedding
 
     def encode(self, source_ids, training=None):
         """Encoder output `(batch, source_length, d_model)`."""
@@ -395,7 +449,7 @@ class Transformer(TrainerWorkarounds, keras.Model):
         single = cache is not None and target_ids.shape[1] == 1 and not return_attention_scores
         if single:
             target_ids = ops.reshape(target_ids, (-1,))  # (batch,)
-        x = self.decoder_positions(self._output_embedding(target_ids), start_index=start)
+        x = self.decoder_positions(self._decoder_embedding(target_ids), start_index=start)
         x = self.embedding_dropout(x, training=training)
         new_cache = {**(cache or {}), "self_attention": []}
         all_scores = []
@@ -421,6 +475,8 @@ class Transformer(TrainerWorkarounds, keras.Model):
         with keras.name_scope("output_projection"):
             if cache is not None and "output_projection" in cache:
                 logits = ops.matmul(x, cache["output_projection"])  # (batch, [length,] vocab)
+                if self.output_bias is not None:
+                    logits = logits + ops.cast(self.output_bias, logits.dtype)
             else:
                 logits = self.project(x)
         if single:
@@ -435,8 +491,11 @@ class Transformer(TrainerWorkarounds, keras.Model):
 
     def project(self, x):
         """Pre-softmax logits `(batch, length, vocab_size)` of decoder states
-        `x`, with the (shared) embedding matrix."""
-        return self._output_embedding(x, reverse=True)
+        `x`, with the (shared) embedding matrix, and the output bias if any."""
+        logits = self._output_embedding(x, reverse=True)
+        if self.output_bias is not None:
+            logits = logits + ops.cast(self.output_bias, logits.dtype)
+        return logits
 
     def call(self, inputs, training=None):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:

@@ -459,7 +459,7 @@ class _RequestRules:
         if name == "score":
             targets = arguments["targets"]
             checks.check_score_pairs([pack_source(ids) for ids in self.tokenizer.encode(list(texts))],
-                                     [[*ids, EOS_ID] for ids in self.tokenizer.encode(list(targets))],
+                                     [[*ids, EOS_ID] for ids in self.tokenizer.encode_target(list(targets))],
                                      self.preprocessor.max_length, ("inputs", "targets"), (texts, targets), labels)
 
     def steering(self, texts, prefixes, phrases, labels):

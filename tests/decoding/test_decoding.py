@@ -10,7 +10,7 @@ import pytest
 from keras import ops
 
 from keras_transformer import Transformer
-from keras_transformer.decoding import NEG_INF, beam_search, greedy_decode, jit_decoder, length_penalty
+from keras_transformer.decoding import NEG_INF, BeamSampler, beam_search, greedy_decode, jit_decoder, length_penalty
 from keras_transformer.decoding import common
 from keras_transformer.decoding.common import cache_lengths, step_logits
 from keras_transformer.tokens import BOS_ID
@@ -647,3 +647,106 @@ def test_bad_source_ids_raise(ids):
     for fn in (greedy_decode, beam_search):
         with pytest.raises(ValueError, match="source_ids"):
             fn(model, ids)
+
+
+@pytest.mark.portable
+def test_suppressed_ids_are_never_output_and_the_other_tokens_share_their_probability():
+    """An imported model's `suppressed_ids` (PAD and BOS): the likeliest
+    tokens here, never output by greedy decoding or beam search, whose
+    scores are the log-probabilities over the other tokens."""
+    a = 4
+    log_probs = table({2: {0: 0.5, 2: 0.2, a: 0.2, EOS: 0.1}, a: {0: 0.5, 2: 0.2, EOS: 0.25, a: 0.05}})
+    model = BigramModel(log_probs)
+    model.transformer_config.suppressed_ids = (0, 2)
+    source = np.array([[5, EOS]], "int32")
+    kept = np.exp(log_probs).copy()
+    kept[:, [0, 2]] = 0.0
+    renormalized = np.log(kept / kept.sum(1, keepdims=True))
+    tokens, score = greedy_decode(model, source, max_length=4)
+    assert list(np_(tokens)[0]) == [a, EOS, 0, 0]
+    np.testing.assert_allclose(np_(score), [renormalized[2, a] + renormalized[a, EOS]], rtol=1e-5)
+    tokens, scores = beam_search(model, source, beam_size=3, alpha=0.0, max_length=4, num_return=3)
+    assert not set(np_(tokens)[0][:, 0].tolist()) & {0, 2}
+    model.transformer_config.suppressed_ids = ()
+    assert list(np_(greedy_decode(model, source, max_length=4)[0])[0]) == [0, EOS, 0, 0]  # PAD, unsuppressed
+
+
+@pytest.mark.portable
+def test_hugging_faces_length_penalty_divides_by_a_power_of_the_length():
+    assert float(np_(length_penalty(7, 1.0, "huggingface"))) == pytest.approx(7.0)
+    assert float(np_(length_penalty(9, 0.5, "huggingface"))) == pytest.approx(3.0)
+    assert float(np_(length_penalty(7, 1.0))) == pytest.approx(2.0)  # GNMT's (5 + 7) / 6
+    a = 4
+    log_probs = table({2: {a: 0.9, EOS: 0.1}, a: {EOS: 0.9}})
+    model = BigramModel(log_probs)
+    _, score = beam_search(model, np.array([[5, EOS]], "int32"), beam_size=2, alpha=1.0, max_length=4,
+                           length_penalty="huggingface")
+    np.testing.assert_allclose(np_(score), [(log_probs[2, a] + log_probs[a, EOS]) / 2], rtol=1e-5)
+    with pytest.raises(ValueError, match="length_penalty"):
+        beam_search(model, np.array([[5, EOS]], "int32"), length_penalty="hf")
+
+
+def hugging_face_beam_search(log_probs, beam_size, alpha, max_length, start=BOS_ID):
+    """transformers' `GenerationMixin._beam_search` (its defaults,
+    `early_stopping=False`) for one sentence of a bigram table, in Python:
+    the best `(score, tokens)`, tokens after the start token, up to EOS or
+    `max_length` of them."""
+    vocab, k = log_probs.shape[0], beam_size
+    running = [([start], 0.0)] + [([start], -1e9)] * (k - 1)
+    finished = [(-1e9, None)] * k  # (score, tokens), best first
+    improvable, length = True, 1  # tokens so far, the start token's included
+    while True:
+        candidates = sorted(((score + log_probs[seq[-1], t], seq + [t]) for seq, score in running
+                             for t in range(vocab)), key=lambda c: -c[0])[: 2 * k]
+        hits = [seq[-1] == EOS or length + 1 > max_length for _, seq in candidates]
+        new = [(score / length**alpha, seq) for i, ((score, seq), hit) in enumerate(zip(candidates, hits))
+               if hit and i < k and improvable]
+        finished = sorted(finished + new, key=lambda c: -c[0])[:k]
+        running = [(seq, score) for (score, seq), hit in sorted(zip(candidates, hits), key=lambda c: -(c[0][0] - 1e9 * c[1]))
+                   if not hit][:k]
+        length += 1
+        full = all(seq is not None for _, seq in finished)
+        best_now = running[0][1] / (length - 1) ** alpha if running else -1e9
+        improvable = improvable and (not full or best_now > finished[-1][0])
+        if not improvable or all(hits) or not running:
+            score, seq = finished[0]
+            return score, seq[1:]
+
+
+@pytest.mark.portable
+@pytest.mark.parametrize("seed", range(12))
+def test_beam_search_in_hugging_faces_mode_is_transformers_beam_search(seed):
+    """`length_penalty="huggingface"` searches as transformers' beam search
+    does (a Python transcription of it above): its score, `length ** alpha`,
+    and its rule for stopping, on random bigram tables where EOS is likely."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(6, 6)) * 2
+    logits[:, EOS] += 1.5
+    log_probs = normalized(logits)
+    model = BigramModel(log_probs)
+    score, expected = hugging_face_beam_search(log_probs, beam_size=3, alpha=1.0, max_length=6)
+    tokens, scores = beam_search(model, np.array([[5, EOS]], "int32"), beam_size=3, alpha=1.0, max_length=6,
+                                 length_penalty="huggingface")
+    assert [t for t in np_(tokens)[0].tolist()][: len(expected)] == expected
+    np.testing.assert_allclose(np_(scores), [score], rtol=1e-5)
+
+
+@pytest.mark.portable
+@pytest.mark.parametrize("seed", [77, 78])
+def test_hugging_faces_stopping_keeps_a_sentence_stopped_beside_one_decoding_on(seed):
+    """Once Hugging Face's rule stops a sentence, it stays stopped (as in
+    transformers), whatever its batch still decodes: here beside a sentence
+    that a target prefix keeps going, it gives what it gives alone. These
+    tables are ones where a rule asked afresh at each step would take the
+    stopped sentence up again."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(6, 6)) * 2
+    logits[:, EOS] += 1.5
+    model = BigramModel(normalized(logits))
+    sampler = BeamSampler(3, 1.0, length_penalty="huggingface")
+    source = np.array([[5, EOS], [5, EOS]], "int32")
+    alone = loop.decode(model, source[:1], sampler, max_length=10)
+    prefix = np.array([[0] * 6, [4] * 6], "int32")  # the second sentence starts with six 4s
+    beside = loop.decode(model, source, sampler, max_length=10, target_prefix=prefix)
+    assert np_(beside[0])[0].tolist() == np_(alone[0])[0].tolist()
+    np.testing.assert_allclose(np_(beside[1])[0], np_(alone[1])[0], rtol=1e-5)

@@ -111,6 +111,22 @@ def test_an_activation_given_as_a_function_is_configured_by_its_name():
         EncoderLayer(**{**ARGS, "activation": "nope"})
 
 
+@pytest.mark.parametrize("activation, formula", [
+    ("gelu_sigmoid", lambda h: h / (1 + np.exp(-1.702 * h))),  # Marian's gelu before its release 1.12.3
+    ("gelu_approximate", lambda h: 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))),
+    ("silu", lambda h: h / (1 + np.exp(-h))),  # Marian's swish
+])
+def test_feed_forward_activations_of_imported_models_equal_their_formulas(activation, formula):
+    layer = FeedForward(16, 32, activation=activation)
+    x = np.random.normal(size=(2, 3, 16)).astype("float32")
+    layer.build(x.shape)
+    w1, b1, w2, b2 = (ops.convert_to_numpy(w) for w in layer.weights)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(x)), formula(x @ w1 + b1) @ w2 + b2, atol=1e-5)
+    config = layer.get_config()
+    assert config["activation"] == activation
+    assert FeedForward.from_config(config).get_config() == config
+
+
 def test_dropout_only_in_training():
     layer = EncoderLayer(**ARGS, dropout_rate=0.5)
     x = np.random.normal(size=(2, 5, 16)).astype("float32")

@@ -21,6 +21,22 @@ def test_sinusoids_equal_the_formula():
             assert pe[1, pos, 2 * i + 1] == pytest.approx(math.cos(angle), abs=1e-5)
 
 
+@pytest.mark.parametrize("layout", ["halves", "marian"])
+def test_imported_models_sinusoids_in_halves_equal_their_formulas(layout):
+    """Hugging Face's Marian (`halves`): sin(pos / 10000^(2i/d)) in the first
+    half, the cosines in the second; Marian's C++ (`marian`): the same
+    halves, with 10000^(i / (d/2 - 1)). Unscaled embeddings (`scale=False`)
+    are added as they are."""
+    layer = PositionalEncoding(max_length=50, layout=layout, scale=False)
+    x = np.random.normal(size=(1, 50, 8)).astype("float32")
+    pe = ops.convert_to_numpy(layer(x)) - x
+    for pos in (0, 1, 17, 49):
+        for i in range(4):
+            angle = pos / 10000 ** (2 * i / 8 if layout == "halves" else i / 3)
+            assert pe[0, pos, i] == pytest.approx(math.sin(angle), abs=1e-5)
+            assert pe[0, pos, 4 + i] == pytest.approx(math.cos(angle), abs=1e-5)
+
+
 def test_start_index_continues_the_positions():
     layer = PositionalEncoding(max_length=20)
     x = np.random.normal(size=(1, 10, 8)).astype("float32")

@@ -57,8 +57,36 @@ def test_from_architecture_takes_overrides_and_keras_arguments_and_the_config_ob
         (dict(learned_positions="no"), "learned_positions"),
         (dict(layer_norm_epsilon=-10.0), "layer_norm_epsilon"),
         (dict(layer_norm_epsilon="x"), "layer_norm_epsilon"),
+        (dict(sinusoid_layout="stacked"), "sinusoid_layout"),
+        (dict(num_decoder_layers=0), "num_decoder_layers"),
+        (dict(decoder_d_ff=-1), "decoder_d_ff"),
+        (dict(output_bias=1), "output_bias"),
+        (dict(tie_output_embeddings="yes"), "tie_output_embeddings"),
+        (dict(suppressed_ids=[0, 10_000]), "suppressed_ids"),
+        (dict(suppressed_ids="0"), "suppressed_ids"),
     ],
 )
 def test_invalid_configuration_names_the_argument(override, name):
     with pytest.raises(ValueError, match=name):
         Transformer(**{**TINY, **override})
+
+
+def test_the_fields_of_imported_models_shape_the_model_and_round_trip_through_its_config():
+    """An imported Marian model's fields: a decoder of its own depth and
+    width, an output matrix of its own and an output bias; each weight where
+    its field puts it, and the config (a JSON list for `suppressed_ids`)
+    back as it was."""
+    import keras
+
+    model = Transformer(**{**TINY, "num_decoder_layers": 3, "decoder_d_ff": 24, "tie_output_embeddings": False,
+                           "output_bias": True, "suppressed_ids": [2, 0], "sinusoid_layout": "marian",
+                           "scale_embeddings": False})
+    config = model.transformer_config
+    assert config.suppressed_ids == (0, 2)
+    assert len(model.decoder_layers) == 3 and len(model.encoder_layers) == TINY["num_layers"]
+    assert model.decoder_layers[0].feed_forward.inner.kernel.shape == (TINY["d_model"], 24)
+    assert model.output_embedding.embeddings.shape == (TINY["vocab_size"], TINY["d_model"])
+    assert model.output_bias.shape == (TINY["vocab_size"],)
+    again = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(model))
+    assert again.transformer_config == config
+    assert dataclasses.asdict(Transformer(**TINY).transformer_config) == dataclasses.asdict(TransformerConfig(**TINY))

@@ -75,7 +75,8 @@ def timed(fn, repeats):
 
 
 def run_preset(preset, args):
-    from keras_transformer import Translator, datasets, presets
+    from keras_transformer import Translator, datasets
+    from keras_transformer.models import presets
     from keras_transformer.evaluation import corpus_bleu
 
     corpus = presets.load_metadata(preset).get("data", {}).get("corpus", preset)

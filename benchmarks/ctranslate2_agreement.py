@@ -42,7 +42,8 @@ parser.add_argument("--output", default=None, help="a JSON file for the results"
 
 
 def test_sources(preset, limit):
-    from keras_transformer import datasets, presets
+    from keras_transformer import datasets
+    from keras_transformer.models import presets
 
     corpus = presets.load_metadata(preset).get("data", {}).get("corpus", preset)
     sources, _ = datasets.references(datasets.load(corpus, "test"))
@@ -57,7 +58,8 @@ def compare(preset, args, folder):
     import ctranslate2
     import json
 
-    from keras_transformer import SubwordTokenizer, Translator, presets
+    from keras_transformer import SubwordTokenizer, Translator
+    from keras_transformer.models import presets
     from keras_transformer.converters.ctranslate2 import SETTINGS_FILE, ctranslate2_source_tokens, export_ctranslate2
     from keras_transformer.tokens import EOS_ID, pack_source
 

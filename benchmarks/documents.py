@@ -10,7 +10,7 @@ With `Translator.from_preset(PRESET)` and its defaults:
   translated as they are today (`split_sentences=False`), translated with
   `split_sentences=True` (the default), and of the sources translated one
   by one and joined alike. How often a paragraph's translation has as many
-  sentences as the paragraph (`keras_transformer.sentences.segment`), and
+  sentences as the paragraph (`keras_transformer.translation.sentences.segment`), and
   keeps its line breaks, in place.
 - **Tagged**: test sources with a word wrapped in `<b>...</b>` and a
   placeholder (`{0}`, `%s`, `%(name)d`, a URL) after another word,
@@ -115,7 +115,7 @@ def main(argv=None):
     import sacrebleu
 
     from keras_transformer import Translator, datasets
-    from keras_transformer.sentences import segment
+    from keras_transformer.translation.sentences import segment
 
     load = os.getloadavg()
     sources, references = datasets.load_references(PRESET, "test")

@@ -77,7 +77,7 @@ def load(engine, mods, args):
         import ctranslate2
         import sentencepiece
 
-        from keras_transformer import presets
+        from keras_transformer.models import presets
 
         processor = sentencepiece.SentencePieceProcessor(
             model_file=os.path.join(presets.preset_directory(args.preset), presets.TOKENIZER_FILE))
@@ -104,7 +104,7 @@ def load(engine, mods, args):
     from keras_transformer import Translator
 
     if mods.get("keep-batch"):
-        from keras_transformer.decoding.runner import DecodeRunner
+        from keras_transformer.translation.runner import DecodeRunner
 
         DecodeRunner.narrowing = lambda self, static_shapes: "halves" if self.narrow_batches else False
     options = {"jit_compile": True} if engine == "translator-tf-xla" else {"eager_steps": 0}

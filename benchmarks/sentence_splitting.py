@@ -1,7 +1,7 @@
 """Sentence splitters on the shipped splits: our rule beside the packages.
 
 Which splitter should cut a paragraph into the sentences our models learned
-from? Candidates: our rule (`keras_transformer.sentences`, which also runs
+from? Candidates: our rule (`keras_transformer.translation.sentences`, which also runs
 in the SavedModel's graph), the rule it replaced (a sentence end followed by
 whitespace, the old long-input split), and the packages pysbd, sentencex,
 sentence-splitter (Moses' rules), segtok and blingfire:
@@ -75,7 +75,7 @@ def splitters(language):
     import sentence_splitter
     import sentencex
 
-    from keras_transformer.sentences import segment
+    from keras_transformer.translation.sentences import segment
 
     sbd, moses = pysbd.Segmenter(language=language, clean=False), sentence_splitter.SentenceSplitter(language)
     kept = lambda pieces: [p for p in pieces if p.strip()]  # noqa: E731

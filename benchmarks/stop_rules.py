@@ -102,8 +102,9 @@ def one_sentence_ms(translators, sources):
 
 
 def measure(preset, args):
-    from keras_transformer import Translator, datasets, presets
-    from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer import Translator, datasets
+    from keras_transformer.models import presets
+    from keras_transformer.translation.tokenizer import SubwordTokenizer
     from keras_transformer.evaluation import corpus_bleu
 
     sources, references = datasets.load_references(preset, "test")

@@ -93,7 +93,7 @@ Figures per engine, on the first `--limit` sources of the test split of
 
 With `--marian FOLDER` (a Hugging Face Marian folder, e.g. a downloaded
 OPUS-MT model, or `benchmarks/marian_base.py`'s random base-size one), our
-engines translate its import (`keras_transformer.converters.marian`, into
+engines translate its import (`keras_transformer.translation.marian`, into
 a temporary preset) and CTranslate2's engines its conversion by
 CTranslate2's own `ct2-transformers-converter`, float32, pieces from the
 folder's SentencePiece models; `--max-extra-length` and
@@ -191,7 +191,7 @@ def load_engine(engine, args):
             return [t.decode("utf-8") for t in out], None
 
         if args.savedmodel_warmup:  # counted in the load, as TF Serving replays them before serving
-            from keras_transformer.serving.warmup import replay_warmup_requests
+            from keras_transformer.export.warmup import replay_warmup_requests
 
             def call(name, inputs):  # as TF Serving calls the signature a request names
                 return signatures[name](**{key: tf.constant(value) for key, value in inputs.items()})
@@ -239,7 +239,8 @@ def load_engine(engine, args):
         return translate
 
     # Translator on this process's backend
-    from keras_transformer import SubwordTokenizer, Translator, presets
+    from keras_transformer import SubwordTokenizer, Translator
+    from keras_transformer.models import presets
 
     if backend_of(engine) == "tensorflow":
         import tensorflow as tf
@@ -781,7 +782,8 @@ def main(argv=None):
     # This process converts the weights and counts tokens on the CPU: a GPU's memory stays the engines'.
     os.environ["JAX_PLATFORMS"] = "cpu"
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    from keras_transformer import SubwordTokenizer, datasets, presets
+    from keras_transformer import SubwordTokenizer, datasets
+    from keras_transformer.models import presets
 
     engines = engine_order(list(args.engines))
     with tempfile.TemporaryDirectory() as workdir:
@@ -900,7 +902,7 @@ def import_marian(args, workdir):
     """`--marian`: its import into a preset in `workdir`, which our engines
     load (`args.preset`); the corpus and the output limits it implies.
     Returns the import's seconds."""
-    from keras_transformer.converters.marian.preset import import_preset
+    from keras_transformer.translation.marian.preset import import_preset
 
     start = time.perf_counter()
     args.preset = import_preset(args.marian, os.path.join(workdir, "preset"))

@@ -27,7 +27,7 @@ def backend_gradients(f, *args):
 
 
 def assert_rows_close(rows, expected, atol=1e-5):
-    """Equal rows of outputs (`keras_transformer.translator.prediction`):
+    """Equal rows of outputs (`keras_transformer.translation.translator.prediction`):
     the same keys, equal strings, numbers within `atol`."""
     import pytest
 

@@ -125,15 +125,16 @@ def _export_permuting(folder, jit_compile=False, narrow_batches=False, signature
     import keras
 
     from keras_transformer import SubwordTokenizer, Translator
-    from keras_transformer.saved_model import SIGNATURES
+    from keras_transformer.export.saved_model import SIGNATURES, write_saved_model
     from tests.decoding.permuting import EXPORT_MAX_EXTRA_LENGTH, N_BEST
 
     model_folder = path("permuting")
     model = keras.saving.load_model(os.path.join(model_folder, "model.keras"))
     translator = Translator(model, SubwordTokenizer.load(model_folder), max_extra_length=EXPORT_MAX_EXTRA_LENGTH,
                             narrow_batches=narrow_batches)
-    translator.export(folder, n_best=N_BEST, jit_compile=jit_compile, parallel_loops=None if jit_compile else 1,
-                      warmup_batch_sizes=(), signatures=SIGNATURES if signatures is None else signatures)
+    write_saved_model(translator, folder, n_best=N_BEST, jit_compile=jit_compile,
+                      parallel_loops=None if jit_compile else 1, warmup_batch_sizes=(),
+                      signatures=SIGNATURES if signatures is None else signatures)
 
 
 @recipe
@@ -154,7 +155,7 @@ def marian(folder):
     """tests/marian's models and `transformers`' answers
     (`tests/marian/reference.py`, in a PyTorch process of its own), and
     `preset/`, the folder that `keras-transformer import hf/` writes."""
-    from keras_transformer.converters.marian.preset import import_preset
+    from keras_transformer.translation.marian.preset import import_preset
 
     env = dict(os.environ, KERAS_BACKEND="torch", PYTHONPATH=ROOT)
     run = subprocess.run([sys.executable, "-m", "tests.marian.reference", folder], cwd=ROOT, env=env,

@@ -3,7 +3,7 @@
 import numpy as np
 from keras import ops
 
-from keras_transformer.alignment import WORD_START, piece_kinds, word_numbers
+from keras_transformer.translation.alignment import WORD_START, piece_kinds, word_numbers
 
 PIECES = ["<pad>", "<unk>", "<s>", "</s>", "\u2581big", "\u2581", "\u2581a", "b", "c", "\u2581cat"]
 

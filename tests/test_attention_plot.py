@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import Transformer
-from keras_transformer.attention_plot import cross_attention_weights, plot_attention
+from keras_transformer.translation.attention_plot import cross_attention_weights, plot_attention
 
 
 def test_cross_attention_weights_are_distributions_over_real_source_tokens():

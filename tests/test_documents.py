@@ -1,14 +1,14 @@
 """Documents: sentences cut and whitespace kept, invisible characters
 normalized, markup and placeholders carried through by word alignment
-(keras_transformer/sentences.py, keras_transformer/markup.py)."""
+(keras_transformer/translation/sentences.py, keras_transformer/translation/markup.py)."""
 
 import random
 
 import pytest
 
-from keras_transformer import markup
-from keras_transformer.request_checks import check_strings
-from keras_transformer.sentences import normalize, segment
+from keras_transformer.translation import markup
+from keras_transformer.translation.request_checks import check_strings
+from keras_transformer.translation.sentences import normalize, segment
 
 
 @pytest.mark.parametrize("text, sentences", [
@@ -41,7 +41,7 @@ def test_the_graph_face_cuts_as_the_python_face_does():
     import tensorflow as tf
 
     from keras_transformer import datasets
-    from keras_transformer.sentences import segment_graph
+    from keras_transformer.translation.sentences import segment_graph
 
     rng = random.Random(0)
     sources = [s for s, _ in datasets.load("libreoffice_en_de", "test")[:200]]
@@ -58,7 +58,7 @@ def test_the_graph_face_cuts_as_the_python_face_does():
 def test_normalize_removes_or_spaces_invisible_characters_in_both_faces():
     import tensorflow as tf
 
-    from keras_transformer.sentences import normalize_graph
+    from keras_transformer.translation.sentences import normalize_graph
 
     text = "\ufeffI\u00a0love\u200byou\u00ad.\u2060\u202f!"
     assert normalize(text) == "I love you. !"

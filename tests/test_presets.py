@@ -14,8 +14,8 @@ from keras_transformer import (
     Transformer,
     Translator,
     list_presets,
-    presets,
 )
+from keras_transformer.models import presets
 from keras_transformer.decoding import BeamSampler
 from tests.decoding.trained_copy import padded
 
@@ -97,7 +97,7 @@ def test_save_to_preset_round_trips(tmp_path, tokenizer, weights_dtype):
 
 
 def test_the_modules_example_saves_a_preset_that_translates(tmp_path, monkeypatch):
-    """`keras_transformer.presets`' docstring example, as written: a preset
+    """`keras_transformer.models.presets`' docstring example, as written: a preset
     folder of the shipped model and its tokenizer translates as the
     shipped preset does (the files `Translator.from_preset` reads)."""
     import doctest

@@ -251,7 +251,7 @@ def check_path(what, path, command):
 
 
 def check_model(model, command):
-    from keras_transformer.presets import list_presets
+    from keras_transformer.models.presets import list_presets
 
     if model not in list_presets():
         check_path("MODEL", model, command)
@@ -304,7 +304,7 @@ def preset_behind(model, command):
     SavedModel folder `model` (a SavedModel translates as the preset it
     was exported from with the defaults: tests/export, and
     `Translator.from_saved_model`); else None."""
-    from keras_transformer.presets import list_presets
+    from keras_transformer.models.presets import list_presets
 
     if model in list_presets():
         return model
@@ -581,7 +581,7 @@ def test_card_commands_are_found_in_prose_blocks_and_spans(tmp_path):
 def test_each_zoo_card_reproduces_with_commands_that_exist(card):
     # A card's Reproduce block: train, then preset of that run, then evaluate of that preset,
     # each accepted by today's parser, on the corpus the preset was trained on.
-    from keras_transformer import presets
+    from keras_transformer.models import presets
 
     argvs = [cli_argv(argv) for _, argv, _ in readme_commands(card)]
     assert argvs and None not in argvs, card

@@ -24,7 +24,8 @@ import pytest
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 from benchmarks.report import cpu_flags, cpu_name, is_intel_cpu  # noqa: E402
-from keras_transformer import SubwordTokenizer, Transformer, presets  # noqa: E402
+from keras_transformer import SubwordTokenizer, Transformer
+from keras_transformer.models import presets  # noqa: E402
 from keras_transformer.converters.ctranslate2 import (  # noqa: E402
     closest_length_penalty,
     convert,

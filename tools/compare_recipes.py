@@ -46,7 +46,7 @@ def write_tsv(path, pairs):
 # `train` in a process of its own; with `numpy` its data are NumPy batches,
 # as on a machine without TensorFlow (`training_data`'s other path).
 TRAIN = """import sys
-import keras_transformer.data.training_data as data
+import keras_transformer.training.training_data as data
 if {numpy}:
     data._has_tensorflow = lambda: False
 from keras_transformer.cli import main

@@ -1,6 +1,6 @@
 """What several commands share: argument types and loading a model to translate with.
 
-A command's MODEL argument is any model `keras_transformer.loading` reads:
+A command's MODEL argument is any model `keras_transformer.translation.loading` reads:
 a preset, a SavedModel folder, a `.keras` file, or a training run folder
 with `--weights`.
 
@@ -43,7 +43,7 @@ def add_decoding_arguments(p, batch_size=True):
     unset, the `Translator`'s defaults (`keras_transformer.decoding.defaults`)."""
     from keras_transformer.decoding.common import LENGTH_PENALTIES
     from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, STOP, STOP_RULES
-    from keras_transformer.preprocessor import LONG_INPUTS
+    from keras_transformer.translation.preprocessor import LONG_INPUTS
 
     if batch_size:
         p.add_argument("--batch-size", type=positive_int, default=BATCH_SIZE, help="sentences per batch")
@@ -68,7 +68,7 @@ def add_decoding_arguments(p, batch_size=True):
 
 def decoding_options(args):
     """The decoding options given on the command line, as `Translator` arguments."""
-    from keras_transformer.translator import DECODING_OPTIONS
+    from keras_transformer.translation.translator import DECODING_OPTIONS
 
     return {name: getattr(args, name) for name in DECODING_OPTIONS if getattr(args, name, None) is not None}
 
@@ -120,9 +120,9 @@ def output_options(args):
 
 
 def load_translator(model, tokenizer=None, batch_size=None, quantize=None, **decoding):
-    """`Translator.load` of MODEL (`keras_transformer.loading`), with its
+    """`Translator.load` of MODEL (`keras_transformer.translation.loading`), with its
     `tokenizer` file, `batch_size`, `quantize` and `decoding` options."""
-    from keras_transformer.translator import Translator
+    from keras_transformer.translation.translator import Translator
 
     options = {} if batch_size is None else {"batch_size": batch_size}
     return Translator.load(model, tokenizer, quantize=quantize, **decoding, **options)
@@ -134,17 +134,17 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
     `load_translator`.
 
     With `outputs` (`{"n_best": ..., "alignments": ...}`), each translation
-    is a dict of outputs (`keras_transformer.translator.prediction`), not a
+    is a dict of outputs (`keras_transformer.translation.translator.prediction`), not a
     string. With `sampler`, a `RandomSampler`, translations are sampled.
     With `target_prefix`, a string, every translation starts with it;
     with `constraints`, a list of strings, every translation holds them.
-    `format`, of `keras_transformer.markup.FORMATS`: what the texts are.
+    `format`, of `keras_transformer.translation.markup.FORMATS`: what the texts are.
 
     Returns `(translate, keras_model, tokenizer)`.
     """
     translator = load_translator(model, tokenizer, batch_size, quantize, **decoding)
     keras_model, sp = translator.model, translator.tokenizer
-    from keras_transformer.translator import prediction
+    from keras_transformer.translation.translator import prediction
 
     if outputs is not None and format != "text":
         raise ValueError(f"--format {format} writes translations only: not with --scores, --n-best or --alignments. "

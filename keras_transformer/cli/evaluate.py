@@ -39,7 +39,7 @@ def add_arguments(p):
 
 def run(args):
     from keras_transformer import datasets
-    from keras_transformer.data.training_data import read_files
+    from keras_transformer.training.training_data import read_files
     from keras_transformer.evaluation import corpus_bleu
 
     if args.tsv:

@@ -39,11 +39,12 @@ for each batch size listed (minutes):
 
 import json
 
-from keras_transformer import loading, presets
+from keras_transformer.translation import loading
+from keras_transformer.models import presets
 from keras_transformer.cli.common import add_decoding_arguments, decoding_options
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
-from keras_transformer.preprocessor import DEFAULT_BUCKETS
-from keras_transformer.saved_model import SIGNATURES
+from keras_transformer.translation.preprocessor import DEFAULT_BUCKETS
+from keras_transformer.export.saved_model import SIGNATURES
 
 NAME = "export"
 HELP = ("Export a preset or a trained model as a SavedModel that translates strings (TF Serving layout), or as a "
@@ -132,7 +133,7 @@ def write_ctranslate2_folder(model, tokenizer, args, metadata):
     """The CTranslate2 model folder; `--quantize int8` is CTranslate2's own
     int8 storage of the float weights."""
     from keras_transformer.converters import ctranslate2
-    from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer.translation.tokenizer import SubwordTokenizer
 
     if not isinstance(tokenizer, SubwordTokenizer):
         tokenizer = SubwordTokenizer.load(tokenizer)
@@ -154,7 +155,7 @@ def no_saved_model_options(args):
 
 
 def load_model_and_tokenizer(args):
-    """`(model, tokenizer, preset_metadata)` for MODEL (`keras_transformer.loading`);
+    """`(model, tokenizer, preset_metadata)` for MODEL (`keras_transformer.translation.loading`);
     the metadata is None unless MODEL is a preset."""
     kind = loading.model_kind(args.model, args.weights)
     if kind == loading.SAVED_MODEL:

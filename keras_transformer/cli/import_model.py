@@ -10,7 +10,7 @@ releases it (`decoder.yml`, the `.npz`, its vocabulary `.yml`,
 `huggingface_hub`). The preset folder gets config.json, model.weights.h5,
 tokenizer.model (and target_tokenizer.model), metadata.json, a model card
 naming the source and its license, and the source's license files; every
-command takes it as it is (`keras_transformer.converters.marian`).
+command takes it as it is (`keras_transformer.translation.marian`).
 """
 
 NAME = "import"
@@ -25,7 +25,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from keras_transformer.converters.marian.preset import import_preset
+    from keras_transformer.translation.marian.preset import import_preset
 
     path = import_preset(args.source, args.output, weights_dtype=args.weights_dtype)
     print(f"Imported {args.source} as the preset {path}")

@@ -42,7 +42,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from keras_transformer.data.training_data import read_files
+    from keras_transformer.training.training_data import read_files
 
     if len(args.pairs) > 2:
         raise SystemExit(f"--pairs takes one TSV file or a source and a target file. Received: {args.pairs}")

@@ -190,7 +190,7 @@ def check_tokens_per_batch(tokens_per_batch, max_length, num_replicas):
     pair of the longest length trained on (the model's `max_length`, at
     most `training_data.MAX_LENGTH`) on each replica."""
     from keras_transformer.data.lengths import batch_sizes
-    from keras_transformer.data.training_data import MAX_LENGTH
+    from keras_transformer.training.training_data import MAX_LENGTH
 
     longest = min(MAX_LENGTH, max_length)
     try:
@@ -207,7 +207,7 @@ def save_run_preset(model, output_dir, data):
     """Writes the run's last weights as the preset files of `output_dir`
     (a disk too full for them: an `OSError` before HDF5 writes a byte)."""
     from keras_transformer.atomic_files import check_room
-    from keras_transformer.presets import save_model
+    from keras_transformer.models.presets import save_model
     from keras_transformer.training.checkpoints import variables_bytes
     from keras_transformer.training.inference_model import inference_model
 
@@ -241,7 +241,7 @@ def check_data_arguments(args):
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{flag}: no such file. Received: {path!r}")
     if args.from_preset is not None:
-        from keras_transformer.presets import is_marian
+        from keras_transformer.translation.marian import is_marian
 
         if is_marian(args.from_preset):
             raise ValueError(f"--from-preset takes a preset: import the Marian model once with `keras-transformer "
@@ -268,7 +268,7 @@ def _base_model(args):
     """The untrained model of `--from-preset` (its config, vocabulary size), or None."""
     if args.from_preset is None:
         return None
-    from keras_transformer import presets
+    from keras_transformer.models import presets
 
     return presets.load_model(args.from_preset, load_weights=False)
 
@@ -277,7 +277,7 @@ def _preset_weights(preset):
     """The weights file a fine-tuning run starts from, or None."""
     if preset is None:
         return None
-    from keras_transformer import presets
+    from keras_transformer.models import presets
 
     return os.path.join(presets.preset_directory(preset), presets.WEIGHTS_FILE)
 
@@ -352,7 +352,7 @@ def parse_overrides(pairs):
 
 def _vocab_size(args):
     """The vocabulary size asked for: `--vocab-size`, or 20 (synthetic) or 8000."""
-    from keras_transformer.data.training_data import VOCAB_SIZE
+    from keras_transformer.training.training_data import VOCAB_SIZE
 
     synthetic = args.corpus in SYNTHETIC_CORPORA
     if args.vocab_size is None:
@@ -377,7 +377,7 @@ def corpus_datasets(args, vocab_size, reuse_tokenizer=False, max_length=None):
     `keras_transformer.training.plateau.frequency_loss`.
 
     Synthetic corpora are NumPy arrays (batched by `--batch-size`), without
-    a tokenizer. Text goes through `keras_transformer.data.training_data`,
+    a tokenizer. Text goes through `keras_transformer.training.training_data`,
     batched by `--tokens-per-batch` tokens globally. The tokenizer is the
     preset's with `--from-preset`; with `reuse_tokenizer`, the run's
     `tokenizer.model`, if any; else learned from the training pairs. Pairs
@@ -392,7 +392,7 @@ def corpus_datasets(args, vocab_size, reuse_tokenizer=False, max_length=None):
         valid = copy_task(64, vocab_size=vocab_size, seed=args.seed + 1, reverse=reverse)
         return train, valid, None, train[1]
     from keras_transformer.data import SubwordTokenizer
-    from keras_transformer.data.training_data import MAX_LENGTH, corpus_pairs, read_files, training_data
+    from keras_transformer.training.training_data import MAX_LENGTH, corpus_pairs, read_files, training_data
 
     path = tokenizer_path(args.output_dir)
     if args.from_preset is not None:

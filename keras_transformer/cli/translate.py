@@ -19,11 +19,11 @@ With `--format text` (the default) each line of the input is a text,
 translated sentence by sentence, its placeholders kept; with `--format
 html`, each text on the command line, or the whole `--input` file or
 standard input, is one HTML document, its markup carried through
-(`Translator.translate(format=...)`, `keras_transformer.markup`). Either
+(`Translator.translate(format=...)`, `keras_transformer.translation.markup`). Either
 way the output has the input's line count.
 Each line of output is a translation; with `--scores`, `--n-best` or
 `--alignments`, a JSON object of outputs named as the REST API's
-(`keras_transformer.translator.prediction`).
+(`keras_transformer.translation.translator.prediction`).
 Needs no server package (fastapi, uvicorn).
 """
 
@@ -32,7 +32,7 @@ import json
 import os
 import sys
 
-from keras_transformer.markup import FORMATS
+from keras_transformer.translation.markup import FORMATS
 from keras_transformer.cli.common import (
     add_decoding_arguments,
     add_model_argument,
@@ -80,7 +80,7 @@ def run(args):
         **decoding_options(args)
     )
     if args.plot_attention:  # before the translations, which it draws
-        from keras_transformer.attention_plot import check_head
+        from keras_transformer.translation.attention_plot import check_head
 
         check_head(args.head, model.transformer_config.num_heads)
     if args.format != "text" and not args.text:
@@ -174,7 +174,7 @@ def _decoded_lines(stream, where, close=False):
 
 
 def _plot(model, tokenizer, sentence, translation, path, head):
-    from keras_transformer.attention_plot import cross_attention_weights, plot_attention
+    from keras_transformer.translation.attention_plot import cross_attention_weights, plot_attention
     from keras_transformer.tokens import pack_source, pack_target, split_target
 
     source = pack_source(tokenizer.encode(sentence))

@@ -48,7 +48,7 @@ the two and how it is matched:
   (`keras_transformer.decoding.common.output_lengths`); CTranslate2 takes
   an absolute `max_decoding_length`, which the note sets to the model's
   `max_length`. Long inputs: ours are split at sentence ends
-  (`keras_transformer.preprocessor`), CTranslate2 truncates.
+  (`keras_transformer.translation.preprocessor`), CTranslate2 truncates.
 
 Example:
 
@@ -68,7 +68,7 @@ import numpy as np
 from keras_transformer.atomic_files import new_folder
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
-from keras_transformer.preprocessor import is_blank
+from keras_transformer.translation.preprocessor import is_blank
 from keras_transformer.tokens import BOS_ID, EOS_ID, UNK_ID
 
 # The output length, in tokens with EOS, at which `closest_length_penalty`
@@ -399,8 +399,8 @@ print(target.decode_pieces(results[0].hypotheses[0]))
 
 def convert_preset(preset, output_dir, quantization=None):
     """`convert` for a preset's (float32) model and tokenizer."""
-    from keras_transformer import presets
-    from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer.models import presets
+    from keras_transformer.translation.tokenizer import SubwordTokenizer
 
     return convert(presets.load_model(preset), SubwordTokenizer.from_preset(preset), output_dir, quantization)
 

@@ -4,7 +4,7 @@
   `keras_transformer.tokens` (the source `ids + [EOS]`, the target
   `[BOS] + ids + [EOS]`, split into the decoder input and the labels).
 - Which pairs are kept (blank sides, `max_length`) is the preprocessor's
-  rule (`keras_transformer.preprocessor`); a `LengthReport` counts them.
+  rule (`keras_transformer.translation.preprocessor`); a `LengthReport` counts them.
 - Buckets: a pair goes to the smallest boundary >= max(source length,
   target length - 1) and is padded to it, so XLA compiles one program per
   boundary (14 for `max_length=128`).
@@ -19,7 +19,7 @@ Example:
 [512, 64]
 """
 
-from keras_transformer.preprocessor import check_length_policy
+from keras_transformer.translation.preprocessor import check_length_policy
 
 # The training defaults, defined once for the pipelines, `training_data` and
 # `keras-transformer train`: the longest pair kept, in tokens with its

@@ -19,7 +19,7 @@ several steps of gradient accumulation).
 
 Pairs over `max_length` tokens (special tokens included) are dropped or
 truncated (`length_policy`), pairs with a blank side left out, by the rule
-of `keras_transformer.preprocessor`; the returned `LengthReport` counts
+of `keras_transformer.translation.preprocessor`; the returned `LengthReport` counts
 them, and is also logged.
 
 Example:
@@ -41,7 +41,7 @@ from keras_transformer.data.lengths import (
     resolve_boundaries,
     check_length_arguments,
 )
-from keras_transformer.preprocessor import TranslationPreprocessor
+from keras_transformer.translation.preprocessor import TranslationPreprocessor
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, split_target
 
 __all__ = ["LengthReport", "batch_sizes", "bucket_boundaries", "encode_pairs", "encoded_batches", "make_dataset", "numpy_batches"]

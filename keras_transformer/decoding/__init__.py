@@ -1,7 +1,7 @@
 """Decoding: samplers (greedy, beam search, random sampling) on one loop
 over a model, forced decoding of given outputs, and their defaults.
 
-The `Translator` (`keras_transformer.translator`) holds a model, its
+The `Translator` (`keras_transformer.translation.translator`) holds a model, its
 preprocessor and a sampler; `keras_transformer.decoding.samplers` states
 the samplers' interface and where each lives.
 

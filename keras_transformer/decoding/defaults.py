@@ -21,7 +21,7 @@ STOP = "early"
 # CTranslate2.
 BATCH_SIZE = 64
 # Word alignments read the cross-attention of this decoder layer, the mean
-# of its heads (`keras_transformer.alignment`): the last, whose attention
+# of its heads (`keras_transformer.translation.alignment`): the last, whose attention
 # at the step that predicts a token points at the source word it
 # translates, in the shipped English-French model and in
 # tests/decoding/test_translator.py (the first layer there agrees less).

@@ -2,7 +2,7 @@
 
 `force_decode` runs the decoder once over a whole given output (teacher
 forcing), which scores it, as CTranslate2's `score_batch` does, and reads
-its cross-attention, from which `keras_transformer.alignment` aligns
+its cross-attention, from which `keras_transformer.translation.alignment` aligns
 words. Decoding computes the same numbers one step at a time: for the
 tokens a sampler chose, the summed log-probabilities are those it scored.
 """

@@ -3,7 +3,7 @@
 import dataclasses
 from typing import Optional
 
-from keras_transformer.architectures import ARCHITECTURES
+from keras_transformer.models.architectures import ARCHITECTURES
 
 
 @dataclasses.dataclass(frozen=True)

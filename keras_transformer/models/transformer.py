@@ -257,11 +257,11 @@ class Transformer(TrainerWorkarounds, keras.Model):
         """A trained model from a preset: its config and weights.
 
         Args:
-            preset: a shipped preset name (`keras_transformer.presets.list_presets()`,
+            preset: a shipped preset name (`keras_transformer.models.presets.list_presets()`,
                 e.g. `"tatoeba_en_fr"`) or a directory written by `save_to_preset`;
                 or a Marian model converted as it loads: a Hugging Face Marian
                 folder, a Marian folder or `hf://org/name`
-                (`keras_transformer.converters.marian`).
+                (`keras_transformer.translation.marian`).
             load_weights: bool. False: the preset's architecture, untrained.
             dtype: optional dtype policy, e.g. `"mixed_bfloat16"` to fine-tune.
 
@@ -269,7 +269,7 @@ class Transformer(TrainerWorkarounds, keras.Model):
 
         >>> model = Transformer.from_preset("tatoeba_en_fr")
         """
-        from keras_transformer import presets
+        from keras_transformer.models import presets
 
         return presets.load_model(preset, load_weights=load_weights, dtype=dtype)
 
@@ -278,9 +278,9 @@ class Transformer(TrainerWorkarounds, keras.Model):
 
         `Transformer.from_preset(preset_dir)` loads it back; with the
         tokenizer's `save_to_preset`, `Translator.from_preset` too.
-        `weights_dtype="float16"` halves the file (see `keras_transformer.presets`).
+        `weights_dtype="float16"` halves the file (see `keras_transformer.models.presets`).
         """
-        from keras_transformer import presets
+        from keras_transformer.models import presets
 
         return presets.save_model(self, preset_dir, weights_dtype=weights_dtype, model_card=model_card)
 

@@ -20,13 +20,13 @@ the `details` signature (confidences, alignments, up to the exported
 `n_best` best), `sample` (sampling), `score` (a given translation's
 scores) or `steer` (a target prefix, constraints). Each comes back as
 `Translator.hypotheses` and `Translator.score` give it
-(`keras_transformer.outputs.prediction`), the same numbers: an n-best list
+(`keras_transformer.translation.outputs.prediction`), the same numbers: an n-best list
 holds only the hypotheses the search finished. A `SignatureRow` calls a
 signature by name with its own inputs and returns its outputs as they are,
 as TF Serving does (the REST API's `signature_name`).
 
 Every call is checked first by the rules of
-`keras_transformer.request_checks`, with the SavedModel's own tokenizer
+`keras_transformer.translation.request_checks`, with the SavedModel's own tokenizer
 and lengths, as the `Translator` checks it; a request that breaks one is a
 `ValueError` naming the field, and the graph itself refuses what passes
 here by mistake (`InvalidRequest`).
@@ -40,14 +40,15 @@ from typing import Optional
 
 import numpy as np
 
-from keras_transformer import markup
-from keras_transformer import request_checks as checks
+from keras_transformer.translation import markup
+from keras_transformer.translation import request_checks as checks
 from keras_transformer.decoding.beam_search import check_stop
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.decoding.random_sampling import RandomSampler
 from keras_transformer.tokens import EOS_ID, pack_source
 from keras_transformer.validation import check_phrases
+from keras_transformer.translation.saved_model_files import latest_version, read_metadata
 
 
 class InvalidRequest(ValueError):
@@ -83,7 +84,7 @@ class Instance:
     `steer` signature; not with `sampling` or `targets`). `stop`: beam
     search's stop rule, which must be the one the SavedModel was exported
     with (its graph holds that rule's search). `format`: of
-    `keras_transformer.markup.FORMATS`; `"html"` carries the markup through,
+    `keras_transformer.translation.markup.FORMATS`; `"html"` carries the markup through,
     by the `details` signature's alignments, and takes no other option. An
     instance that asks for nothing more than its translation is a plain
     string's.
@@ -205,22 +206,6 @@ def _score_row(row):
             "token_log_probs": [row["token_log_probs"][i] for i in kept]}
 
 
-def latest_version(model_dir):
-    """The highest numbered version folder of a TF Serving model folder."""
-    if not os.path.isdir(model_dir):
-        raise FileNotFoundError(f"No model folder at {model_dir!r}")
-    if os.path.exists(os.path.join(model_dir, "saved_model.pb")):
-        return os.path.basename(os.path.normpath(model_dir)), model_dir
-    versions = [d for d in os.listdir(model_dir) if d.isdigit()]
-    if not versions:
-        raise FileNotFoundError(
-            f"{model_dir!r} holds no numbered version folder with a saved_model.pb "
-            "(expected <name>/<version>/saved_model.pb)"
-        )
-    version = max(versions, key=int)
-    return version, os.path.join(model_dir, version)
-
-
 def _to_python(array):
     """A NumPy output as JSON-ready Python values (bytes decoded)."""
     if array.dtype == object:
@@ -287,7 +272,7 @@ class SavedModelPredictor:
 
     def check(self, items, labels=None):
         """Raises `ValueError` for the first of `items` the SavedModel cannot
-        answer, by the rules of `keras_transformer.request_checks`; `labels`
+        answer, by the rules of `keras_transformer.translation.request_checks`; `labels`
         name the items in the message (default `items[i]`)."""
         labels = labels or [f"items[{i}]" for i in range(len(items))]
         for key, indices in self._groups(items).items():
@@ -387,7 +372,7 @@ class SavedModelPredictor:
 
     def _run_markup(self, format, items, labels):
         """`Translator.translate(texts, format=...)` of the items' texts:
-        `keras_transformer.markup` around the `serving_default` signature, and
+        `keras_transformer.translation.markup` around the `serving_default` signature, and
         the `details` signature's alignments where a run holds markup."""
         def run(name, texts, **options):
             runs = [f"{labels[0]} (run {j})" for j in range(len(texts))]
@@ -444,7 +429,7 @@ def _graph_error(message):
 
 
 class _RequestRules:
-    """`keras_transformer.request_checks` with a SavedModel's tokenizer and
+    """`keras_transformer.translation.request_checks` with a SavedModel's tokenizer and
     lengths, applied to a signature call before it runs: what the
     `Translator` the SavedModel was exported from would check."""
 
@@ -475,8 +460,8 @@ def _request_rules(version_dir, metadata):
     """The `_RequestRules` of a SavedModel written by this package: its
     tokenizer (assets/tokenizer.model) and the lengths in its metadata; None
     if any is missing (its graph still checks each call)."""
-    from keras_transformer.data.tokenizer import SubwordTokenizer
-    from keras_transformer.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor
+    from keras_transformer.translation.tokenizer import SubwordTokenizer
+    from keras_transformer.translation.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor
 
     try:
         max_length = int(metadata["model_config"]["max_length"])
@@ -489,16 +474,6 @@ def _request_rules(version_dir, metadata):
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return None
     return _RequestRules(tokenizer, preprocessor, max_extra_length)
-
-
-def read_metadata(version_dir):
-    """The SavedModel's `assets.extra/metadata.json` (its export settings), or {}."""
-    try:
-        with open(os.path.join(version_dir, "assets.extra", "metadata.json"), encoding="utf-8") as f:
-            metadata = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return metadata if isinstance(metadata, dict) else {}
 
 
 def signature_def_map(version_dir):

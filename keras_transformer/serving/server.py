@@ -53,9 +53,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from keras_transformer import loading
+from keras_transformer.translation import loading
 from keras_transformer.decoding.defaults import BATCH_SIZE
-from keras_transformer.preprocessor import is_blank
+from keras_transformer.translation.preprocessor import is_blank
 from keras_transformer.serving.batcher import Batcher
 from keras_transformer.serving.predictor import (
     Instance,
@@ -65,7 +65,7 @@ from keras_transformer.serving.predictor import (
     load_saved_model_predictor,
     require_signature,
 )
-from keras_transformer.serving.warmup import replay_warmup_requests
+from keras_transformer.export.warmup import replay_warmup_requests
 from keras_transformer.validation import check_non_negative_number, check_positive, check_positive_number
 
 
@@ -108,7 +108,7 @@ class RequestError(ValueError):
         self.status = status
 
 
-# What the exported SavedModel answers for a blank input (keras_transformer.preprocessor).
+# What the exported SavedModel answers for a blank input (keras_transformer.translation.preprocessor).
 BLANK_OUTPUT = {"translations": "", "scores": 0.0}
 # A predict function's signatures when it does not say: one string input.
 PLAIN_SIGNATURES = {"serving_default": {"inputs": ("string", 1)}}

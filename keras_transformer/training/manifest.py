@@ -29,9 +29,9 @@ import tempfile
 
 from keras_transformer import locks
 from keras_transformer.atomic_files import atomic_write
-from keras_transformer.presets import CONFIG_FILE, METADATA_FILE, TOKENIZER_FILE, WEIGHTS_FILE
+from keras_transformer.models.presets import CONFIG_FILE, METADATA_FILE, TOKENIZER_FILE, WEIGHTS_FILE
+from keras_transformer.translation.loading import MANIFEST, read_manifest
 
-MANIFEST = "run.json"
 CHECKPOINTS = "checkpoints"
 LOCK = "train.lock"
 # What a run writes in its directory, the manifest first: its checkpoints,
@@ -47,21 +47,6 @@ class RunMismatchError(ValueError):
 
 def _normalise(identity):
     return json.loads(json.dumps(identity, sort_keys=True, default=str))
-
-
-def read_manifest(output_dir):
-    """The manifest in `output_dir`, or `None`; `ValueError` naming the file if it is not one."""
-    path = os.path.join(output_dir, MANIFEST)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        try:
-            manifest = json.load(f)
-        except ValueError as error:
-            raise ValueError(f"{path} is not a run manifest: {error}") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("identity", {}), dict):
-        raise ValueError(f"{path} is not a run manifest: expected a JSON object with an `identity` object.")
-    return manifest
 
 
 def _differences(old, new, prefix=""):

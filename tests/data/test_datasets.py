@@ -7,7 +7,8 @@ import re
 import pytest
 
 from keras_transformer import datasets
-from keras_transformer.datasets import build_tatoeba, tatoeba
+from tools import build_tatoeba
+from keras_transformer.datasets import tatoeba
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +103,7 @@ def test_libreoffice_splits_hold_out_whole_help_modules():
 
 
 def test_libreoffice_build_splits_by_module_byte_for_byte(tmp_path):
-    from keras_transformer.datasets import build_libreoffice
+    from tools import build_libreoffice
 
     path = tmp_path / "full.tsv.gz"
     modules = ["shared", "sdatabase", "schart", "sdraw", "scalc"]

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SubwordTokenizer
-from keras_transformer.preprocessor import TranslationPreprocessor
+from keras_transformer.translation.preprocessor import TranslationPreprocessor
 from keras_transformer.tokens import pack_source
 from tests.data.conftest import TEXTS
 
@@ -80,7 +80,7 @@ def test_python_path_does_not_import_tensorflow(tmp_path):
     script = """
 import sys
 sys.modules["tensorflow"] = None  # any `import tensorflow` now fails
-from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.translation.tokenizer import SubwordTokenizer
 from keras_transformer.data import numpy_batches
 from keras_transformer import datasets
 pairs = datasets.load("tatoeba_en_fr", "test")[:200]

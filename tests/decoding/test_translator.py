@@ -13,7 +13,7 @@ from keras_transformer import Translator
 from keras_transformer.decoding import BeamSampler, RandomSampler, get_sampler
 from keras_transformer.decoding import beam_search, jit_decoder
 from keras_transformer.decoding.common import NEG_INF
-from keras_transformer.decoding.runner import DECODER_CACHE_SIZE
+from keras_transformer.translation.runner import DECODER_CACHE_SIZE
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from tests.decoding.toy_models import CopyModel, WordTokenizer
 from tests.decoding.permuting import WORDS as PERMUTING_WORDS

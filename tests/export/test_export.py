@@ -142,7 +142,7 @@ def test_warmup_requests_fill_each_bucket(exported):
     (serve replays them: tests/serving/test_serve_command.py.)"""
     import tensorflow as tf
 
-    from keras_transformer.serving.warmup import read_warmup_requests
+    from keras_transformer.export.warmup import read_warmup_requests
 
     _, sp, path = exported
     buckets = json.load(open(os.path.join(path, "assets.extra", "metadata.json")))["buckets"]
@@ -165,7 +165,7 @@ def test_warmup_requests_fill_each_bucket(exported):
 def test_warmup_requests_for_an_older_export_and_a_damaged_file(exported, tmp_path):
     """`write_warmup_requests` gives any of our SavedModels the file (one request per bucket
     and batch size); a damaged file is an OSError naming it, as TF Serving would refuse it."""
-    from keras_transformer.serving.warmup import read_warmup_requests, replay_warmup_requests, write_warmup_requests
+    from keras_transformer.export.warmup import read_warmup_requests, replay_warmup_requests, write_warmup_requests
 
     _, _, path = exported
     copy = str(tmp_path / "1")

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from keras_transformer.converters.marian.vocabulary import permutation
+from keras_transformer.translation.marian.vocabulary import permutation
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from tests import shared
 

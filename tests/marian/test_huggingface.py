@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from keras_transformer import Translator
-from keras_transformer.converters.marian import preset as marian_preset
-from keras_transformer.preprocessor import TranslationPreprocessor
+from keras_transformer.translation.marian import preset as marian_preset
+from keras_transformer.translation.preprocessor import TranslationPreprocessor
 from keras_transformer.tokens import BOS_ID, EOS_ID, UNK_ID
 from tests.marian import compare, reference
 

@@ -12,8 +12,8 @@ import pytest
 
 from keras_transformer import Translator
 from keras_transformer.cli import main
-from keras_transformer.converters.marian import huggingface
-from keras_transformer.converters.marian import preset as marian_preset
+from keras_transformer.translation.marian import huggingface
+from keras_transformer.translation.marian import preset as marian_preset
 from tests.marian import compare, models
 
 SOURCES = ["Where is the station?", "I love you.", "", "Tom is tired. He wants to sleep now."]

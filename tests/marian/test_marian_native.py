@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from keras_transformer import SubwordTokenizer, Transformer, Translator
-from keras_transformer.converters import marian
-from keras_transformer.converters.marian import preset as marian_preset
+from keras_transformer.translation import marian
+from keras_transformer.translation.marian import preset as marian_preset
 from keras_transformer.layers.positional_encoding import sinusoids
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from tests.marian import compare, models, reference

@@ -1,7 +1,7 @@
 """One pipeline: every path that translates text gives the same strings.
 
 The first 128 sources of the shipped test split and the edge cases of
-`keras_transformer.preprocessor` (an input over the source budget, one of
+`keras_transformer.translation.preprocessor` (an input over the source budget, one of
 exactly the budget and one just over it, blank inputs, emoji, non-Latin
 scripts, full-width text that NFKC normalizes) are translated by the `tatoeba_en_fr` preset with its defaults but
 `BUCKETS`:
@@ -25,7 +25,7 @@ import pytest
 
 from keras_transformer import SubwordTokenizer, Translator, datasets
 from keras_transformer.evaluation import corpus_bleu
-from keras_transformer.preprocessor import TranslationPreprocessor
+from keras_transformer.translation.preprocessor import TranslationPreprocessor
 from tests.serving.conftest import run_server  # noqa: F401 - a real server fixture
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow]
@@ -44,7 +44,7 @@ def one_piece_word(tokenizer):
 
 
 def edge_cases(tokenizer, sources):
-    """`{name: text}`: the inputs whose rules `keras_transformer.preprocessor` states."""
+    """`{name: text}`: the inputs whose rules `keras_transformer.translation.preprocessor` states."""
     budget = TranslationPreprocessor(tokenizer, 256).source_budget  # the preset's max_length
     word = one_piece_word(tokenizer)
     long = ""
@@ -75,7 +75,7 @@ def over_budget_parts(edges, tokenizer):
     `over_long` as its sentences, each on its own; `one_over_the_budget`
     (no sentence end) in windows of `source_budget - 1` ids, which are
     `exactly_the_budget`'s words and the one word left."""
-    from keras_transformer.sentences import segment
+    from keras_transformer.translation.sentences import segment
 
     return {
         "over_long": segment(edges["over_long"])[1],
@@ -104,7 +104,7 @@ def reference_translations():
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the reference and the SavedModel: TensorFlow")
 def test_the_translator_its_saved_model_and_the_server_translate_alike(tmp_path, run_server):
-    from keras_transformer import presets
+    from keras_transformer.models import presets
     from keras_transformer.cli import main
     from keras_transformer.serving import ServingLimits, create_app, load_saved_model_predictor
 

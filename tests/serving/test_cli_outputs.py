@@ -9,7 +9,7 @@ import pytest
 
 from keras_transformer import Translator
 from keras_transformer.cli import main
-from keras_transformer.translator import prediction
+from keras_transformer.translation.translator import prediction
 from tests.helpers import assert_rows_close
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def expected_output(translator, argv):
     """What `keras-transformer ARGV` writes, from the `Translator`'s Python API."""
     from keras_transformer.cli import parse_arguments
     from keras_transformer.cli.common import output_options
-    from keras_transformer.data.training_data import read_files
+    from keras_transformer.training.training_data import read_files
 
     args = parse_arguments(argv)
     if args.command == "score":

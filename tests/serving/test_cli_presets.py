@@ -48,7 +48,8 @@ def test_an_unknown_model_is_named_with_the_shipped_presets(command):
 def test_loading_errors_are_exceptions_naming_the_argument_and_the_commands_own_flag(tmp_path):
     """The library raises (never exits) with Python's argument names; each
     command names its own flags in their place, and no flag it lacks."""
-    from keras_transformer import Translator, loading
+    from keras_transformer import Translator
+    from keras_transformer.translation import loading
 
     run = tmp_path / "killed_run"  # a run stopped before its end wrote its final model (config.json)
     run.mkdir()
@@ -77,7 +78,7 @@ def test_an_architecture_is_not_a_preset():
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the CLI runs in the TensorFlow pass")
 def test_translate_with_a_preset_directory(tmp_path, capsys):
-    from keras_transformer.presets import preset_directory
+    from keras_transformer.models.presets import preset_directory
 
     preset = tmp_path / "my_preset"  # not a shipped name: found by its config.json
     shutil.copytree(preset_directory("tatoeba_en_fr"), preset)

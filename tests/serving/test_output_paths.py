@@ -20,7 +20,7 @@ from keras_transformer.cli import main
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.serving.predictor import Instance, Sampling, load_saved_model_predictor
 from keras_transformer.serving.server import ServingLimits, create_app
-from keras_transformer.translator import prediction
+from keras_transformer.translation.translator import prediction
 from tests.decoding.permuting import EXPORT_MAX_EXTRA_LENGTH, N_BEST, WORDS, permute, permuting_model, sentences
 from tests.helpers import assert_rows_close
 from tests.serving.conftest import call_app
@@ -362,7 +362,7 @@ def test_the_warmup_requests_run_every_signature_in_every_bucket(exported, tmp_p
     # One request per signature, bucket and batch size, each holding the
     # signature's own inputs (TF Serving's PredictRequest), which the
     # SavedModel's signatures run as TF Serving runs them at load.
-    from keras_transformer.serving.warmup import read_warmup_requests, replay_warmup_requests, write_warmup_requests
+    from keras_transformer.export.warmup import read_warmup_requests, replay_warmup_requests, write_warmup_requests
 
     _, predict, folder, _ = exported
     copy = str(tmp_path / "1")

@@ -26,7 +26,7 @@ import pytest
 from keras_transformer import SubwordTokenizer, Transformer, Translator
 from keras_transformer.cli import main, parse_arguments
 from keras_transformer.cli.common import CHUNK_BATCHES
-from keras_transformer.data.training_data import read_files
+from keras_transformer.training.training_data import read_files
 from keras_transformer.evaluation import corpus_bleu
 from keras_transformer.training.checkpoints import file_sha256
 

@@ -1,4 +1,4 @@
-"""`keras_transformer.data.training_data`: `read_corpus` without TensorFlow (NumPy batches, what a JAX GPU
+"""`keras_transformer.training.training_data`: `read_corpus` without TensorFlow (NumPy batches, what a JAX GPU
 machine trains on), and `train --corpus-file`. Your own files: tests/training/test_own_files.py."""
 
 import gzip
@@ -9,7 +9,8 @@ import pytest
 
 from keras_transformer import datasets
 from keras_transformer.cli import main
-from keras_transformer.data import bucket_boundaries, training_data
+from keras_transformer.data import bucket_boundaries
+from keras_transformer.training import training_data
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 PAIRS = datasets.load("libreoffice_en_de", "validation")[:300]

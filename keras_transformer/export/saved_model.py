@@ -32,7 +32,7 @@ imported model's target model beside it), its sampler (a
 run inside the graph, built from stock TensorFlow and tensorflow-text ops,
 so TF Serving or plain `tf.saved_model.load` serve it without this package.
 Blank, long and padded inputs follow the rules of
-`keras_transformer.preprocessor`, as `Translator.translate` does; they never
+`keras_transformer.translation.preprocessor`, as `Translator.translate` does; they never
 fail the batch.
 
 The pieces of each bucket are decoded together, in a branch of the graph
@@ -55,22 +55,25 @@ import shutil
 import keras
 
 from keras_transformer import locks
-from keras_transformer.alignment import piece_kinds, word_links
+from keras_transformer.translation.alignment import piece_kinds, word_links
 from keras_transformer.compat import keep_cond_functional
 from keras_transformer.decoding.common import length_penalty
-from keras_transformer.decoding.common import NEG_INF, ensure_built
+from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
 from keras_transformer.decoding import BeamSampler, RandomSampler
 from keras_transformer.decoding.scoring import force_decode
-from keras_transformer.decoding.runner import graph_decoder
-from keras_transformer.request_checks import (
+from keras_transformer.translation.runner import graph_decoder
+from keras_transformer.translation.request_checks import (
     check_constraints_searchable,
     check_n_best,
     check_score_graph,
     check_steering_graph,
 )
-from keras_transformer.preprocessor import join_details_graph, steering_graph
-from keras_transformer.serving.warmup import check_batch_sizes, write_warmup_requests
+from keras_transformer.translation.preprocessor import join_details_graph, steering_graph
+from keras_transformer.export.warmup import check_batch_sizes, write_warmup_requests
+from keras_transformer.translation.saved_model_files import next_version
+from keras_transformer.translation.tokenizer import SubwordTokenizer
+from keras_transformer.translation.translator import DECODING_OPTIONS, Translator
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, pack_source_ragged
 from keras_transformer.validation import check_bool, check_positive
 
@@ -91,57 +94,6 @@ SIGNATURE_INPUTS = {
 # Loops a bucket's sentences are split between in the graph without XLA:
 # about one per core on the 2-core machines it was tuned on.
 PARALLEL_LOOPS = 2
-
-
-def next_version(export_dir):
-    """1 + the highest numbered version folder in `export_dir` (or 1)."""
-    if not os.path.isdir(export_dir):
-        return 1
-    versions = [int(d) for d in os.listdir(export_dir) if d.isdigit()]
-    return max(versions, default=0) + 1
-
-
-def read_translator_parts(path):
-    """`(model, tokenizer, settings)` of the `Translator` a SavedModel was
-    traced from (`Translator.from_saved_model`): its model, from the config
-    and weights the SavedModel holds, its tokenizer
-    (`assets/tokenizer.model`, and `assets/target_tokenizer.model` if it
-    has one) and its export settings (`metadata.json`,
-    the decoding settings among them). The graph is not loaded.
-
-    Args:
-        path: a model folder (its latest version) or one version folder.
-    """
-    import tensorflow as tf  # not on the import path under JAX or PyTorch
-
-    from keras_transformer.data.tokenizer import SubwordTokenizer
-    from keras_transformer.models.transformer import Transformer
-    from keras_transformer.serving.predictor import latest_version, read_metadata
-
-    _, version_dir = latest_version(path)
-    metadata = read_metadata(version_dir)
-    if not {"model_config", "weights"} <= set(metadata):
-        raise ValueError(
-            f"{version_dir!r} has no model config and weight names in assets.extra/metadata.json: another tool "
-            "or an older keras_transformer exported it. Re-export it, or serve it with `keras-transformer serve` "
-            "or TF Serving. "
-            f"Received: metadata keys {sorted(metadata)}"
-        )
-    model = Transformer.from_config(metadata["model_config"])
-    ensure_built(model)
-    paths = [v.path for v in model.weights]
-    if paths != metadata["weights"]:
-        raise ValueError(f"The SavedModel's weights at {version_dir!r} are not those of its model config. "
-                         f"Received: {len(metadata['weights'])} weights, the config's model has {len(paths)}")
-    # The checkpoint's root holds the list `weights`, the model's first (`_write_graph`).
-    checkpoint = tf.train.Checkpoint(weights=[v.value for v in model.weights])
-    try:
-        status = checkpoint.read(os.path.join(version_dir, "variables", "variables"))
-        status.expect_partial().assert_existing_objects_matched()
-        tokenizer = SubwordTokenizer.load(os.path.join(version_dir, "assets"))
-    except Exception as error:  # IndexError, tf.errors.OpError, ... on a damaged file
-        raise OSError(f"Cannot load the SavedModel at {version_dir!r}: {error}") from error
-    return model, tokenizer, metadata
 
 
 def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,
@@ -291,7 +243,7 @@ def frozen(model):
 
 def _piece_details(translator, source, ids, kinds, n_best):
     """Each hypothesis's length (its tokens, EOS included) and word links
-    (`keras_transformer.alignment.word_links`) over a bucket's pieces;
+    (`keras_transformer.translation.alignment.word_links`) over a bucket's pieces;
     `source` `(rows * n_best, width)` and `ids` `(rows * n_best, length)`.
     Returns `(lengths, links, source words, inside a word, target words)`,
     each `(rows, n_best, ...)`."""
@@ -359,6 +311,31 @@ def _check_graph_options(translator, n_best, jit_compile, parallel_loops, warmup
     return parallel_loops
 
 
+def export(model, tokenizer, export_dir, **options):
+    """Writes `export_dir/<version>/`, a SavedModel that translates strings.
+
+    Args:
+        model: a trained `Transformer` (TensorFlow backend).
+        tokenizer: its `SubwordTokenizer`, or the path of its SentencePiece
+            `.model` file, or that file's bytes.
+        export_dir: the model folder, e.g. `saved_models/tatoeba_en_fr`.
+        **options: the `Translator`'s decoding options (`beam_size`,
+            `alpha`, `max_extra_length`, `narrow_batches`, `long_inputs`,
+            `buckets`, with its defaults) and the graph's
+            (`write_saved_model`: `version`, `n_best`, `jit_compile`,
+            `parallel_loops`, `warmup_batch_sizes`, `metadata`).
+
+    Returns:
+        The version folder's path.
+    """
+    if isinstance(tokenizer, (bytes, bytearray)):
+        tokenizer = SubwordTokenizer(tokenizer)
+    elif not isinstance(tokenizer, SubwordTokenizer):
+        tokenizer = SubwordTokenizer.load(tokenizer)
+    decoding = {name: options.pop(name) for name in DECODING_OPTIONS if name in options}  # the rest: the graph's
+    return write_saved_model(Translator(model, tokenizer, **decoding), export_dir, **options)
+
+
 def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_compile=False, parallel_loops=None,
                       warmup_batch_sizes=(1,), metadata=None, signatures=()):
     """Writes `export_dir/<version>/`, a SavedModel that translates as `translator` does.
@@ -384,7 +361,7 @@ def write_saved_model(translator, export_dir, *, version=None, n_best=1, jit_com
             (1 with `jit_compile`, where XLA's threads split the work).
         warmup_batch_sizes: TF Serving's warm-up requests, written to
             `assets.extra/tf_serving_warmup_requests`: one per bucket and
-            batch size (`keras_transformer.serving.warmup`). TF Serving and
+            batch size (`keras_transformer.export.warmup`). TF Serving and
             `keras-transformer serve` replay them at load. `()` writes none.
         metadata: optional dict added to `assets.extra/metadata.json`.
         signatures: the signatures besides `serving_default`, of

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from keras_transformer.converters.marian.checkpoint import Checkpoint, license_of, read_bytes, refuse, required_file
+from keras_transformer.translation.marian.checkpoint import Checkpoint, license_of, read_bytes, refuse, required_file
 
 # HF's activation names, and ours (`layers.feed_forward`).
 HF_ACTIVATIONS = {"relu": "relu", "swish": "silu", "silu": "silu", "gelu": "gelu", "gelu_new": "gelu_approximate",

@@ -2,7 +2,7 @@
 
 Our models, like most, learned to translate one sentence at a time, from
 clean text. Every path that translates or trains reads these rules here:
-the `Translator` (`keras_transformer.preprocessor`), the SavedModel's graph,
+the `Translator` (`keras_transformer.translation.preprocessor`), the SavedModel's graph,
 the server, the command line and the training data.
 
 - **Invisible characters.** Before a text is tokenized, a byte-order mark
@@ -22,7 +22,7 @@ the server, the command line and the training data.
     single capital letter, as in "J. K. Rowling") ends none.
   A text with no gap is one sentence; a blank text (empty or whitespace only)
   has none, and its whitespace is its lead.
-- **A sentence over the length budget** (`keras_transformer.preprocessor`,
+- **A sentence over the length budget** (`keras_transformer.translation.preprocessor`,
   "Long input") is cut more finely before it is cut into windows: after
   every sentence end followed by whitespace, whatever comes next (the
   period of an abbreviation too), the whitespace dropped (`cut_long`).

@@ -17,7 +17,7 @@ signatures directly:
   vocabulary: one that the tokenizer can only turn into its unknown piece
   (`UNK_ID`) would come out as "⁇", and is refused.
 - **The room a request has.** A sentence's prefix and constraints steer
-  its first piece (`keras_transformer.preprocessor`: a long input is split
+  its first piece (`keras_transformer.translation.preprocessor`: a long input is split
   first). The prefix, then the prefix and the constraints together, must be
   shorter than that piece's output limit (`steering_room`).
 - **Scoring** takes texts of at most the model's length on either side
@@ -32,7 +32,7 @@ from keras import ops
 
 from keras_transformer.decoding.common import output_limit
 from keras_transformer.decoding.scoring import scoring_limits
-from keras_transformer.preprocessor import first_pieces, first_pieces_graph
+from keras_transformer.translation.preprocessor import first_pieces, first_pieces_graph
 from keras_transformer.tokens import PAD_ID, UNK_ID
 from keras_transformer.validation import check_phrases, check_positive
 

@@ -1,6 +1,6 @@
 """The named architectures: hyper-parameters only, no weights.
 
-Trained models with weights are presets (`keras_transformer.presets`);
+Trained models with weights are presets (`keras_transformer.models.presets`);
 `Transformer.from_architecture(name, vocab_size=...)` builds an untrained one.
 """
 

@@ -32,11 +32,11 @@ import tempfile
 
 import keras
 
-from keras_transformer.architectures import ARCHITECTURES
+from keras_transformer.models.architectures import ARCHITECTURES
 from keras_transformer.compat import sublayers
 from keras_transformer.version import __version__
 
-ZOO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo")
+ZOO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "zoo")
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 TOKENIZER_FILE = "tokenizer.model"
@@ -52,12 +52,25 @@ def list_presets():
     return sorted(n for n in os.listdir(ZOO) if os.path.isfile(os.path.join(ZOO, n, CONFIG_FILE)))
 
 
-def is_marian(preset):
-    """Whether `preset` is a Marian model to convert, not a preset of ours
-    (a shipped name wins over a folder of the same name)."""
-    from keras_transformer.converters import marian
+# Checkpoints of other formats that `preset` may name, converted as they
+# load: `(is_source, load_model)` pairs that their readers register (an
+# OPUS-MT or Marian model: `keras_transformer.translation.marian.preset`).
+# They sit above this module, which imports none of them.
+_CONVERTERS = []
 
-    return preset not in list_presets() and marian.is_source(preset)
+
+def register_converter(is_source, load_model):
+    """Lets `load_model` read each `preset` for which `is_source(preset)`
+    holds, with `load_model(preset, load_weights, dtype)`."""
+    _CONVERTERS.append((is_source, load_model))
+
+
+def converter_of(preset):
+    """The registered `load_model` of `preset`, or None for a preset of
+    ours (a shipped name wins over a folder of the same name)."""
+    if preset in list_presets():
+        return None
+    return next((load for is_source, load in _CONVERTERS if is_source(preset)), None)
 
 
 def preset_directory(preset):
@@ -111,16 +124,14 @@ def load_model(preset, load_weights=True, dtype=None):
         preset: a shipped preset name or a preset directory; or a Marian
             model (a Hugging Face Marian folder, a Marian folder or
             `hf://org/name`), converted as it loads
-            (`keras_transformer.converters.marian`).
+            (`keras_transformer.translation.marian`).
         load_weights: bool. False gives the architecture with fresh weights.
         dtype: optional dtype policy for the model (e.g. "mixed_bfloat16"
             for fine-tuning on a GPU); weights are cast on loading.
     """
-    if is_marian(preset):
-        from keras_transformer.converters import marian
-        from keras_transformer.converters.marian import preset as marian_preset
-
-        return marian_preset.model(marian.read(preset), load_weights, dtype)
+    convert = converter_of(preset)
+    if convert is not None:
+        return convert(preset, load_weights, dtype)
     directory = preset_directory(preset)
     config = _read_json(directory, CONFIG_FILE)
     if dtype is not None:

@@ -27,9 +27,16 @@ import json
 import os
 import re
 
-from keras_transformer.converters.marian import huggingface, native
+from keras_transformer.models import presets
+from keras_transformer.translation.marian import huggingface, native
 
 HUB_PREFIX = "hf://"
+
+
+def is_marian(preset):
+    """Whether `preset` is a Marian model to convert, not a preset of ours
+    (a shipped name wins over a folder of the same name)."""
+    return preset not in presets.list_presets() and is_source(preset)
 
 
 def is_source(path_or_name):

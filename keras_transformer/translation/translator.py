@@ -1,15 +1,17 @@
 """The translation task: a model, its preprocessor and a sampler, text in and text out."""
 
-from keras_transformer import loading, markup, presets
-from keras_transformer import request_checks as checks
-from keras_transformer.alignment import piece_kinds
-from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.translation import loading, marian, markup, saved_model_files
+from keras_transformer.translation.marian import preset as marian_preset
+from keras_transformer.models import presets
+from keras_transformer.translation import request_checks as checks
+from keras_transformer.translation.alignment import piece_kinds
+from keras_transformer.translation.tokenizer import SubwordTokenizer
 from keras_transformer.decoding.common import model_max_length, penalty_value
 from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, MAX_EXTRA_LENGTH, STOP
-from keras_transformer.decoding.runner import EAGER_STEPS, DecodeRunner, Steering
+from keras_transformer.translation.runner import EAGER_STEPS, DecodeRunner, Steering
 from keras_transformer.decoding import BeamSampler, RandomSampler, get_sampler
-from keras_transformer.outputs import Hypothesis, TokenScores, prediction  # noqa: F401 - also of this module
-from keras_transformer.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, frame_text, join_pieces
+from keras_transformer.translation.outputs import Hypothesis, TokenScores, prediction  # noqa: F401 - also of this module
+from keras_transformer.translation.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, frame_text, join_pieces
 from keras_transformer.tokens import EOS_ID, pack_source, unpack_output
 from keras_transformer.validation import check_positive
 
@@ -22,11 +24,11 @@ class Translator:
     """Translates sentences with a trained `Transformer`.
 
     It holds the model, a `TranslationPreprocessor` (the rules for blank,
-    long, padded and split inputs: `keras_transformer.preprocessor`), a
+    long, padded and split inputs: `keras_transformer.translation.preprocessor`), a
     sampler (greedy decoding for `beam_size=1`, else beam search) and a
     `DecodeRunner` (the backend, eager or graph, and the decoders it keeps:
-    `keras_transformer.decoding.runner`). Requests are checked by
-    `keras_transformer.request_checks`. `hypotheses()` returns the n best
+    `keras_transformer.translation.runner`). Requests are checked by
+    `keras_transformer.translation.request_checks`. `hypotheses()` returns the n best
     with their scores, confidences and word alignments, `score()` scores
     given translations, and a call may sample instead (docs/decoding.md).
     `translate()` and the SavedModel that `export()` writes run the same
@@ -70,7 +72,7 @@ class Translator:
         buckets: the source lengths batches are padded to.
         split_sentences: bool. Translate each input sentence by sentence,
             keeping its line breaks and whitespace (the default), or whole
-            (`keras_transformer.preprocessor`, "Sentences").
+            (`keras_transformer.translation.preprocessor`, "Sentences").
         eager_steps: int >= 0. With `jit_compile="auto"` on TensorFlow, the
             decoding steps (each batch counted as its padded length) taken
             eagerly before a call that would exceed them traces the graph,
@@ -87,7 +89,8 @@ class Translator:
     >>> translator.score(["I love you."], ["Je t'aime."])[0].score
     -0.692...
     >>> translator.translate(["I love you."], sampler=RandomSampler(top_p=0.9, seed=1))
-    >>> translator.export("saved_models/tatoeba_en_fr")   # the same translations, as a SavedModel
+    >>> from keras_transformer.export import write_saved_model  # the same translations, as a SavedModel
+    >>> write_saved_model(translator, "saved_models/tatoeba_en_fr")
     """
 
     def __init__(self, model, tokenizer=None, beam_size=BEAM_SIZE, alpha=ALPHA, max_extra_length=MAX_EXTRA_LENGTH,
@@ -128,11 +131,9 @@ class Translator:
         preset name (`keras_transformer.list_presets()`) or a directory
         written by `save_to_preset`, or a Marian model converted as it
         loads: a Hugging Face Marian folder, a Marian folder or
-        `hf://org/name` (`keras_transformer.converters.marian`); `kwargs`:
+        `hf://org/name` (`keras_transformer.translation.marian`); `kwargs`:
         the other arguments."""
-        if presets.is_marian(preset):
-            from keras_transformer.converters.marian import preset as marian_preset
-
+        if marian.is_marian(preset):
             return cls(*marian_preset.load(preset)[:2], **kwargs)
         return cls(presets.load_model(preset), SubwordTokenizer.from_preset(preset), **kwargs)
 
@@ -140,17 +141,15 @@ class Translator:
     def from_saved_model(cls, path, **kwargs):
         """The `Translator` an exported SavedModel was traced from, read from
         its folder `path` (a model folder or one version folder) without
-        loading its graph (`saved_model.read_translator_parts`): it
+        loading its graph (`saved_model_files.read_translator_parts`): it
         translates as the SavedModel's `serving_default` does. `kwargs`: the
         options that are not decoding settings (`batch_size`, `jit_compile`).
         """
-        from keras_transformer import saved_model  # TensorFlow, only for a SavedModel
-
         given = sorted(set(kwargs) & set(DECODING_OPTIONS))
         if given:
             raise ValueError(f"A SavedModel decodes as it was exported: {', '.join(given)} cannot change. "
                              f"Received: {', '.join(f'{name}={kwargs[name]!r}' for name in given)}")
-        model, tokenizer, settings = saved_model.read_translator_parts(path)
+        model, tokenizer, settings = saved_model_files.read_translator_parts(path)
         # An export that records no stop rule was made before the option, by
         # the exact rule; one without split_sentences, before sentences were split.
         settings = {"stop": "exact", "split_sentences": False, **settings}
@@ -160,7 +159,7 @@ class Translator:
     @classmethod
     def load(cls, path_or_name, tokenizer=None, weights=None, quantize=None, **kwargs):
         """A `Translator` of any model the command line takes
-        (`keras_transformer.loading`): a preset name or folder, a SavedModel
+        (`keras_transformer.translation.loading`): a preset name or folder, a SavedModel
         folder (`from_saved_model`), a training run folder with `weights`,
         or a `.keras` file with its `tokenizer` (a `.model` file or a
         `SubwordTokenizer`); `quantize="int8"` quantizes the weights at
@@ -179,7 +178,7 @@ class Translator:
         Each string is translated sentence by sentence, its line breaks and
         whitespace kept (`split_sentences`). Placeholders (`{0}`, `%s`,
         URLs, e-mail addresses) come back unchanged, each where its word
-        alignment puts it (`keras_transformer.markup`).
+        alignment puts it (`keras_transformer.translation.markup`).
 
         `sampler`: None (this translator's search) or a `RandomSampler`.
         `target_prefix`: None, or one string per sentence (`""` for none)
@@ -228,11 +227,11 @@ class Translator:
                 fewer).
             sampler: None, or a `RandomSampler` (then `n_best` is 1).
             alignments: bool. Also align each hypothesis's words to its
-                sentence's (`keras_transformer.alignment`).
+                sentence's (`keras_transformer.translation.alignment`).
             target_prefix, constraints: as `translate`'s.
 
         Returns:
-            A list of lists of `Hypothesis` (`keras_transformer.outputs`). A
+            A list of lists of `Hypothesis` (`keras_transformer.translation.outputs`). A
             blank sentence has one empty hypothesis scored 0; an input split
             into pieces is joined by the preprocessor's rule.
         """
@@ -265,7 +264,7 @@ class Translator:
 
         Each side is tokenized whole and packed (EOS appended), as in
         training; a side over the model's `max_length` raises `ValueError`.
-        Returns a list of `TokenScores` (`keras_transformer.outputs`).
+        Returns a list of `TokenScores` (`keras_transformer.translation.outputs`).
         """
         for name, texts in (("sources", sources), ("targets", targets)):
             checks.check_strings(name, texts)
@@ -304,15 +303,6 @@ class Translator:
             results[owner] += unpack_output(outputs[0])
         return results
 
-    def export(self, export_dir, **options):
-        """Writes a SavedModel that translates strings as `translate()` does,
-        with this translator's decoding options; `options` are the graph's
-        (`keras_transformer.saved_model.write_saved_model`). Returns the
-        version folder's path."""
-        from keras_transformer import saved_model  # TensorFlow and the serving warm-up, only to export
-
-        return saved_model.write_saved_model(self, export_dir, **options)
-
     # ------------------------------------------------------------ internals
     def _need_tokenizer(self, method):
         if self.tokenizer is None:
@@ -327,7 +317,7 @@ class Translator:
     def _steering(self, target_prefix, constraints, pieces, owners, count, sampler):
         """Each piece's `Steering` (a sentence's goes to its first piece),
         or None when nothing steers the call; the request's rules are
-        `keras_transformer.request_checks`'."""
+        `keras_transformer.translation.request_checks`'."""
         prefixes, phrases = checks.check_steering(target_prefix, constraints, count, self.beam_size, sampler)
         if prefixes is None and phrases is None:
             return None

@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from keras_transformer.converters.marian.checkpoint import Checkpoint, license_of, read_bytes, refuse, required_file
+from keras_transformer.translation.marian.checkpoint import Checkpoint, license_of, read_bytes, refuse, required_file
 
 # An OPUS-MT model's longest sequence, as its Hugging Face config gives it.
 MARIAN_MAX_LENGTH = 512

@@ -4,7 +4,7 @@ A SentencePiece model is a serialized `ModelProto` (SentencePiece's
 `sentencepiece_model.proto`): its pieces (field 1), each a string, a score
 and a type, then its trainer, normalizer and denormalizer specs. The
 tokenizer reads its `trainer_spec.vocab_size` (`model_vocab_size`), and an
-import (`keras_transformer.converters.marian`) rewrites a model's pieces and
+import (`keras_transformer.translation.marian`) rewrites a model's pieces and
 special ids (`rewrite`). Both work on protobuf's wire format directly:
 SentencePiece's generated protobuf module demands a protobuf runtime at
 least as new as the one that generated it, which the TensorFlow releases

@@ -8,13 +8,13 @@ the SavedModel export, the server and the command line.
   translated: its translation is `""`, with score 0.
 - **Sentences.** With `split_sentences` (the default), each input is cut
   into its sentences and the whitespace around and between them
-  (`keras_transformer.sentences`: line breaks always cut), each sentence
+  (`keras_transformer.translation.sentences`: line breaks always cut), each sentence
   is a text of its own for the rules below, and an input's translation is
   its sentences' translations with its own whitespace put back between
   them: its line breaks, blank lines and outer whitespace kept exactly.
   Without it, an input is one text.
 - **Text as it comes.** Invisible characters are normalized as each text
-  is tokenized (`keras_transformer.sentences.normalize`), on every path:
+  is tokenized (`keras_transformer.translation.sentences.normalize`), on every path:
   translating, scoring, steering and training pairs.
 - **Length.** A source holds at most `source_budget` tokens, its EOS
   included: the model's `max_length` less `max_extra_length`, so that an
@@ -22,7 +22,7 @@ the SavedModel export, the server and the command line.
   `max_length`.
 - **Long input.** A text over the budget is never cut silently. It is
   cut after each sentence end followed by whitespace, whatever comes next
-  (`keras_transformer.sentences.cut_long`), each part translated on its
+  (`keras_transformer.translation.sentences.cut_long`), each part translated on its
   own, a part still over the budget in windows of `source_budget - 1` ids;
   the translations are joined with one space, in order. With `long_inputs="truncate"` a text
   keeps its first `source_budget - 1` ids instead.
@@ -68,7 +68,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from keras_transformer import sentences as sentence_rule
+from keras_transformer.translation import sentences as sentence_rule
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.tokens import (
     EOS_ID,

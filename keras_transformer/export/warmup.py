@@ -19,7 +19,7 @@ Serving's own Python API).
 
 Example:
 
->>> from keras_transformer.serving.warmup import write_warmup_requests, read_warmup_requests
+>>> from keras_transformer.export.warmup import write_warmup_requests, read_warmup_requests
 >>> write_warmup_requests("saved_models/tatoeba_en_fr/1", batch_sizes=(1, 8))
 >>> [(signature, len(inputs["inputs"])) for signature, inputs in read_warmup_requests("saved_models/tatoeba_en_fr/1")][:2]
 [('serving_default', 1), ('serving_default', 8)]
@@ -111,7 +111,7 @@ def check_batch_sizes(batch_sizes, num_buckets, name="batch_sizes", num_signatur
 
 
 # What a warm-up request gives each input a signature may have, by its name
-# (keras_transformer.saved_model.SIGNATURE_INPUTS); `sample` samples from the
+# (keras_transformer.export.saved_model.SIGNATURE_INPUTS); `sample` samples from the
 # model's whole distribution (`RandomSampler`'s defaults).
 SAMPLE_DEFAULTS = {"seed": 0, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
 
@@ -158,7 +158,7 @@ def write_warmup_requests(saved_model_dir, batch_sizes=(1,)):
     from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
     from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
-    from keras_transformer.request_checks import leaves_room, steering_room
+    from keras_transformer.translation.request_checks import leaves_room, steering_room
 
     from keras_transformer.compat import saved_model_signature_defs
 

@@ -16,7 +16,7 @@ import re
 
 import numpy as np
 
-from keras_transformer.converters.marian.checkpoint import refuse
+from keras_transformer.translation.marian.checkpoint import refuse
 
 # Our special pieces, by id (`keras_transformer.tokens`).
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")

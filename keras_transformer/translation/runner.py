@@ -29,12 +29,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer.alignment import word_links
+from keras_transformer.translation.alignment import word_links
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
 from keras_transformer.decoding.scoring import force_decode
-from keras_transformer.preprocessor import padded_rows, power_of_two, power_of_two_graph, round_up
+from keras_transformer.translation.preprocessor import padded_rows, power_of_two, power_of_two_graph, round_up
 from keras_transformer.tokens import EOS_ID, PAD_ID
 from keras_transformer.validation import check_bool, check_non_negative_int
 
@@ -224,7 +224,7 @@ class DecodeRunner:
         """`force_decode` of packed `sources` and `targets` in padded
         batches: each target's log-probabilities; given the tokenizer's
         piece `kinds`, also each pair's `(links, source words, starts inside
-        a word, target words)` (`keras_transformer.alignment.word_links`)."""
+        a word, target words)` (`keras_transformer.translation.alignment.word_links`)."""
         links = kinds is not None
         log_probs, found = [None] * len(sources), [None] * len(sources)
         order = sorted(range(len(sources)), key=lambda i: (len(sources[i]), len(targets[i])))

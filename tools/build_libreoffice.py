@@ -1,6 +1,6 @@
 """Rebuilds the shipped LibreOffice help split files from the full corpus file.
 
-    python -m keras_transformer.datasets.build_libreoffice libreoffice_help_en_de.tsv.gz
+    python tools/build_libreoffice.py libreoffice_help_en_de.tsv.gz
 
 Reads `English<TAB>German<TAB>attribution` lines, puts each in the split of
 its help module (`keras_transformer.datasets.libreoffice`), and writes

@@ -1,7 +1,7 @@
 """A Marian or OPUS-MT model as our model, tokenizer and preset folder.
 
 `load(source)` gives `(model, tokenizer, model_card, metadata)` of a source
-that `keras_transformer.converters.marian.read` reads (a Hugging Face
+that `keras_transformer.translation.marian.read` reads (a Hugging Face
 Marian folder, a Marian folder or `hf://org/name`); `import_preset(source,
 output)`, which `keras-transformer import` runs, writes them as a preset
 folder that every command takes as it is, with the source's license files.
@@ -18,11 +18,11 @@ import shutil
 
 import keras
 
-from keras_transformer import presets
+from keras_transformer.models import presets
 from keras_transformer.atomic_files import new_folder
-from keras_transformer.converters import marian
-from keras_transformer.converters.marian import tokenizer, weights
-from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.translation import marian
+from keras_transformer.translation.marian import tokenizer, weights
+from keras_transformer.translation.tokenizer import SubwordTokenizer
 
 
 def load(source, load_weights=True, dtype=None):
@@ -107,3 +107,11 @@ The source's own decoding settings: {decoding}. `Translator.from_preset(folder,
 length_penalty="huggingface", alpha=1.0)` decodes as Hugging Face's
 `generate` does; the defaults here are the paper's (beam 4, GNMT penalty 0.6).
 """
+
+
+def _load_model(source, load_weights, dtype):
+    return model(marian.read(source), load_weights, dtype)
+
+
+# `Transformer.from_preset` (`presets.load_model`) of a Marian model.
+presets.register_converter(marian.is_source, _load_model)

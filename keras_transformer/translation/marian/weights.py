@@ -12,7 +12,7 @@ of every table in our id order (`vocabulary.permutation`).
 
 import numpy as np
 
-from keras_transformer.converters.marian.vocabulary import permutation
+from keras_transformer.translation.marian.vocabulary import permutation
 from keras_transformer.tokens import BOS_ID, PAD_ID
 
 

@@ -4,7 +4,7 @@ A document is cut into runs of text to translate, and what is kept as it
 is around them. Each run goes to the model as plain text, without its
 markup and placeholders (so that it translates exactly as the same text
 would alone); each tag and placeholder is then put back by the word
-alignment (`keras_transformer.alignment`, `Translator.hypotheses(...,
+alignment (`keras_transformer.translation.alignment`, `Translator.hypotheses(...,
 alignments=True)`):
 
 - **A tag** wraps the target words aligned to the source words it wrapped:
@@ -49,7 +49,7 @@ import html.parser
 import re
 from typing import NamedTuple
 
-from keras_transformer.sentences import normalize
+from keras_transformer.translation.sentences import normalize
 
 FORMATS = ("text", "html")
 

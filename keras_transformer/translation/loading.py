@@ -26,14 +26,21 @@ Example:
 >>> model, tokenizer = load_model("runs/small", weights="runs/small/average.weights.h5")
 """
 
+import json
 import os
 
 import keras
 
-from keras_transformer import presets
-from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.models import presets
+from keras_transformer.translation import marian
+from keras_transformer.translation.marian import preset as marian_preset
+from keras_transformer.translation.tokenizer import SubwordTokenizer
 from keras_transformer.models.config import ARCHITECTURES
 from keras_transformer.models.transformer import Transformer
+
+# A training run's manifest, which `train` writes first in its folder
+# (`keras_transformer.training.manifest`).
+MANIFEST = "run.json"
 
 PRESET, SAVED_MODEL, RUN, KERAS_FILE, MARIAN = "preset", "SavedModel", "training run", ".keras file", "Marian model"
 
@@ -50,7 +57,7 @@ def preset_path(name):
     """
 
     if name in presets.list_presets() or (os.path.isfile(os.path.join(name, presets.CONFIG_FILE))
-                                          and not presets.is_marian(name)):
+                                          and not marian.is_marian(name)):
         return presets.preset_directory(name)
     if name in ARCHITECTURES and not os.path.exists(name):
         presets.preset_directory(name)  # raises: an architecture has no weights
@@ -63,16 +70,16 @@ def model_kind(path_or_name, weights=None):
     whose loading says what it lacks); raises `no_such_model` if it names
     nothing. A finished run's folder is also a preset: with `weights`, it is
     a run."""
-    if weights is not None and os.path.isdir(path_or_name) and _read_manifest(path_or_name) is not None:
+    if weights is not None and os.path.isdir(path_or_name) and read_manifest(path_or_name) is not None:
         return RUN
-    if presets.is_marian(path_or_name):
+    if marian.is_marian(path_or_name):
         return MARIAN
     if preset_path(path_or_name) is not None:
         return PRESET
     if path_or_name.endswith(".keras"):
         return KERAS_FILE
     if os.path.isdir(path_or_name):
-        return RUN if _read_manifest(path_or_name) is not None else SAVED_MODEL
+        return RUN if read_manifest(path_or_name) is not None else SAVED_MODEL
     raise no_such_model(path_or_name)
 
 
@@ -97,8 +104,6 @@ def load_model(path_or_name, tokenizer=None, weights=None, quantize=None):
         raise ValueError(f"{path_or_name!r} is a SavedModel folder: its graph is loaded by "
                          "`Translator.from_saved_model` or the server, not as a Keras model.")
     if kind == MARIAN:
-        from keras_transformer.converters.marian import preset as marian_preset
-
         no_tokenizer_with_preset(path_or_name, tokenizer)
         model, tokenizer = marian_preset.load(path_or_name)[:2]
     elif kind == PRESET:
@@ -130,7 +135,7 @@ def load_keras_model(path, weights=None):
     """A `.keras` file, or a training run folder (`run.json`) with `weights`
     (e.g. the output of `average-checkpoints`)."""
     if os.path.isdir(path):
-        manifest = _read_manifest(path)
+        manifest = read_manifest(path)
         if manifest is None:
             raise FileNotFoundError(f"{path!r} is a folder without a training run's run.json. Received: path={path!r}")
         if not weights:
@@ -187,10 +192,16 @@ def no_options_with_saved_model(model, **given):
         )
 
 
-def _read_manifest(path):
-    """A run folder's manifest (`run.json`), or None."""
-    # The training package (its strategies and callbacks) loads only when a
-    # folder may be a run, not with `import keras_transformer`.
-    from keras_transformer.training.manifest import read_manifest
-
-    return read_manifest(path)
+def read_manifest(output_dir):
+    """A training run's manifest (`run.json`) in `output_dir`, or `None`; `ValueError` naming the file if it is not one."""
+    path = os.path.join(output_dir, MANIFEST)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        try:
+            manifest = json.load(f)
+        except ValueError as error:
+            raise ValueError(f"{path} is not a run manifest: {error}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("identity", {}), dict):
+        raise ValueError(f"{path} is not a run manifest: expected a JSON object with an `identity` object.")
+    return manifest

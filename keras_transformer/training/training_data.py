@@ -9,7 +9,7 @@ counts them (`keras_transformer.data.corpora`).
 
 Example:
 
->>> from keras_transformer.data.training_data import read_corpus, read_files, training_data
+>>> from keras_transformer.training.training_data import read_corpus, read_files, training_data
 >>> train_ds, valid_ds, tokenizer = read_corpus("tatoeba_en_fr", tokens_per_batch=4096, seed=0)
 >>> tokenizer.vocab_size
 8000

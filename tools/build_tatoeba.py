@@ -1,6 +1,6 @@
 """Rebuilds the shipped Tatoeba split files from the full corpus file.
 
-    python -m keras_transformer.datasets.build_tatoeba tatoeba_en_fr.tsv.gz [--output FOLDER]
+    python tools/build_tatoeba.py tatoeba_en_fr.tsv.gz [--output FOLDER]
 
 Reads `English<TAB>French<TAB>attribution` lines, applies the split rule of
 `keras_transformer.datasets.tatoeba` and writes `train.tsv.gz`,

@@ -2,9 +2,9 @@
 
 `encode`/`decode` only need the `sentencepiece` package (no TensorFlow: for
 JAX or PyTorch machines). The same ids in TensorFlow ops, for tf.data and
-the SavedModel, are `keras_transformer.preprocessor`'s graph face.
+the SavedModel, are `keras_transformer.translation.preprocessor`'s graph face.
 
-An imported model (`keras_transformer.converters.marian`) brings a source
+An imported model (`keras_transformer.translation.marian`) brings a source
 and a target SentencePiece model instead of one: `encode` reads sources,
 `encode_target` targets, and `decode` writes targets.
 
@@ -23,10 +23,12 @@ import re
 
 import numpy as np
 
-from keras_transformer import presets
+from keras_transformer.models import presets
+from keras_transformer.translation import marian
+from keras_transformer.translation.marian import tokenizer as marian_tokenizer
 from keras_transformer.atomic_files import atomic_write
-from keras_transformer.sentences import normalize
-from keras_transformer.sentencepiece_model import model_vocab_size
+from keras_transformer.translation.sentences import normalize
+from keras_transformer.translation.sentencepiece_model import model_vocab_size
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, unpack_output
 
 MODEL_FILENAME = "tokenizer.model"
@@ -81,10 +83,10 @@ class SubwordTokenizer:
     other character too, as UTF-8 byte pieces.
 
     `encode`/`decode` work on Python lists; the preprocessor's graph face
-    (`keras_transformer.preprocessor`) gives the same ids in TensorFlow ops.
+    (`keras_transformer.translation.preprocessor`) gives the same ids in TensorFlow ops.
 
     An imported model's tokenizer has a SentencePiece model for each side,
-    whose ids are the model's (`keras_transformer.converters.marian`):
+    whose ids are the model's (`keras_transformer.translation.marian`):
     `encode` reads sources with the first, `encode_target` targets with the
     second, and `decode` and `id_to_piece` write targets. One model serves
     both sides otherwise.
@@ -242,11 +244,8 @@ class SubwordTokenizer:
     def from_preset(cls, preset):
         """The tokenizer of a preset: a shipped name or a preset directory,
         or a Marian model (`presets.load_model`)."""
-        if presets.is_marian(preset):
-            from keras_transformer.converters import marian
-            from keras_transformer.converters.marian import tokenizer
-
-            return cls(*[p for p in tokenizer.protos(marian.read(preset, weights=False)) if p is not None])
+        if marian.is_marian(preset):
+            return cls(*[p for p in marian_tokenizer.protos(marian.read(preset, weights=False)) if p is not None])
         return cls.load(presets.preset_directory(preset))
 
     def save_to_preset(self, preset_dir):
@@ -264,7 +263,7 @@ class SubwordTokenizer:
     def encode(self, sentences):
         """Ids of each source sentence, without BOS/EOS: `list[str] -> list[list[int]]`.
 
-        Each is normalized first (`keras_transformer.sentences.normalize`:
+        Each is normalized first (`keras_transformer.translation.sentences.normalize`:
         invisible characters removed or made spaces). A single string gives
         a single list of ids.
         """

@@ -10,7 +10,7 @@ Example:
 """
 
 
-def corpus_bleu(hypotheses, references):
+def corpus_bleu(hypotheses, references, tokenize="13a"):
     """sacreBLEU BLEU and chrF of `hypotheses` against every reference of a sentence.
 
     Args:
@@ -18,6 +18,7 @@ def corpus_bleu(hypotheses, references):
         references: one non-empty list of reference strings per source
             sentence (e.g. from `datasets.load_references`); sentences may
             have different numbers of references.
+        tokenize: BLEU's sacreBLEU tokenizer (`"13a"`, `"intl"`, ...).
 
     Returns:
         `(bleu, bleu_signature, chrf, chrf_signature)`: sacreBLEU's score
@@ -28,7 +29,7 @@ def corpus_bleu(hypotheses, references):
         ValueError: if the two lists differ in length, are empty, or a
             sentence has no reference.
     """
-    import sacrebleu
+    import sacrebleu  # an extra's (setup.py), not needed to import the package
 
     hypotheses, references = list(hypotheses), [list(refs) for refs in references]
     if len(hypotheses) != len(references):
@@ -44,7 +45,7 @@ def corpus_bleu(hypotheses, references):
     # sacreBLEU wants reference streams of equal length: a sentence with
     # fewer references repeats its first one (which changes no n-gram maximum).
     streams = [[refs[i] if i < len(refs) else refs[0] for refs in references] for i in range(max(map(len, references)))]
-    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    bleu, chrf = sacrebleu.metrics.BLEU(tokenize=tokenize), sacrebleu.metrics.CHRF()
     return (
         bleu.corpus_score(hypotheses, streams),
         bleu.get_signature(),

@@ -105,7 +105,8 @@ def output_options(args):
     outputs = None
     if args.scores or args.n_best > 1 or args.alignments:
         outputs = {"n_best": args.n_best, "alignments": args.alignments}
-    given = {name: getattr(args, f"sampling_{name}") for name in ("topk", "topp", "temperature")}
+    given = {name: getattr(args, flag) for name, flag in (("top_k", "sampling_topk"), ("top_p", "sampling_topp"),
+                                                          ("temperature", "sampling_temperature"))}
     given = {name: value for name, value in given.items() if value is not None}
     if not given:
         if args.seed is not None:
@@ -115,8 +116,7 @@ def output_options(args):
         return outputs, None
     from keras_transformer.decoding.random_sampling import RandomSampler
 
-    return outputs, RandomSampler(top_k=given.get("topk", 0), top_p=given.get("topp", 1.0),
-                                  temperature=given.get("temperature", 1.0), seed=0 if args.seed is None else args.seed)
+    return outputs, RandomSampler(**given, **({} if args.seed is None else {"seed": args.seed}))
 
 
 def load_translator(model, tokenizer=None, batch_size=None, quantize=None, **decoding):

@@ -41,7 +41,7 @@ from keras_transformer.data.lengths import (
     resolve_boundaries,
     check_length_arguments,
 )
-from keras_transformer.translation.preprocessor import TranslationPreprocessor
+from keras_transformer.translation.preprocessor import LENGTH_POLICY, TranslationPreprocessor
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, split_target
 
 __all__ = ["LengthReport", "batch_sizes", "bucket_boundaries", "encode_pairs", "encoded_batches", "make_dataset", "numpy_batches"]
@@ -52,7 +52,7 @@ def make_dataset(
     tokenizer,
     tokens_per_batch=TOKENS_PER_BATCH,
     max_length=MAX_LENGTH,
-    length_policy="drop",
+    length_policy=LENGTH_POLICY,
     shuffle=True,
     seed=0,
     num_replicas=1,
@@ -197,7 +197,7 @@ def _streamed_examples(pairs, tokenizer, max_length, length_policy, shuffle, see
     return dataset, report
 
 
-def encode_pairs(pairs, tokenizer, max_length=MAX_LENGTH, length_policy="drop"):
+def encode_pairs(pairs, tokenizer, max_length=MAX_LENGTH, length_policy=LENGTH_POLICY):
     """Pure-Python packed ids `(source, target)` of each pair kept (the
     preprocessor's `training_pairs`).
 
@@ -214,7 +214,7 @@ def numpy_batches(
     tokenizer,
     tokens_per_batch=TOKENS_PER_BATCH,
     max_length=MAX_LENGTH,
-    length_policy="drop",
+    length_policy=LENGTH_POLICY,
     shuffle=True,
     seed=0,
     num_replicas=1,

@@ -17,6 +17,12 @@ from keras_transformer.validation import check_non_negative_int
 NEG_INF = -3.0e4
 
 
+def is_finished(score):
+    """Whether a search's returned `score` is a hypothesis's: a rank that
+    no hypothesis reached holds about `NEG_INF`."""
+    return score > NEG_INF / 2
+
+
 # The length penalties, by name: "gnmt", GNMT's ((5 + length) / 6) ** alpha
 # (Wu et al., 2016), and "huggingface", length ** alpha, as Hugging Face's
 # `generate`, Marian and CTranslate2 divide a score by; with it, beam search

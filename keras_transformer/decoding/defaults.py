@@ -16,6 +16,9 @@ MAX_EXTRA_LENGTH = 50  # output tokens beyond the source's own length
 # fewer steps a sentence (benchmarks/results/stop_rules_cpu.json).
 STOP_RULES = ("exact", "early")
 STOP = "early"
+# Sampling's settings (`RandomSampler`): the whole distribution (no top-k or
+# nucleus cut), at temperature 1, with seed 0.
+SAMPLING = {"seed": 0, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
 # Sentences decoded together, and a command's batch of a file: the batch size
 # at which benchmarks/README.md ("On 2 CPU cores") compares our engines with
 # CTranslate2.

@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 from keras import ops
 
-from keras_transformer.decoding.defaults import ALPHA
+from keras_transformer.decoding.defaults import ALPHA, SAMPLING
 from keras_transformer.decoding.samplers import OneOutputSampler
 from keras_transformer.decoding.stateless_random import sentence_keys, uniform
 from keras_transformer.tokens import BOS_ID, PAD_ID
@@ -56,7 +56,8 @@ class RandomSampler(OneOutputSampler):
     >>> tokens, scores = sampler(model, [[5, 6, 7, 3]])
     """
 
-    def __init__(self, top_k=0, top_p=1.0, temperature=1.0, seed=0, alpha=ALPHA, length_penalty="gnmt"):
+    def __init__(self, top_k=SAMPLING["top_k"], top_p=SAMPLING["top_p"], temperature=SAMPLING["temperature"],
+                 seed=SAMPLING["seed"], alpha=ALPHA, length_penalty="gnmt"):
         super().__init__(alpha, length_penalty)
         _check_sampling(top_k, top_p, temperature, seed)
         self.top_k, self.top_p, self.temperature, self.seed = int(top_k), float(top_p), float(temperature), int(seed)

@@ -29,7 +29,10 @@ import json
 import os
 import time
 
+from keras_transformer.compat import saved_model_signature_defs
+from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH, SAMPLING
 from keras_transformer.tokens import source_capacity
+from keras_transformer.translation.request_checks import leaves_room, steering_room
 
 WARMUP_FILE = "tf_serving_warmup_requests"  # in assets.extra/, the name TF Serving reads
 MAX_WARMUP_REQUESTS = 1000  # TF Serving's limit
@@ -110,10 +113,6 @@ def check_batch_sizes(batch_sizes, num_buckets, name="batch_sizes", num_signatur
         )
 
 
-# What a warm-up request gives each input a signature may have, by its name
-# (keras_transformer.export.saved_model.SIGNATURE_INPUTS); `sample` samples from the
-# model's whole distribution (`RandomSampler`'s defaults).
-SAMPLE_DEFAULTS = {"seed": 0, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
 
 
 def warmup_inputs(specs, sentence, word, batch_size, room):
@@ -126,7 +125,7 @@ def warmup_inputs(specs, sentence, word, batch_size, room):
     prefix_fits, both_fit = room
     values = {"inputs": [sentence] * batch_size, "targets": [sentence] * batch_size,
               "target_prefix": [word if prefix_fits else ""] * batch_size,
-              "constraints": [[word if both_fit else ""]] * batch_size, **SAMPLE_DEFAULTS}
+              "constraints": [[word if both_fit else ""]] * batch_size, **SAMPLING}  # `sample`: the defaults
     unknown = sorted(set(specs) - set(values))
     if unknown:
         raise ValueError(f"No warm-up value for the input {unknown[0]!r}: not a signature this package exports. "
@@ -157,10 +156,6 @@ def write_warmup_requests(saved_model_dir, batch_sizes=(1,)):
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
-    from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
-    from keras_transformer.translation.request_checks import leaves_room, steering_room
-
-    from keras_transformer.compat import saved_model_signature_defs
 
     metadata_file = os.path.join(saved_model_dir, "assets.extra", "metadata.json")
     tokenizer_file = os.path.join(saved_model_dir, "assets", "tokenizer.model")

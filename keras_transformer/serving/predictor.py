@@ -43,11 +43,12 @@ import numpy as np
 from keras_transformer.translation import markup
 from keras_transformer.translation import request_checks as checks
 from keras_transformer.decoding.beam_search import check_stop
-from keras_transformer.decoding.common import NEG_INF
-from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
+from keras_transformer.decoding.common import is_finished
+from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH, SAMPLING
 from keras_transformer.decoding.random_sampling import RandomSampler
 from keras_transformer.tokens import EOS_ID, pack_source
 from keras_transformer.validation import check_phrases
+from keras_transformer.translation.outputs import Hypothesis, TokenScores, prediction
 from keras_transformer.translation.saved_model_files import latest_version, read_metadata
 
 
@@ -60,10 +61,10 @@ class InvalidRequest(ValueError):
 class Sampling:
     """Sampling's settings (`keras_transformer.decoding.random_sampling.RandomSampler`)."""
 
-    seed: int = 0
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
+    seed: int = SAMPLING["seed"]
+    temperature: float = SAMPLING["temperature"]
+    top_k: int = SAMPLING["top_k"]
+    top_p: float = SAMPLING["top_p"]
 
     def __post_init__(self):
         RandomSampler(top_k=self.top_k, top_p=self.top_p, temperature=self.temperature, seed=self.seed)  # checks
@@ -187,23 +188,29 @@ def _rectangular(rows):
 
 
 def _nbest_rows(row, n_best, alignments, confidences=True):
-    """A signature's row as `Translator.hypotheses` gives it: the search's
-    placeholders (hypotheses it never finished) left out of its n-best
-    lists, and confidences only if they are asked."""
-    keys = [key for key in ("translations", "scores", "confidences", "alignments") if key in row]
-    keys = [key for key in keys if (key != "alignments" or alignments) and (key != "confidences" or confidences)]
-    out = {key: row[key] for key in keys}
+    """A signature's row as the `Translator` gives it
+    (`outputs.prediction`): the search's placeholders (hypotheses it never
+    finished) left out of its n-best lists, and confidences only if they
+    are asked."""
+    fields = ("translations", "scores", "confidences", "alignments")
+    best = Hypothesis(*(row.get(key) for key in fields))
     if n_best > 1 and "nbest_scores" in row:
-        ranks = [r for r in range(min(n_best, len(row["nbest_scores"]))) if row["nbest_scores"][r] > NEG_INF / 2]
-        for key in keys:
-            out[f"nbest_{key}"] = [row[f"nbest_{key}"][r] for r in ranks]
+        ranks = [r for r in range(min(n_best, len(row["nbest_scores"]))) if is_finished(row["nbest_scores"][r])]
+        hypotheses = [Hypothesis(*(row[f"nbest_{key}"][r] if key in row else None for key in fields)) for r in ranks]
+        out = prediction(hypotheses or [best], n_best, alignments and "alignments" in row)
+    else:
+        out = prediction([best], 1, alignments and "alignments" in row)
+    if not confidences or "confidences" not in row:
+        out.pop("confidences"), out.pop("nbest_confidences", None)
     return out
 
 
 def _score_row(row):
+    """A `score` signature's row as `Translator.score` gives it
+    (`TokenScores.prediction`): its padding's empty pieces left out."""
     kept = [i for i, token in enumerate(row["tokens"]) if token]
-    return {"scores": row["scores"], "totals": row["totals"], "tokens": [row["tokens"][i] for i in kept],
-            "token_log_probs": [row["token_log_probs"][i] for i in kept]}
+    return TokenScores([row["tokens"][i] for i in kept], [row["token_log_probs"][i] for i in kept], row["totals"],
+                       row["scores"]).prediction()
 
 
 def _to_python(array):

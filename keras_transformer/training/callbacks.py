@@ -25,6 +25,7 @@ import time
 import keras
 
 from keras_transformer.training import checkpoints as ckpt
+from keras_transformer.evaluation import corpus_bleu
 
 
 def _print(message):
@@ -220,7 +221,8 @@ class NonFiniteLossGuard(keras.callbacks.Callback):
 
 
 class BleuCallback(keras.callbacks.Callback):
-    """Corpus BLEU (sacrebleu) on a validation set, logged as `val_bleu`.
+    """Corpus BLEU on a validation set, logged as `val_bleu`
+    (`keras_transformer.evaluation.corpus_bleu`).
 
     Args:
         translate_fn: callable `list[str] -> list[str]` (e.g. a decoding
@@ -250,10 +252,8 @@ class BleuCallback(keras.callbacks.Callback):
         self.log = log
 
     def score(self):
-        import sacrebleu
-
         hypotheses = list(self.translate_fn(self.sources))
-        return sacrebleu.corpus_bleu(hypotheses, [self.references], tokenize=self.tokenize).score
+        return corpus_bleu(hypotheses, [[reference] for reference in self.references], self.tokenize)[0].score
 
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every:

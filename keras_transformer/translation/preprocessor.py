@@ -86,6 +86,7 @@ from keras_transformer.validation import check_bool, check_non_negative_int
 
 LONG_INPUTS = ("split", "truncate")
 LENGTH_POLICIES = ("drop", "truncate")
+LENGTH_POLICY = "drop"  # the default: a training pair over `max_length` is left out
 # The lengths a source is padded to, capped at the source budget.
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256)
 # Compiled batches: their padded length is a multiple of this.
@@ -561,7 +562,7 @@ class TranslationPreprocessor:
         return texts, tf.math.unsorted_segment_mean(scores, owners, count)
 
     # ------------------------------------------------------------ training pairs
-    def training_pairs(self, pairs, length_policy="drop"):
+    def training_pairs(self, pairs, length_policy=LENGTH_POLICY):
         """`(sources, targets, counts)`: the packed ids of each `(source,
         target)` string pair kept for training, in order, and `counts`
         `[kept, dropped, truncated, blank]` (`kept` includes `truncated`)."""
@@ -584,7 +585,7 @@ class TranslationPreprocessor:
             counts[2] += over
         return sources, targets, counts
 
-    def training_pairs_graph(self, sources, targets, op, length_policy="drop"):
+    def training_pairs_graph(self, sources, targets, op, length_policy=LENGTH_POLICY):
         """`training_pairs` in TensorFlow ops: `sources` and `targets` `(n,)`
         string to ragged int32 packed ids `(kept, None)` each, and the counts
         `(4,)` int64, with the `graph_tokenizer()`."""

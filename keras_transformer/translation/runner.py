@@ -30,7 +30,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.translation.alignment import word_links
-from keras_transformer.decoding.common import NEG_INF
+from keras_transformer.decoding.common import is_finished
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
 from keras_transformer.decoding.scoring import force_decode
@@ -215,8 +215,8 @@ class DecodeRunner:
         if tokens.ndim == 2:  # one hypothesis a sentence: (rows, length) -> (rows, 1, length)
             tokens, scores = tokens[:, None], scores[:, None]
         return [
-            ([as_decoded(ids) for ids, score in zip(hypotheses, row_scores) if score > NEG_INF / 2],
-             [float(score) for score in row_scores if score > NEG_INF / 2])
+            ([as_decoded(ids) for ids, score in zip(hypotheses, row_scores) if is_finished(score)],
+             [float(score) for score in row_scores if is_finished(score)])
             for hypotheses, row_scores in zip(tokens, scores)
         ]
 

@@ -255,7 +255,7 @@ def test_translate_with_a_keras_file_plots_its_attention_and_one_head(exported, 
     import keras_transformer.cli.translate as command
 
     monkeypatch.setattr(command, "translate_chunks", lambda *args: pytest.fail("translated before refusing --head"))
-    with pytest.raises(ValueError, match=r"Argument `head` must be in \[0, 2\), the model's heads. Received: head=2"):
+    with pytest.raises(ValueError, match=r"Argument `--head` must be in \[0, 2\), the model's heads. Received: --head=2"):
         main(translate + [str(tmp_path / "none.png"), "--head", "2"])
     with pytest.raises(ValueError, match="--head applies to --plot-attention"):
         main(translate[:-1] + ["--head", "1"])

@@ -109,7 +109,7 @@ def test_translate_function_quantizes_a_preset_to_int8():
     from keras_transformer.cli.common import translate_function
 
     translate, model, _ = translate_function("tatoeba_en_fr", quantize="int8", batch_size=2)
-    assert translate.__self__.model is model  # the Translator's bound translate
+    assert translate.func.__self__.model is model  # the Translator's bound translate
     dense = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Dense)]
     assert dense and {layer.quantization_mode for layer in dense + [model.embedding]} == {"int8"}
     expected_model = Transformer.from_preset("tatoeba_en_fr")
@@ -137,18 +137,18 @@ def test_quantize_reaches_the_translate_function(command, monkeypatch):
     assert seen.pop("outputs", None) is None and seen.pop("sampler", None) is None  # translate's, unasked
     assert seen.pop("target_prefix", None) is None and seen.pop("constraints", None) is None
     assert seen == dict(batch_size=64, quantize=None, narrow_batches=True, long_inputs="truncate", beam_size=2,
-                        stop="exact")
+                        stop="exact", **({"format": "text"} if command[0] == "translate" else {}))
 
 
 def test_narrow_batches_reaches_the_translator_and_is_refused_with_a_saved_model(tmp_path):
     from keras_transformer.cli.common import translate_function
 
     translate, _, _ = translate_function("tatoeba_en_fr", narrow_batches=True)
-    assert translate.__self__.narrow_batches is True  # the Translator's bound translate
-    assert translate_function("tatoeba_en_fr")[0].__self__.narrow_batches is False
+    assert translate.func.__self__.narrow_batches is True  # the Translator's bound translate
+    assert translate_function("tatoeba_en_fr")[0].func.__self__.narrow_batches is False
     # The stop rule reaches the Translator's beam search the same way.
-    assert translate_function("tatoeba_en_fr", stop="exact")[0].__self__.sampler.stop == "exact"
-    assert translate_function("tatoeba_en_fr")[0].__self__.sampler.stop == "early"  # the default
+    assert translate_function("tatoeba_en_fr", stop="exact")[0].func.__self__.sampler.stop == "exact"
+    assert translate_function("tatoeba_en_fr")[0].func.__self__.sampler.stop == "early"  # the default
     saved_model = tmp_path / "my_saved_model"
     saved_model.mkdir()  # a folder, not a preset: never read
     with pytest.raises(ValueError, match=r"`--narrow-batches` applies to a preset or a \.keras model.*Received: "

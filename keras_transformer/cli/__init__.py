@@ -11,7 +11,7 @@
     keras-transformer translate saved_models/tatoeba_en_fr "Where is the station?"
     keras-transformer translate tatoeba_en_fr "Where is the station?"       # a preset: name or directory
     keras-transformer evaluate saved_models/tatoeba_en_fr --corpus tatoeba_en_fr --split test
-    keras-transformer serve saved_models/tatoeba_en_fr --port 8501   # pip install "keras-transformer[serve]"
+    keras-transformer serve saved_models/tatoeba_en_fr --port 8501   # pip install -e ".[serve]" first
 
 The `keras-transformer` command hides TensorFlow's start-up lines (CUDA
 drivers, cuInit, oneDNN, CPU features) unless `--verbose` is given, before

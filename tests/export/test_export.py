@@ -280,7 +280,7 @@ def command_line_export(exported, tmp_path_factory):
     assert main(export + ["--version", "3", "--quantize", "int8", "--beam-size", "2", "--alpha", "1.0",
                           "--long-inputs", "truncate", "--max-extra-length", "20", "--buckets", "8",
                           "--parallel-loops", "3", "--metadata", '{"bleu": 1.5}',
-                          "--warmup-batch-sizes", "1", "4"]) == 0
+                          "--warmup-batch-sizes", "1", "4", "--signatures", "score"]) == 0
     assert sorted(os.listdir(folder / "saved" / "copy")) == ["3"]
     quantized = Transformer.from_config(model.get_config())
     quantized.build(((None, None), (None, None)))
@@ -306,7 +306,9 @@ def test_the_command_line_export_writes_its_options(command_line_export):
     assert {name: metadata[name] for name in DECODING} == DECODING
     assert metadata["buckets"] == [8, 64 - 20] and metadata["parallel_loops"] == 3
     assert metadata["quantize"] == "int8" and metadata["bleu"] == 1.5
-    warmup = parse_warmup_file(path)  # 2 buckets x 2 batch sizes
+    assert sorted(tf.saved_model.load(path).signatures) == ["score", "serving_default"]  # --signatures
+    warmup = [r for r in parse_warmup_file(path) if r.predict_log.request.model_spec.signature_name != "score"]
+    # serving_default's: 2 buckets x 2 batch sizes
     assert [r.predict_log.request.inputs["inputs"].tensor_shape.dim[0].size for r in warmup] == [1, 4, 1, 4]
     # One int8 tensor (kernel, or embedding table) per quantized layer.
     dtypes = tf.train.load_checkpoint(os.path.join(path, "variables", "variables")).get_variable_to_dtype_map()

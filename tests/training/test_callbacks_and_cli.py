@@ -335,9 +335,14 @@ def _tiny_argv(output_dir, corpus, *extra):
     ]
 
 
+# A strategy this backend refuses: --strategy reaches `select_strategy`.
+REFUSED_STRATEGY = "mirrored" if keras.backend.backend() == "jax" else "data-parallel"
+
+
 @pytest.mark.parametrize(
     "extra, error, message",
     [
+        (["--strategy", REFUSED_STRATEGY], ValueError, f"'{REFUSED_STRATEGY}'"),
         (["--set", "foo=1"], ValueError, "unknown model field 'foo'"),
         (["--set", "vocab_size=50"], ValueError, "use --vocab-size"),
         (["--set", "d_model"], ValueError, "FIELD=VALUE"),

@@ -136,7 +136,7 @@ def test_serve_without_the_server_packages_names_the_extra(missing, monkeypatch,
         main(["serve", "no/such/model"])
     assert exit.value.code == (
         f'keras-transformer serve needs the server packages ({missing} is missing): '
-        'pip install "keras-transformer[serve]"'
+        'pip install -e ".[serve]" in the keras-transformer checkout'
     )
     assert capsys.readouterr() == ("", "")
 

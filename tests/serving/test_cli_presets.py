@@ -173,3 +173,23 @@ def test_decoding_options_are_refused_with_a_saved_model(tmp_path, flags, receiv
             main(command + flags)
     with pytest.raises(ValueError, match=r"`--tokenizer` is for a \.keras model or a run folder; the SavedModel"):
         main(["translate", str(saved_model), "Hi.", "--tokenizer", "x.model"])
+
+
+def test_evaluate_translates_the_split_it_is_given(monkeypatch, capsys):
+    # --split picks the corpus split whose sources are translated and scored.
+    from keras_transformer import datasets
+    from keras_transformer.cli import evaluate
+
+    translated = []
+
+    def fake(*args, **kwargs):
+        return (lambda texts: translated.extend(texts) or list(texts)), None, None
+
+    monkeypatch.setattr(evaluate, "translate_function", fake)
+    for split in ("validation", "test"):
+        translated.clear()
+        assert main(["evaluate", "tatoeba_en_fr", "--split", split, "--limit", "2"]) == 0
+        sources, _ = datasets.references(datasets.load("tatoeba_en_fr", split))
+        assert sorted(translated) == sorted(sources[:2]), split
+    validation, _ = datasets.references(datasets.load("tatoeba_en_fr", "validation"))
+    assert sorted(validation[:2]) != sorted(translated)  # the two splits differ

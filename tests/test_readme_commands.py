@@ -589,7 +589,11 @@ def test_each_zoo_card_reproduces_with_commands_that_exist(card):
     assert (train.command, preset.command, evaluate.command) == ("train", "preset", "evaluate")
     assert preset.run_dir == train.output_dir and evaluate.model == preset.output
     name = os.path.basename(os.path.dirname(card))
-    assert train.corpus == evaluate.corpus == presets.load_metadata(name).get("data", {"corpus": train.corpus})["corpus"]
+    # The corpus its files record: metadata.json's data, else training_summary.json's.
+    with open(os.path.join(os.path.dirname(card), "training_summary.json"), encoding="utf-8") as f:
+        summary = json.load(f)
+    recorded = presets.load_metadata(name).get("data", {}).get("corpus") or summary.get("corpus") or summary["data"]
+    assert train.corpus == evaluate.corpus == recorded, (card, train.corpus, evaluate.corpus, recorded)
     config = presets.load_model(name, load_weights=False).transformer_config
     from keras_transformer.models.config import architecture_config
 

@@ -420,7 +420,7 @@ def test_a_marian_folder_runs_ours_on_its_import_and_ctranslate2_on_its_own_conv
         "--marian", folder, "--beam-size", "1", "--length-penalty", "huggingface", "--alpha", "1"])
     assert report["marian"]["folder"] == folder and report["ctranslate2"]["converter"] == "ct2-transformers-converter"
     assert report["max_extra_length"] == report["max_decoding_length"] == 128  # the test model's max_length
-    assert not report["ctranslate2"]["rescored_with_gnmt"]  # its own penalty, length ** alpha, is ours here
+    assert not report["ctranslate2"]["matched"]["rescored_with_gnmt"]  # its own penalty, length ** alpha, is ours here
     assert all(report["outputs"]["ctranslate2-float32"])
     assert results["ctranslate2-float32"]["identical_to_translator-tf-float32"] >= 0.75
 

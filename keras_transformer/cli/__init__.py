@@ -11,7 +11,7 @@
     keras-transformer translate saved_models/tatoeba_en_fr "Where is the station?"
     keras-transformer translate tatoeba_en_fr "Where is the station?"       # a preset: name or directory
     keras-transformer evaluate saved_models/tatoeba_en_fr --corpus tatoeba_en_fr --split test
-    keras-transformer serve saved_models/tatoeba_en_fr --port 8501   # pip install "keras-transformer[serve]"
+    keras-transformer serve saved_models/tatoeba_en_fr --port 8501   # pip install -e ".[serve]" first
     keras-transformer import hf://Helsinki-NLP/opus-mt-en-de --output opus_mt_en_de   # an OPUS-MT model
 
 The `keras-transformer` command hides TensorFlow's start-up lines (CUDA

@@ -14,6 +14,7 @@ Example:
 """
 
 import argparse
+import functools
 import itertools
 
 
@@ -150,7 +151,7 @@ def translate_function(model, tokenizer=None, batch_size=None, quantize=None, ou
         raise ValueError(f"--format {format} writes translations only: not with --scores, --n-best or --alignments. "
                          f"Received: --format {format} with them")
     if outputs is None and sampler is None and target_prefix is None and constraints is None:
-        return (lambda texts: translator.translate(texts, format=format)), keras_model, sp
+        return functools.partial(translator.translate, format=format), keras_model, sp
 
     def steering(texts):
         """The call's sampler, and each sentence's prefix and constraints."""

@@ -62,7 +62,7 @@ def add_arguments(p):
     p.add_argument("--weights", help="with a run folder: the .weights.h5 to export (e.g. averaged checkpoints)")
     p.add_argument("--tokenizer", help="its SentencePiece .model file (required with a .keras file)")
     p.add_argument("--format", choices=FORMATS, default="saved_model",
-                   help="a SavedModel (the default), or a CTranslate2 model folder with its tokenizer and a note")
+                   help="saved_model: a SavedModel; ctranslate2: a CTranslate2 model folder with its tokenizer and a note")
     p.add_argument("--output-dir", required=True,
                    help="saved_models/<name>, where the version folder goes; with --format ctranslate2, the new "
                         "model folder")

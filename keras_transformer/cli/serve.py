@@ -1,6 +1,6 @@
 """`keras-transformer serve`: a SavedModel over TF Serving's REST API.
 
-    pip install "keras-transformer[serve]"     # fastapi and uvicorn
+    pip install -e ".[serve]"     # in the checkout: fastapi and uvicorn
     keras-transformer serve saved_models/tatoeba_en_fr --port 8501
     curl -d '{"instances": ["How are you?"]}' localhost:8501/v1/models/tatoeba_en_fr:predict
 
@@ -67,5 +67,5 @@ def require_server_packages():
         except ImportError as error:
             raise SystemExit(
                 f"keras-transformer serve needs the server packages ({error.name or package} is missing): "
-                f'pip install "keras-transformer[{EXTRA}]"'
+                f'pip install -e ".[{EXTRA}]" in the keras-transformer checkout'
             ) from None

@@ -97,7 +97,8 @@ def require_ctranslate2():
         import ctranslate2  # noqa: F401
     except ImportError as error:
         raise ImportError(
-            'A CTranslate2 model needs the ctranslate2 package: pip install "keras-transformer[ctranslate2]". '
+            'A CTranslate2 model needs the ctranslate2 package: pip install -e ".[ctranslate2]" in the '
+            'keras-transformer checkout. '
             f"Received: {error}"
         ) from error
 

@@ -2,7 +2,7 @@
 
 `load_saved_model_predictor` and `Batcher` need no server package; the HTTP
 server (`create_app`, `serve`, ...) needs fastapi and uvicorn
-(`pip install "keras-transformer[serve]"`), imported only when one of its
+(`pip install -e ".[serve]"` in the checkout), imported only when one of its
 names is first used.
 
 Example:

@@ -109,14 +109,13 @@ def load_model(path_or_name, tokenizer=None, weights=None, quantize=None):
     elif kind == PRESET:
         model, tokenizer = _load_preset(path_or_name, tokenizer, weights)
     else:
-        if kind == RUN and tokenizer is None:
-            tokenizer = SubwordTokenizer.load(path_or_name)  # the run's own (an imported model's two)
-        if tokenizer is None:
+        if kind != RUN and tokenizer is None:
             raise ValueError("Argument `tokenizer` is required with a .keras file (its SentencePiece .model "
                              "file; a preset and a run folder carry their own). "
                              f"Received: model={path_or_name!r}, tokenizer=None")
         model = load_keras_model(path_or_name, weights)
-        tokenizer = load_tokenizer(tokenizer)
+        # A run's own tokenizer (an imported model's two), or the one given.
+        tokenizer = SubwordTokenizer.load(path_or_name) if tokenizer is None else load_tokenizer(tokenizer)
     if quantize:
         model.quantize(quantize)
     return model, tokenizer

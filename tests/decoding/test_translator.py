@@ -465,3 +465,51 @@ def test_a_sentence_translates_alike_alone_and_in_a_shuffled_batch(permuting):
     for options in (dict(), dict(sampler=RandomSampler(seed=5, temperature=2.0))):
         together = dict(zip(shuffled, translator.translate(shuffled, **options)))
         assert [translator.translate([s], **options)[0] for s in held_out] == [together[s] for s in held_out]
+
+
+@pytest.mark.backend
+def test_prefix_constraint_and_scoring_paths_compiled_once_equal_the_eager_ones(permuting):
+    # The Translator's target prefixes and constraints under jax.jit, and
+    # force-decoded scores under jax.jit, against the eager paths. On JAX,
+    # where compiling costs least; TensorFlow's graph of them is the
+    # export's (tests/export, tests/serving).
+    if keras.backend.backend() != "jax":
+        pytest.skip("compiled once on JAX, where it costs least; TensorFlow's graph: tests/export, tests/serving")
+    import jax
+
+    from keras_transformer.decoding import runner
+
+    model, tokenizer, _, held_out = permuting
+    texts = held_out[:3]
+    eager = Translator(model, tokenizer, beam_size=2, jit_compile=False)
+    compiled = Translator(model, tokenizer, beam_size=2, jit_compile=True)
+    plain = eager.translate(texts)
+    prefixes = [" ".join(plain[0].split()[1:2]), "", plain[2].split()[-1]]
+    constraints = [[], [texts[1].split()[0]], [texts[2].split()[0]]]
+    for options in (dict(target_prefix=prefixes), dict(constraints=constraints)):
+        expected = eager.hypotheses(texts, n_best=2, **options)
+        found = compiled.hypotheses(texts, n_best=2, **options)
+        assert [[h.text for h in row] for row in found] == [[h.text for h in row] for row in expected], options
+        np.testing.assert_allclose([[h.score for h in row] for row in found],
+                                   [[h.score for h in row] for row in expected], atol=1e-4)
+    assert [t.startswith(p) for t, p in zip(compiled.translate(texts, target_prefix=prefixes), prefixes)] == [True] * 3
+    # Scoring: force_decode compiled once, as the runner batches it.
+    targets = [text.split() for text in plain]
+    expected = eager.score(texts, plain)
+    force_decode = runner.force_decode
+    jitted = jax.jit(lambda model_, source, target, *rest: force_decode(model_, source, target, *rest),
+                     static_argnums=(0,))
+    calls = []
+
+    def compiled_force(model_, source, target, *rest):
+        calls.append(len(rest))
+        return jitted(model_, source, target, *rest)
+
+    runner.force_decode = compiled_force
+    try:
+        found = eager.score(texts, plain)
+    finally:
+        runner.force_decode = force_decode
+    assert calls and targets
+    np.testing.assert_allclose([s.total for s in found], [s.total for s in expected], atol=1e-4)
+    assert [s.tokens for s in found] == [s.tokens for s in expected]

@@ -255,7 +255,7 @@ def test_translate_with_a_keras_file_plots_its_attention_and_one_head(exported, 
     import keras_transformer.cli.translate as command
 
     monkeypatch.setattr(command, "translate_chunks", lambda *args: pytest.fail("translated before refusing --head"))
-    with pytest.raises(ValueError, match=r"Argument `head` must be in \[0, 2\), the model's heads. Received: head=2"):
+    with pytest.raises(ValueError, match=r"Argument `--head` must be in \[0, 2\), the model's heads. Received: --head=2"):
         main(translate + [str(tmp_path / "none.png"), "--head", "2"])
     with pytest.raises(ValueError, match="--head applies to --plot-attention"):
         main(translate[:-1] + ["--head", "1"])
@@ -287,7 +287,7 @@ def command_line_export(exported, tmp_path_factory):
         main(export + ["--metadata", "[1, 2]"])
     options = ["--version", "3", "--quantize", "int8", "--beam-size", "2", "--alpha", "1.0", "--stop", "exact",
                "--long-inputs", "truncate", "--max-extra-length", "20", "--buckets", "8", "--parallel-loops", "3",
-               "--metadata", '{"bleu": 1.5}', "--warmup-batch-sizes", "1", "4"]
+               "--metadata", '{"bleu": 1.5}', "--warmup-batch-sizes", "1", "4", "--signatures", "score"]
     left = killed_while_exporting(export + options, folder / "saved" / "copy")
     assert left and not [name for name in left if name.isdigit()]  # no version, whole or not
     assert main(export + options) == 0
@@ -342,7 +342,9 @@ def test_the_command_line_export_writes_its_options(command_line_export):
     assert {name: metadata[name] for name in DECODING} == DECODING
     assert metadata["buckets"] == [8, 64 - 20] and metadata["parallel_loops"] == 3
     assert metadata["quantize"] == "int8" and metadata["bleu"] == 1.5
-    warmup = parse_warmup_file(path)  # 2 buckets x 2 batch sizes
+    assert sorted(tf.saved_model.load(path).signatures) == ["score", "serving_default"]  # --signatures
+    warmup = [r for r in parse_warmup_file(path) if r.predict_log.request.model_spec.signature_name != "score"]
+    # serving_default's: 2 buckets x 2 batch sizes
     assert [r.predict_log.request.inputs["inputs"].tensor_shape.dim[0].size for r in warmup] == [1, 4, 1, 4]
     # One int8 tensor (kernel, or embedding table) per quantized layer.
     dtypes = tf.train.load_checkpoint(os.path.join(path, "variables", "variables")).get_variable_to_dtype_map()

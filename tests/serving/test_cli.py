@@ -10,7 +10,7 @@ from keras_transformer.cli import main
 from keras_transformer.decoding.defaults import BATCH_SIZE
 
 
-COMMANDS = ["train", "average-checkpoints", "preset", "export", "translate", "score", "evaluate", "serve"]
+COMMANDS = ["train", "average-checkpoints", "preset", "import", "export", "translate", "score", "evaluate", "serve"]
 
 
 def test_help_lists_the_commands_and_each_commands_help_names_all_its_options(capsys):
@@ -136,7 +136,7 @@ def test_serve_without_the_server_packages_names_the_extra(missing, monkeypatch,
         main(["serve", "no/such/model"])
     assert exit.value.code == (
         f'keras-transformer serve needs the server packages ({missing} is missing): '
-        'pip install "keras-transformer[serve]"'
+        'pip install -e ".[serve]" in the keras-transformer checkout'
     )
     assert capsys.readouterr() == ("", "")
 
@@ -149,7 +149,7 @@ def test_command_modules_import_nothing_from_the_main_module():
 
     folder = os.path.dirname(cli.__file__)
     assert sorted(command.__name__.rsplit(".", 1)[1] for command in cli.COMMANDS) == sorted(
-        ["train", "average_checkpoints", "preset", "export", "translate", "score", "evaluate", "serve"]
+        ["train", "average_checkpoints", "preset", "import_model", "export", "translate", "score", "evaluate", "serve"]
     )
     for name in sorted(os.listdir(folder)):
         if not name.endswith(".py") or name in ("__init__.py", "__main__.py"):

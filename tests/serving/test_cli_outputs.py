@@ -138,3 +138,38 @@ def test_the_decoding_guides_examples_run_as_written_and_return_what_python_does
             commands += 1
     assert commands == 3  # translate with n-best and alignments, score, sampling over a file
     assert checked == len(shown) > 0  # its JSON lines shown after the first
+
+
+def test_score_options_and_translate_scores_reach_the_output(translator, tmp_path, monkeypatch, capsys):
+    # score --output writes the file (nothing on standard output), in batches
+    # of --batch-size pairs, with --alpha's length penalty (0: scores are the
+    # totals; the default's are not); translate --scores gives JSON lines.
+    import keras
+
+    from keras_transformer.decoding import runner
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("Hi.\tSalut.\nI am here.\tJe suis ici.\nThank you.\tMerci.\n", encoding="utf-8")
+    batches = []
+    force_decode = runner.force_decode
+
+    def counted(model, source, target, *args):
+        batches.append(int(keras.ops.shape(source)[0]))
+        return force_decode(model, source, target, *args)
+
+    monkeypatch.setattr(runner, "force_decode", counted)
+    out = tmp_path / "scores.jsonl"
+    argv = ["score", "tatoeba_en_fr", "--pairs", str(pairs), "--output", str(out), "--batch-size", "2",
+            "--alpha", "0"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == "" and batches == [2, 1]
+    rows = json_lines(out.read_text(encoding="utf-8"))
+    assert_rows_close(rows, [s.prediction() for s in Translator(translator.model, translator.tokenizer, alpha=0.0).score(
+        ["Hi.", "I am here.", "Thank you."], ["Salut.", "Je suis ici.", "Merci."])])
+    assert all(row["scores"] == row["totals"] for row in rows)
+    default = [s.prediction() for s in translator.score(["I am here."], ["Je suis ici."])][0]
+    assert default["scores"] != default["totals"]
+
+    argv = ["translate", "tatoeba_en_fr", "Hi.", "--scores"]
+    assert main(argv) == 0
+    assert_rows_close(json_lines(capsys.readouterr().out), expected_output(translator, argv))

@@ -110,7 +110,7 @@ def test_translate_function_quantizes_a_preset_to_int8():
     from keras_transformer.cli.common import translate_function
 
     translate, model, _ = translate_function("tatoeba_en_fr", quantize="int8", batch_size=2)
-    assert translate.__self__.model is model  # the Translator's bound translate
+    assert translate.func.__self__.model is model  # the Translator's bound translate
     dense = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Dense)]
     assert dense and {layer.quantization_mode for layer in dense + [model.embedding]} == {"int8"}
     expected_model = Transformer.from_preset("tatoeba_en_fr")
@@ -138,18 +138,18 @@ def test_quantize_reaches_the_translate_function(command, monkeypatch):
     assert seen.pop("outputs", None) is None and seen.pop("sampler", None) is None  # translate's, unasked
     assert seen.pop("target_prefix", None) is None and seen.pop("constraints", None) is None
     assert seen == dict(batch_size=64, quantize=None, narrow_batches=True, long_inputs="truncate", beam_size=2,
-                        stop="exact")
+                        stop="exact", **({"format": "text"} if command[0] == "translate" else {}))
 
 
 def test_narrow_batches_reaches_the_translator_and_is_refused_with_a_saved_model(tmp_path):
     from keras_transformer.cli.common import translate_function
 
     translate, _, _ = translate_function("tatoeba_en_fr", narrow_batches=True)
-    assert translate.__self__.narrow_batches is True  # the Translator's bound translate
-    assert translate_function("tatoeba_en_fr")[0].__self__.narrow_batches is False
+    assert translate.func.__self__.narrow_batches is True  # the Translator's bound translate
+    assert translate_function("tatoeba_en_fr")[0].func.__self__.narrow_batches is False
     # The stop rule reaches the Translator's beam search the same way.
-    assert translate_function("tatoeba_en_fr", stop="exact")[0].__self__.sampler.stop == "exact"
-    assert translate_function("tatoeba_en_fr")[0].__self__.sampler.stop == "early"  # the default
+    assert translate_function("tatoeba_en_fr", stop="exact")[0].func.__self__.sampler.stop == "exact"
+    assert translate_function("tatoeba_en_fr")[0].func.__self__.sampler.stop == "early"  # the default
     saved_model = tmp_path / "my_saved_model"
     saved_model.mkdir()  # a folder, not a preset: never read
     with pytest.raises(ValueError, match=r"`--narrow-batches` applies to a preset or a \.keras model.*Received: "
@@ -174,3 +174,23 @@ def test_decoding_options_are_refused_with_a_saved_model(tmp_path, flags, receiv
             main(command + flags)
     with pytest.raises(ValueError, match=r"`--tokenizer` is for a \.keras model or a run folder; the SavedModel"):
         main(["translate", str(saved_model), "Hi.", "--tokenizer", "x.model"])
+
+
+def test_evaluate_translates_the_split_it_is_given(monkeypatch, capsys):
+    # --split picks the corpus split whose sources are translated and scored.
+    from keras_transformer import datasets
+    from keras_transformer.cli import evaluate
+
+    translated = []
+
+    def fake(*args, **kwargs):
+        return (lambda texts: translated.extend(texts) or list(texts)), None, None
+
+    monkeypatch.setattr(evaluate, "translate_function", fake)
+    for split in ("validation", "test"):
+        translated.clear()
+        assert main(["evaluate", "tatoeba_en_fr", "--split", split, "--limit", "2"]) == 0
+        sources, _ = datasets.references(datasets.load("tatoeba_en_fr", split))
+        assert sorted(translated) == sorted(sources[:2]), split
+    validation, _ = datasets.references(datasets.load("tatoeba_en_fr", "validation"))
+    assert sorted(validation[:2]) != sorted(translated)  # the two splits differ

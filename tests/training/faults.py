@@ -14,7 +14,7 @@ often the run was resumed:
   of step K (its weights file half written under its temporary name);
 - `--stall-at-step K`: wait at the end of step K until killed;
 - `--file-size-limit-at-step K`: from the end of step K on, no file may
-  grow past 1 MiB (`RLIMIT_FSIZE`; writes past it fail with `EFBIG`, as
+  grow past `FILE_SIZE_LIMIT` (`RLIMIT_FSIZE`; writes past it fail with `EFBIG`, as
   on a full disk, rather than SIGXFSZ ending the process), so the next
   checkpoint does not fit.
 

@@ -11,7 +11,7 @@ one of:
   file, e.g. from `average-checkpoints`) and its own `tokenizer.model`;
 - a **`.keras` file**, with a `tokenizer` (a SentencePiece `.model` file);
 - a **Marian model**: a Hugging Face Marian folder, a Marian folder or
-  `hf://org/name`, converted as it loads (`converters.marian`; `keras-transformer
+  `hf://org/name`, converted as it loads (`translation.marian`; `keras-transformer
   import` writes it as a preset once).
 
 Errors are exceptions (`ValueError`, `FileNotFoundError`) that name the

@@ -477,7 +477,7 @@ def test_prefix_constraint_and_scoring_paths_compiled_once_equal_the_eager_ones(
         pytest.skip("compiled once on JAX, where it costs least; TensorFlow's graph: tests/export, tests/serving")
     import jax
 
-    from keras_transformer.decoding import runner
+    from keras_transformer.translation import runner
 
     model, tokenizer, _, held_out = permuting
     texts = held_out[:3]

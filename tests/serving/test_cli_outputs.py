@@ -146,7 +146,7 @@ def test_score_options_and_translate_scores_reach_the_output(translator, tmp_pat
     # totals; the default's are not); translate --scores gives JSON lines.
     import keras
 
-    from keras_transformer.decoding import runner
+    from keras_transformer.translation import runner
 
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("Hi.\tSalut.\nI am here.\tJe suis ici.\nThank you.\tMerci.\n", encoding="utf-8")

@@ -12,6 +12,7 @@ Importing the package imports its layers and models, and so Keras, so that
 It does nothing else to the process.
 """
 
+from keras_transformer.decoding.random_sampling import RandomSampler
 from keras_transformer.layers import (
     DecoderLayer,
     EncoderLayer,
@@ -20,13 +21,11 @@ from keras_transformer.layers import (
     PositionalEncoding,
     ReversibleEmbedding,
 )
-from keras_transformer.translation.tokenizer import SubwordTokenizer
-from keras_transformer.decoding.random_sampling import RandomSampler
-from keras_transformer.translation.translator import Hypothesis, TokenScores, Translator
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import ARCHITECTURES, Transformer, TransformerConfig, padding_mask
 from keras_transformer.models.presets import list_presets
 from keras_transformer.schedules import TransformerSchedule, paper_optimizer
-
+from keras_transformer.translation.tokenizer import SubwordTokenizer
+from keras_transformer.translation.translator import Hypothesis, TokenScores, Translator
 from keras_transformer.version import __version__

@@ -39,8 +39,8 @@ def add_arguments(p):
 
 def run(args):
     from keras_transformer import datasets
-    from keras_transformer.training.training_data import read_files
     from keras_transformer.evaluation import corpus_bleu
+    from keras_transformer.training.training_data import read_files
 
     if args.tsv:
         pairs = read_files([args.tsv], args.skip_bad_lines)

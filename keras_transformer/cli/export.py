@@ -39,12 +39,12 @@ for each batch size listed (minutes):
 
 import json
 
-from keras_transformer.translation import loading
-from keras_transformer.models import presets
 from keras_transformer.cli.common import add_decoding_arguments, decoding_options
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
-from keras_transformer.translation.preprocessor import DEFAULT_BUCKETS
 from keras_transformer.export.saved_model import SIGNATURES
+from keras_transformer.models import presets
+from keras_transformer.translation import loading
+from keras_transformer.translation.preprocessor import DEFAULT_BUCKETS
 
 NAME = "export"
 HELP = ("Export a preset or a trained model as a SavedModel that translates strings (TF Serving layout), or as a "

@@ -28,11 +28,10 @@ def add_arguments(p):
 
 
 def run(args):
-    from keras_transformer.translation.loading import load_keras_model
     from keras_transformer.data import SubwordTokenizer
     from keras_transformer.models.presets import save_model
     from keras_transformer.training.averaging import average_checkpoints
-    from keras_transformer.translation.loading import read_manifest
+    from keras_transformer.translation.loading import load_keras_model, read_manifest
 
     if args.average < 1:
         raise ValueError(f"Argument `--average` must be >= 1. Received: --average={args.average}")

@@ -32,7 +32,6 @@ import json
 import os
 import sys
 
-from keras_transformer.translation.markup import FORMATS
 from keras_transformer.cli.common import (
     add_decoding_arguments,
     add_model_argument,
@@ -43,6 +42,7 @@ from keras_transformer.cli.common import (
     translate_chunks,
     translate_function,
 )
+from keras_transformer.translation.markup import FORMATS
 
 NAME = "translate"
 HELP = "Translate sentences, a file or standard input with a preset, a SavedModel or a .keras model."
@@ -55,7 +55,7 @@ def add_arguments(p):
     p.add_argument("--output", help="write translations here, one per line (default: standard output)")
     p.add_argument("--tokenizer", help="the SentencePiece .model file (with a .keras model)")
     p.add_argument("--format", choices=FORMATS, default="text",
-                   help="text: each line translated sentence by sentence (the default); html: the input is one "
+                   help="text: each line translated sentence by sentence; html: the input is one "
                         "HTML document, its tags put back around the words they wrapped")
     add_decoding_arguments(p)
     add_output_arguments(p)
@@ -174,8 +174,8 @@ def _decoded_lines(stream, where, close=False):
 
 
 def _plot(model, tokenizer, sentence, translation, path, head):
-    from keras_transformer.translation.attention_plot import cross_attention_weights, plot_attention
     from keras_transformer.tokens import pack_source, pack_target, split_target
+    from keras_transformer.translation.attention_plot import cross_attention_weights, plot_attention
 
     source = pack_source(tokenizer.encode(sentence))
     target, _ = split_target(pack_target(tokenizer.encode_target(translation)))

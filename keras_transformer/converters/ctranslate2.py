@@ -68,8 +68,8 @@ import numpy as np
 from keras_transformer.atomic_files import new_folder
 from keras_transformer.decoding.common import NEG_INF
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
-from keras_transformer.translation.preprocessor import is_blank
 from keras_transformer.tokens import BOS_ID, EOS_ID, UNK_ID
+from keras_transformer.translation.preprocessor import is_blank
 
 # The output length, in tokens with EOS, at which `closest_length_penalty`
 # matches the penalties when the export's note recommends one: about a

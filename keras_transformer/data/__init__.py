@@ -23,6 +23,6 @@ from keras_transformer.data.pipeline import (
     make_dataset,
     numpy_batches,
 )
-from keras_transformer.translation.tokenizer import SubwordTokenizer
-from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.data.wmt14 import load_wmt14, wmt14_files
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from keras_transformer.translation.tokenizer import SubwordTokenizer

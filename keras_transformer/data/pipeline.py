@@ -38,11 +38,11 @@ from keras_transformer.data.lengths import (
     batch_sizes,
     bucket_boundaries,
     bucket_of,
-    resolve_boundaries,
     check_length_arguments,
+    resolve_boundaries,
 )
-from keras_transformer.translation.preprocessor import LENGTH_POLICY, TranslationPreprocessor
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, split_target
+from keras_transformer.translation.preprocessor import LENGTH_POLICY, TranslationPreprocessor
 
 __all__ = ["LengthReport", "batch_sizes", "bucket_boundaries", "encode_pairs", "encoded_batches", "make_dataset", "numpy_batches"]
 

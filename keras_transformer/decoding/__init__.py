@@ -11,7 +11,13 @@ Example:
 GreedySampler(alpha=0.6, length_penalty='gnmt')
 """
 
-from keras_transformer.decoding.beam_search import BeamSampler, BeamState, ConstrainedBeamSampler, beam_search, check_stop
+from keras_transformer.decoding.beam_search import (
+    BeamSampler,
+    BeamState,
+    ConstrainedBeamSampler,
+    beam_search,
+    check_stop,
+)
 from keras_transformer.decoding.common import LENGTH_PENALTIES, NEG_INF, check_alpha, length_penalty
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, STOP

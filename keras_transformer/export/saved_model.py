@@ -55,28 +55,26 @@ import shutil
 import keras
 
 from keras_transformer import locks
-from keras_transformer.translation.alignment import piece_kinds, word_links
 from keras_transformer.compat import keep_cond_functional
-from keras_transformer.decoding.common import length_penalty
-from keras_transformer.decoding.common import NEG_INF
-from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
 from keras_transformer.decoding import BeamSampler, RandomSampler
+from keras_transformer.decoding.common import NEG_INF, length_penalty
+from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
 from keras_transformer.decoding.scoring import force_decode
-from keras_transformer.translation.runner import graph_decoder
+from keras_transformer.export.warmup import check_batch_sizes, write_warmup_requests
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, pack_source_ragged
+from keras_transformer.translation.alignment import piece_kinds, word_links
+from keras_transformer.translation.preprocessor import join_details_graph, steering_graph
 from keras_transformer.translation.request_checks import (
     check_constraints_searchable,
     check_n_best,
     check_score_graph,
     check_steering_graph,
 )
-from keras_transformer.translation.preprocessor import join_details_graph, steering_graph
-from keras_transformer.export.warmup import check_batch_sizes, write_warmup_requests
+from keras_transformer.translation.runner import graph_decoder
 from keras_transformer.translation.saved_model_files import next_version
 from keras_transformer.translation.tokenizer import SubwordTokenizer
 from keras_transformer.translation.translator import DECODING_OPTIONS, Translator
-from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, pack_source_ragged
 from keras_transformer.validation import check_bool, check_positive
-
 
 # The signatures a SavedModel may have besides `serving_default` (module docstring).
 SIGNATURES = ("details", "sample", "score", "steer")

@@ -22,7 +22,7 @@ def serialized_activation(activation):
             f"`keras.saving.register_keras_serializable` ({error}). Received: activation={activation!r}"
         ) from None
 def gelu_sigmoid(x):
-    """GELU's sigmoid approximation, x * sigmoid(1.702 x) (Hendrycks and
+    """GELU's sigmoid approximation, x * sigmoid(1.702 * x) (Hendrycks and
     Gimpel, 2016): Marian's `gelu` before its release 1.12.3."""
     return x * ops.sigmoid(1.702 * x)
 

@@ -32,8 +32,8 @@ import tempfile
 
 import keras
 
-from keras_transformer.models.architectures import ARCHITECTURES
 from keras_transformer.compat import sublayers
+from keras_transformer.models.architectures import ARCHITECTURES
 from keras_transformer.version import __version__
 
 ZOO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "zoo")

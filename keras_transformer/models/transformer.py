@@ -22,6 +22,7 @@ from keras_transformer.validation import (
     check_rate,
 )
 
+
 def padding_mask(ids):
     """`True` for real tokens, `False` for padding: `(batch, length)`."""
     return ops.not_equal(ids, PAD_ID)

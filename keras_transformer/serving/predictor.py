@@ -40,16 +40,16 @@ from typing import Optional
 
 import numpy as np
 
-from keras_transformer.translation import markup
-from keras_transformer.translation import request_checks as checks
 from keras_transformer.decoding.beam_search import check_stop
 from keras_transformer.decoding.common import is_finished
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH, SAMPLING
 from keras_transformer.decoding.random_sampling import RandomSampler
 from keras_transformer.tokens import EOS_ID, pack_source
-from keras_transformer.validation import check_phrases
+from keras_transformer.translation import markup
+from keras_transformer.translation import request_checks as checks
 from keras_transformer.translation.outputs import Hypothesis, TokenScores, prediction
 from keras_transformer.translation.saved_model_files import latest_version, read_metadata
+from keras_transformer.validation import check_phrases
 
 
 class InvalidRequest(ValueError):
@@ -467,8 +467,8 @@ def _request_rules(version_dir, metadata):
     """The `_RequestRules` of a SavedModel written by this package: its
     tokenizer (assets/tokenizer.model) and the lengths in its metadata; None
     if any is missing (its graph still checks each call)."""
-    from keras_transformer.translation.tokenizer import SubwordTokenizer
     from keras_transformer.translation.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor
+    from keras_transformer.translation.tokenizer import SubwordTokenizer
 
     try:
         max_length = int(metadata["model_config"]["max_length"])

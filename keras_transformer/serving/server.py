@@ -53,9 +53,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from keras_transformer.translation import loading
 from keras_transformer.decoding.defaults import BATCH_SIZE
-from keras_transformer.translation.preprocessor import is_blank
+from keras_transformer.export.warmup import replay_warmup_requests
 from keras_transformer.serving.batcher import Batcher
 from keras_transformer.serving.predictor import (
     Instance,
@@ -65,7 +64,8 @@ from keras_transformer.serving.predictor import (
     load_saved_model_predictor,
     require_signature,
 )
-from keras_transformer.export.warmup import replay_warmup_requests
+from keras_transformer.translation import loading
+from keras_transformer.translation.preprocessor import is_blank
 from keras_transformer.validation import check_non_negative_number, check_positive, check_positive_number
 
 

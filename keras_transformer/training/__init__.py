@@ -11,10 +11,15 @@ Example:
 
 from keras_transformer.training.averaging import average_checkpoints
 from keras_transformer.training.callbacks import BleuCallback, CheckpointAndRestore, NonFiniteLossGuard, TimeLimit
-from keras_transformer.training.checkpoints import latest_checkpoint, list_checkpoints, restore_checkpoint, save_checkpoint
+from keras_transformer.training.checkpoints import (
+    latest_checkpoint,
+    list_checkpoints,
+    restore_checkpoint,
+    save_checkpoint,
+)
 from keras_transformer.training.manifest import RunMismatchError, claim_output_dir
-from keras_transformer.training.plateau import StalledTrainingWarning, frequency_loss
 from keras_transformer.training.optimizer import GlobalStepSchedule, accumulation_steps, paper_training_optimizer
+from keras_transformer.training.plateau import StalledTrainingWarning, frequency_loss
 from keras_transformer.training.precision import resolve_jit_compile, resolve_precision
 from keras_transformer.training.strategy import Distributed, parse_tf_config, select_strategy
 from keras_transformer.training.train import TrainingOptions, build_model, model_config, train

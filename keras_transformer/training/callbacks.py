@@ -24,8 +24,8 @@ import time
 
 import keras
 
-from keras_transformer.training import checkpoints as ckpt
 from keras_transformer.evaluation import corpus_bleu
+from keras_transformer.training import checkpoints as ckpt
 
 
 def _print(message):

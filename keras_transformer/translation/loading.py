@@ -32,11 +32,11 @@ import os
 import keras
 
 from keras_transformer.models import presets
+from keras_transformer.models.config import ARCHITECTURES
+from keras_transformer.models.transformer import Transformer
 from keras_transformer.translation import marian
 from keras_transformer.translation.marian import preset as marian_preset
 from keras_transformer.translation.tokenizer import SubwordTokenizer
-from keras_transformer.models.config import ARCHITECTURES
-from keras_transformer.models.transformer import Transformer
 
 # A training run's manifest, which `train` writes first in its folder
 # (`keras_transformer.training.manifest`).

@@ -68,7 +68,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from keras_transformer.translation import sentences as sentence_rule
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH
 from keras_transformer.tokens import (
     EOS_ID,
@@ -82,6 +81,7 @@ from keras_transformer.tokens import (
     target_capacity,
     unpack_output_ragged,
 )
+from keras_transformer.translation import sentences as sentence_rule
 from keras_transformer.validation import check_bool, check_non_negative_int
 
 LONG_INPUTS = ("split", "truncate")

@@ -32,8 +32,8 @@ from keras import ops
 
 from keras_transformer.decoding.common import output_limit
 from keras_transformer.decoding.scoring import scoring_limits
-from keras_transformer.translation.preprocessor import first_pieces, first_pieces_graph
 from keras_transformer.tokens import PAD_ID, UNK_ID
+from keras_transformer.translation.preprocessor import first_pieces, first_pieces_graph
 from keras_transformer.validation import check_phrases, check_positive
 
 __all__ = ["scoring_limits"]

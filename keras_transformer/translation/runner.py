@@ -29,13 +29,13 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer.translation.alignment import word_links
 from keras_transformer.decoding.common import is_finished
 from keras_transformer.decoding.compile import jit_decoder
 from keras_transformer.decoding.defaults import ALIGNMENT_LAYER
 from keras_transformer.decoding.scoring import force_decode
-from keras_transformer.translation.preprocessor import padded_rows, power_of_two, power_of_two_graph, round_up
 from keras_transformer.tokens import EOS_ID, PAD_ID
+from keras_transformer.translation.alignment import word_links
+from keras_transformer.translation.preprocessor import padded_rows, power_of_two, power_of_two_graph, round_up
 from keras_transformer.validation import check_bool, check_non_negative_int
 
 # `jit_compile="auto"` on TensorFlow decodes eagerly until a call would take

@@ -23,13 +23,13 @@ import re
 
 import numpy as np
 
+from keras_transformer.atomic_files import atomic_write
 from keras_transformer.models import presets
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, unpack_output
 from keras_transformer.translation import marian
 from keras_transformer.translation.marian import tokenizer as marian_tokenizer
-from keras_transformer.atomic_files import atomic_write
-from keras_transformer.translation.sentences import normalize
 from keras_transformer.translation.sentencepiece_model import model_vocab_size
-from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID, unpack_output
+from keras_transformer.translation.sentences import normalize
 
 MODEL_FILENAME = "tokenizer.model"
 TARGET_MODEL_FILENAME = "target_tokenizer.model"  # an imported model's target side

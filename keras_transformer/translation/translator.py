@@ -1,18 +1,18 @@
 """The translation task: a model, its preprocessor and a sampler, text in and text out."""
 
-from keras_transformer.translation import loading, marian, markup, saved_model_files
-from keras_transformer.translation.marian import preset as marian_preset
-from keras_transformer.models import presets
-from keras_transformer.translation import request_checks as checks
-from keras_transformer.translation.alignment import piece_kinds
-from keras_transformer.translation.tokenizer import SubwordTokenizer
+from keras_transformer.decoding import BeamSampler, RandomSampler, get_sampler
 from keras_transformer.decoding.common import model_max_length, penalty_value
 from keras_transformer.decoding.defaults import ALPHA, BATCH_SIZE, BEAM_SIZE, MAX_EXTRA_LENGTH, STOP
-from keras_transformer.translation.runner import EAGER_STEPS, DecodeRunner, Steering
-from keras_transformer.decoding import BeamSampler, RandomSampler, get_sampler
+from keras_transformer.models import presets
+from keras_transformer.tokens import EOS_ID, pack_source, unpack_output
+from keras_transformer.translation import loading, marian, markup, saved_model_files
+from keras_transformer.translation import request_checks as checks
+from keras_transformer.translation.alignment import piece_kinds
+from keras_transformer.translation.marian import preset as marian_preset
 from keras_transformer.translation.outputs import Hypothesis, TokenScores, prediction  # noqa: F401 - also of this module
 from keras_transformer.translation.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor, frame_text, join_pieces
-from keras_transformer.tokens import EOS_ID, pack_source, unpack_output
+from keras_transformer.translation.runner import EAGER_STEPS, DecodeRunner, Steering
+from keras_transformer.translation.tokenizer import SubwordTokenizer
 from keras_transformer.validation import check_positive
 
 # The Translator's decoding options, which the export and the command line pass on.

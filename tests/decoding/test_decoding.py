@@ -746,7 +746,7 @@ def test_hugging_faces_stopping_keeps_a_sentence_stopped_beside_one_decoding_on(
     sampler = BeamSampler(3, 1.0, length_penalty="huggingface")
     source = np.array([[5, EOS], [5, EOS]], "int32")
     alone = loop.decode(model, source[:1], sampler, max_length=10)
-    prefix = np.array([[0] * 6, [4] * 6], "int32")  # the second sentence starts with six 4s
+    prefix = np.array([[0] * 6, [4] * 6], "int32")  # the second sentence starts with six tokens of id 4
     beside = loop.decode(model, source, sampler, max_length=10, target_prefix=prefix)
     assert np_(beside[0])[0].tolist() == np_(alone[0])[0].tolist()
     np.testing.assert_allclose(np_(beside[1])[0], np_(alone[1])[0], rtol=1e-5)

@@ -164,6 +164,7 @@ def test_score_options_and_translate_scores_reach_the_output(translator, tmp_pat
     assert main(argv) == 0
     assert capsys.readouterr().out == "" and batches == [2, 1]
     rows = json_lines(out.read_text(encoding="utf-8"))
+    assert [row.pop("line") for row in rows] == [1, 2, 3]  # the file's lines
     assert_rows_close(rows, [s.prediction() for s in Translator(translator.model, translator.tokenizer, alpha=0.0).score(
         ["Hi.", "I am here.", "Thank you."], ["Salut.", "Je suis ici.", "Merci."])])
     assert all(row["scores"] == row["totals"] for row in rows)

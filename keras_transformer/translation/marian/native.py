@@ -17,7 +17,7 @@ from keras_transformer.translation.marian.checkpoint import Checkpoint, license_
 
 # An OPUS-MT model's longest sequence, as its Hugging Face config gives it.
 MARIAN_MAX_LENGTH = 512
-# Marian's; its "gelu" was x * sigmoid(1.702 x) before release 1.12.3, erf's since.
+# Marian's; its "gelu" was x * sigmoid(1.702 * x) before release 1.12.3, erf's since.
 MARIAN_ACTIVATIONS = {"relu": "relu", "swish": "silu"}
 MARIAN_EXACT_GELU = (1, 12, 3)
 # Marian's options that keep the paper's Transformer, and the values it must have.
@@ -120,7 +120,7 @@ def _yaml_text(text):
 
 def _marian_activation(options, where):
     name = options.get("transformer-ffn-activation", "swish")
-    if name == "gelu":  # x * sigmoid(1.702 x) before Marian 1.12.3
+    if name == "gelu":  # x * sigmoid(1.702 * x) before Marian 1.12.3
         version = re.match(r"v?(\d+)\.(\d+)\.(\d+)", str(options.get("version", "")))
         if version is None:
             raise refuse("version", options.get("version"), "Marian's gelu depends on the release that trained the "

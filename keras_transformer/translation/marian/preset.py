@@ -18,8 +18,8 @@ import shutil
 
 import keras
 
-from keras_transformer.models import presets
 from keras_transformer.atomic_files import new_folder
+from keras_transformer.models import presets
 from keras_transformer.translation import marian
 from keras_transformer.translation.marian import tokenizer, weights
 from keras_transformer.translation.tokenizer import SubwordTokenizer

@@ -12,9 +12,9 @@ and are UNK to the model (`SubwordTokenizer`'s `vocab_size`). An unknown
 piece decodes to nothing, as `MarianTokenizer.decode(skip_special_tokens=True)`.
 """
 
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.translation import sentencepiece_model as spm_model
 from keras_transformer.translation.marian.vocabulary import SPECIAL_PIECES, our_pieces, permutation
-from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 def rewrite_sentencepiece(proto, pieces):

@@ -12,8 +12,8 @@ of every table in our id order (`vocabulary.permutation`).
 
 import numpy as np
 
-from keras_transformer.translation.marian.vocabulary import permutation
 from keras_transformer.tokens import BOS_ID, PAD_ID
+from keras_transformer.translation.marian.vocabulary import permutation
 
 
 def _rows(table, order):

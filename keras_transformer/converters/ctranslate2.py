@@ -168,8 +168,6 @@ def _feed_forward(spec, layer):
 
 
 def _position_table(model, positions):
-    from keras_transformer.layers.positional_encoding import sinusoids
-
     config = model.transformer_config
     if positions.learned:
         return _numpy(positions.table)
@@ -319,8 +317,6 @@ def export_ctranslate2(model, tokenizer, output_dir, beam_size=BEAM_SIZE, alpha=
     Returns:
         `output_dir`.
     """
-    from keras_transformer.decoding.common import check_alpha, check_length_penalty
-    from keras_transformer.validation import check_positive
 
     check_positive("beam_size", beam_size)
     check_alpha(alpha)
@@ -356,6 +352,11 @@ from this folder:
 ```python
 import ctranslate2
 import sentencepiece
+from keras_transformer.decoding.common import check_alpha, check_length_penalty
+from keras_transformer.layers.positional_encoding import sinusoids
+from keras_transformer.models import presets
+from keras_transformer.translation.tokenizer import SubwordTokenizer
+from keras_transformer.validation import check_positive
 
 folder = "."
 tokenizer = sentencepiece.SentencePieceProcessor(model_file=f"{{folder}}/{TOKENIZER_FILE}")
@@ -400,8 +401,6 @@ print(target.decode_pieces(results[0].hypotheses[0]))
 
 def convert_preset(preset, output_dir, quantization=None):
     """`convert` for a preset's (float32) model and tokenizer."""
-    from keras_transformer.models import presets
-    from keras_transformer.translation.tokenizer import SubwordTokenizer
 
     return convert(presets.load_model(preset), SubwordTokenizer.from_preset(preset), output_dir, quantization)
 

@@ -24,6 +24,7 @@ Example:
 
 import os
 
+from keras_transformer.data.corpora import read_tsv
 from keras_transformer.datasets import libreoffice, tatoeba
 
 CORPORA = {tatoeba.NAME: tatoeba, "tatoeba_fr_en": tatoeba, libreoffice.NAME: libreoffice}
@@ -68,8 +69,6 @@ def load(name, split="train"):
     Raises:
         ValueError: an unknown `name` or `split` (the message lists the valid ones).
     """
-    from keras_transformer.data.corpora import read_tsv
-
     if name in REVERSED:
         _corpus(name, split)
         return _reverse(load(REVERSED[name], split), name, split)

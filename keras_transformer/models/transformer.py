@@ -13,6 +13,7 @@ from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.feed_forward import serialized_activation
 from keras_transformer.layers.positional_encoding import PositionalEncoding, check_sinusoid_layout
 from keras_transformer.layers.reversible_embedding import ReversibleEmbedding
+from keras_transformer.models import presets
 from keras_transformer.models.config import TransformerConfig, architecture_config
 from keras_transformer.tokens import PAD_ID
 from keras_transformer.validation import (
@@ -270,8 +271,6 @@ class Transformer(TrainerWorkarounds, keras.Model):
 
         >>> model = Transformer.from_preset("tatoeba_en_fr")
         """
-        from keras_transformer.models import presets
-
         return presets.load_model(preset, load_weights=load_weights, dtype=dtype)
 
     def save_to_preset(self, preset_dir, weights_dtype="float32", model_card=None):
@@ -281,8 +280,6 @@ class Transformer(TrainerWorkarounds, keras.Model):
         tokenizer's `save_to_preset`, `Translator.from_preset` too.
         `weights_dtype="float16"` halves the file (see `keras_transformer.models.presets`).
         """
-        from keras_transformer.models import presets
-
         return presets.save_model(self, preset_dir, weights_dtype=weights_dtype, model_card=model_card)
 
     def build(self, input_shape=None):

@@ -33,13 +33,13 @@ here by mistake (`InvalidRequest`).
 """
 
 import dataclasses
-import json
 import os
 import typing
 from typing import Optional
 
 import numpy as np
 
+from keras_transformer.compat import saved_model_signature_defs
 from keras_transformer.decoding.beam_search import check_stop
 from keras_transformer.decoding.common import is_finished
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH, SAMPLING
@@ -48,7 +48,9 @@ from keras_transformer.tokens import EOS_ID, pack_source
 from keras_transformer.translation import markup
 from keras_transformer.translation import request_checks as checks
 from keras_transformer.translation.outputs import Hypothesis, TokenScores, prediction
+from keras_transformer.translation.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor
 from keras_transformer.translation.saved_model_files import latest_version, read_metadata
+from keras_transformer.translation.tokenizer import SubwordTokenizer
 from keras_transformer.validation import check_phrases
 
 
@@ -467,8 +469,6 @@ def _request_rules(version_dir, metadata):
     """The `_RequestRules` of a SavedModel written by this package: its
     tokenizer (assets/tokenizer.model) and the lengths in its metadata; None
     if any is missing (its graph still checks each call)."""
-    from keras_transformer.translation.preprocessor import DEFAULT_BUCKETS, TranslationPreprocessor
-    from keras_transformer.translation.tokenizer import SubwordTokenizer
 
     try:
         max_length = int(metadata["model_config"]["max_length"])
@@ -490,8 +490,6 @@ def signature_def_map(version_dir):
     field printed."""
     from google.protobuf import json_format
     from tensorflow_serving.apis import get_model_metadata_pb2
-
-    from keras_transformer.compat import saved_model_signature_defs
 
     signatures = get_model_metadata_pb2.SignatureDefMap()
     for name, signature in saved_model_signature_defs(version_dir).items():

@@ -10,6 +10,8 @@ Example:
 
 import dataclasses
 
+from keras_transformer.models.transformer import Transformer
+
 
 def inference_model(model):
     """`model`'s weights in a fresh float32 Transformer without the training
@@ -21,8 +23,6 @@ def inference_model(model):
     Returns:
         A built float32 `Transformer`.
     """
-    from keras_transformer.models.transformer import Transformer
-
     inference = Transformer(**dataclasses.asdict(model.transformer_config))
     inference.build(((None, None), (None, None)))
     inference.set_weights(model.get_weights())

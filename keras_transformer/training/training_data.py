@@ -20,6 +20,9 @@ Example:
 import importlib.util
 import os
 
+from keras_transformer import datasets
+from keras_transformer.data import SubwordTokenizer, encode_pairs, encoded_batches, make_dataset
+from keras_transformer.data.corpora import ReadReport, read_aligned, read_tsv
 from keras_transformer.data.lengths import MAX_LENGTH
 
 # Where `train` learns a vocabulary: the default size (small corpora; the
@@ -52,8 +55,6 @@ def read_corpus(
 
 def corpus_pairs(name, corpus_file=None):
     """`(training pairs, validation pairs)` of a shipped corpus, as `read_corpus` reads them."""
-    from keras_transformer import datasets
-
     if corpus_file is None:
         train_pairs = datasets.load(name, "train")
     else:
@@ -77,8 +78,6 @@ def read_files(paths, skip_bad_lines=False, log=print, numbered=False):
         ValueError: `"file:line: kind"` for the first bad line (without
             `skip_bad_lines`), or when the files hold no pair.
     """
-    from keras_transformer.data.corpora import ReadReport, read_aligned, read_tsv
-
     paths = [os.fspath(p) for p in paths]
     if len(paths) not in (1, 2):
         raise ValueError(f"Expected one TSV file or a source and a target file. Received: {paths}")
@@ -121,14 +120,10 @@ def training_data(train_pairs, valid_pairs, tokens_per_batch, seed, vocab_size=V
         The training data (shuffled, repeating), the validation data (in
         order, once; None without `valid_pairs`) and the `SubwordTokenizer`.
     """
-    from keras_transformer.data import SubwordTokenizer
-
     if tokenizer is None:
         tokenizer = SubwordTokenizer.train([s for pair in train_pairs for s in pair], vocab_size, seed=seed)
     if not _has_tensorflow():
         return _numpy_data(train_pairs, valid_pairs, tokenizer, tokens_per_batch, max_length, seed)
-    from keras_transformer.data import make_dataset
-
     train, _ = make_dataset(train_pairs, tokenizer, tokens_per_batch, max_length, seed=seed)
     valid = None
     if valid_pairs is not None:
@@ -147,8 +142,6 @@ def _numpy_data(train_pairs, valid_pairs, tokenizer, tokens_per_batch, max_lengt
     (`make_dataset`'s padded lengths, full batches), so a compiled step
     (`jax.jit`) is traced once per shape, not once per batch.
     """
-    from keras_transformer.data import encode_pairs, encoded_batches
-
     train_ids = encode_pairs(train_pairs, tokenizer, max_length)[:2]
 
     def train(index):  # pass `index`, shuffled anew with (seed, index)

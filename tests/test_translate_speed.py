@@ -407,24 +407,6 @@ def test_device_sets_what_each_engines_process_sees(capsys):
         assert "CT2_USE_MKL" not in engine_environment("translator-jax-float32", args, {})
 
 
-def test_a_marian_folder_runs_ours_on_its_import_and_ctranslate2_on_its_own_converters_model(tmp_path):
-    """`--marian FOLDER` (tests/marian's Hugging Face folder): our engine
-    translates its import, CTranslate2 the model of its own
-    `ct2-transformers-converter`, under one output limit (the model's
-    max_length), to the same outputs."""
-    from tests.marian import compare
-
-    folder = os.path.join(compare.folder(), "hf")
-    engines = ["translator-tf-float32", "ctranslate2-float32"]
-    report, results, _ = run_benchmark(tmp_path, engines, 4, extra=[
-        "--marian", folder, "--beam-size", "1", "--length-penalty", "huggingface", "--alpha", "1"])
-    assert report["marian"]["folder"] == folder and report["ctranslate2"]["converter"] == "ct2-transformers-converter"
-    assert report["max_extra_length"] == report["max_decoding_length"] == 128  # the test model's max_length
-    assert not report["ctranslate2"]["matched"]["rescored_with_gnmt"]  # its own penalty, length ** alpha, is ours here
-    assert all(report["outputs"]["ctranslate2-float32"])
-    assert results["ctranslate2-float32"]["identical_to_translator-tf-float32"] >= 0.75
-
-
 def test_savedmodel_engine_replays_the_warmup_requests(benchmark_run):
     """`--savedmodel-warmup`: a SavedModel's warm-up requests (one per bucket: two here) run at
     load, as TF Serving replays them, and the engine then translates; `--intra-op-threads` sizes

@@ -416,7 +416,7 @@ def test_cli_vocabulary_size_is_part_of_the_run_and_the_tokenizer_is_written_onc
         main(argv(450, "--overwrite"))
     monkeypatch.setattr(keras.Model, "fit", fit)
     assert sorted(os.listdir(run)) == ["run.json", "tokenizer.model"] and SubwordTokenizer.load(run).vocab_size == 450
-    with pytest.raises((SystemExit, ValueError), match="--weights"):  # a run folder, with no model of its own yet
+    with pytest.raises((SystemExit, ValueError), match="training run without its final model"):  # a run folder, with no model of its own yet
         main(["translate", str(run), "Hello."])
     assert main(argv(450, "--overwrite")) == 0
     assert SubwordTokenizer.load(run).vocab_size == 450

@@ -183,6 +183,6 @@ def test_tags_land_around_the_word_they_wrapped_on_the_permuting_model():
         tagged = " ".join(f"<b>{w}</b>" if i == k else w for i, w in enumerate(words))
         out = translator.translate([tagged], format="html")[0]
         right += f"<b>{words[k]}</b>" in out and out.count("<b>") == 1
-    # The permuting model each test pass trains differs a little (its backend, its threads): between 33 of 35 and
-    # 32 of 36 tags land right; a tag placed without the alignments lands right about one time in five.
+    # The permuting model each test pass trains differs a little (its backend, its threads), and so does the
+    # share of tags that land right on it.
     assert len(sentences) >= 20 and right >= 0.85 * len(sentences)

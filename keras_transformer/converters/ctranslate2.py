@@ -66,10 +66,14 @@ import os
 import numpy as np
 
 from keras_transformer.atomic_files import new_folder
-from keras_transformer.decoding.common import NEG_INF
+from keras_transformer.decoding.common import NEG_INF, check_alpha, check_length_penalty
 from keras_transformer.decoding.defaults import ALPHA, BEAM_SIZE, MAX_EXTRA_LENGTH
+from keras_transformer.layers.positional_encoding import sinusoids
+from keras_transformer.models import presets
 from keras_transformer.tokens import BOS_ID, EOS_ID, UNK_ID
 from keras_transformer.translation.preprocessor import is_blank
+from keras_transformer.translation.tokenizer import SubwordTokenizer
+from keras_transformer.validation import check_positive
 
 # The output length, in tokens with EOS, at which `closest_length_penalty`
 # matches the penalties when the export's note recommends one: about a
@@ -317,7 +321,6 @@ def export_ctranslate2(model, tokenizer, output_dir, beam_size=BEAM_SIZE, alpha=
     Returns:
         `output_dir`.
     """
-
     check_positive("beam_size", beam_size)
     check_alpha(alpha)
     check_length_penalty(length_penalty)
@@ -352,11 +355,6 @@ from this folder:
 ```python
 import ctranslate2
 import sentencepiece
-from keras_transformer.decoding.common import check_alpha, check_length_penalty
-from keras_transformer.layers.positional_encoding import sinusoids
-from keras_transformer.models import presets
-from keras_transformer.translation.tokenizer import SubwordTokenizer
-from keras_transformer.validation import check_positive
 
 folder = "."
 tokenizer = sentencepiece.SentencePieceProcessor(model_file=f"{{folder}}/{TOKENIZER_FILE}")
@@ -401,7 +399,6 @@ print(target.decode_pieces(results[0].hypotheses[0]))
 
 def convert_preset(preset, output_dir, quantization=None):
     """`convert` for a preset's (float32) model and tokenizer."""
-
     return convert(presets.load_model(preset), SubwordTokenizer.from_preset(preset), output_dir, quantization)
 
 

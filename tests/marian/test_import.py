@@ -124,7 +124,8 @@ def test_the_saved_model_reloads_with_tensorflow_alone_and_serves_over_rest_as_t
     import httpx
 
     from keras_transformer.serving import create_app
-    from keras_transformer.serving.predictor import latest_version, load_saved_model_predictor
+    from keras_transformer.serving.predictor import load_saved_model_predictor
+    from keras_transformer.translation.saved_model_files import latest_version
     from tests.export.copying import serve_in_a_fresh_process
     from tests.serving.conftest import RunningServer
 

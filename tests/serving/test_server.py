@@ -296,8 +296,7 @@ def test_bind_socket_takes_a_free_port_and_names_a_port_it_cannot_bind():
 
 
 def test_the_latest_version_is_the_highest_number_and_an_export_goes_after_it(tmp_path):
-    from keras_transformer.export.saved_model import next_version
-    from keras_transformer.serving.predictor import latest_version
+    from keras_transformer.translation.saved_model_files import latest_version, next_version
 
     model = tmp_path / "model"
     assert next_version(str(model)) == 1  # no folder yet

@@ -52,7 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.report import cpu_flags, cpu_name, load_average, write_json  # noqa: E402
+from benchmarks.report import cpu_flags, cpu_name, load_average, pin_to_cores, write_json  # noqa: E402
 
 # The parts of a decoding step, by the scope of an op's node name; first match wins.
 PARTS = (
@@ -264,10 +264,7 @@ def main(argv=None):
         sys.path.insert(0, os.path.abspath(args.checkout))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["KERAS_BACKEND"] = "tensorflow"
-    try:
-        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.threads])
-    except (AttributeError, OSError):
-        pass
+    pin_to_cores(args.threads)
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)

@@ -50,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.report import cpu_flags, cpu_name, load_average, uptime, write_json  # noqa: E402
+from benchmarks.report import cpu_flags, cpu_name, load_average, pin_to_cores, uptime, write_json  # noqa: E402
 
 ENGINES = ("translator-tf", "translator-tf-xla", "translator-jax", "savedmodel", "ctranslate2")
 
@@ -120,10 +120,7 @@ def worker(args):
         sys.path.insert(0, mods["at"])
     with open(args.worker_input) as f:
         sources = json.load(f)
-    try:
-        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.threads])
-    except (AttributeError, OSError):
-        pass
+    pin_to_cores(args.threads)
     translate = load(engine, mods, args)
     outputs = [translate([s])[0] for s in sources]  # every shape traced or compiled
     import keras_transformer

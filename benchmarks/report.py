@@ -43,6 +43,15 @@ def cpu_name():
     return cpu_info("model name") or platform.processor()
 
 
+def pin_to_cores(count):
+    """Keeps this process (and the threads it starts after) on its first
+    `count` allowed cores, where the platform lets it."""
+    try:
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:count])
+    except (AttributeError, OSError):
+        pass
+
+
 def load_average():
     """The machine's three load averages (`os.getloadavg`), or None where unknown."""
     try:

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks.report import cpu_flags, cpu_name, load_average, uptime, write_json  # noqa: E402
+from benchmarks.report import cpu_flags, cpu_name, load_average, pin_to_cores, uptime, write_json  # noqa: E402
 
 SHAPES = ("4x256x768", "4x256x256", "4x256x1024", "4x1024x256", "4x256x5000",
           "256x256x768", "256x256x1024", "256x1024x256", "256x256x5000")
@@ -37,10 +37,7 @@ SETTINGS = {"onednn": "1", "eigen": "0"}
 
 
 def worker(args):
-    try:
-        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.threads])
-    except (AttributeError, OSError):
-        pass
+    pin_to_cores(args.threads)
     import tensorflow as tf
     from tensorflow.python.util import _pywrap_util_port
 

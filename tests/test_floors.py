@@ -1,6 +1,6 @@
 """The package's floors: each imports only the floors below it (issue 78).
 
-    0  the top-level modules: tokens, validation, version, compat, files
+    0  the top-level modules (tokens, validation, version, files) and compat/
     1  layers/, models/, losses, metrics, schedules
     2  decoding/: the samplers on one loop
     3  translation/: the Translator, its tokenizer and preprocessor, the loader

@@ -18,7 +18,7 @@ Example:
 import os
 import socket
 
-from keras_transformer.compat import tfds_checksum_file_names, tfds_retries
+from keras_transformer.compat.tfds import tfds_checksum_file_names, tfds_retries
 
 WMT14_PAIRS = ("de-en", "fr-en")
 SPLITS = ("train", "validation", "test")

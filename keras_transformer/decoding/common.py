@@ -7,7 +7,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer import compat
+from keras_transformer.compat.decoding import take
 from keras_transformer.tokens import PAD_ID
 from keras_transformer.validation import check_non_negative_int
 
@@ -242,7 +242,7 @@ def write_column(x, column, index):
 
 def gather_rows(x, indices):
     """`x[b, indices[b, j]]` for x `(batch, n, ...)` and indices `(batch, m)`."""
-    return compat.take(x, indices, axis=1, batch_dims=1)
+    return take(x, indices, axis=1, batch_dims=1)
 
 
 def _block_size(n, k):
@@ -287,7 +287,7 @@ def step_logits(model, tokens, step, memory, source_mask, cache, length, grows=F
     position `step`.
     """
     if cache is not None:
-        ids = ops.expand_dims(compat.take(tokens, step, axis=1), 1)  # (rows, 1)
+        ids = ops.expand_dims(take(tokens, step, axis=1), 1)  # (rows, 1)
         logits, cache = model.decode(ids, None, source_mask, cache=cache, cache_update_index=None if grows else step)
         return ops.squeeze(logits, 1), cache
     rows, zero = ops.shape(tokens)[0], ops.zeros_like(step)

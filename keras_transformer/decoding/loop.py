@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from keras_transformer import compat
+from keras_transformer.compat.decoding import take, while_loop
 from keras_transformer.decoding.common import (
     NEG_INF,
     cache_lengths,
@@ -93,7 +93,7 @@ def reorder_cache(cache, flat_indices):
     cross-attention keys and values, a row a sentence, and the output
     projection) stays as it is.
     """
-    return _map_rows(lambda x: compat.take(x, flat_indices), cache)
+    return _map_rows(lambda x: take(x, flat_indices), cache)
 
 
 def _map_rows(fn, cache, *others):
@@ -108,13 +108,13 @@ def _map_rows(fn, cache, *others):
 def _take_sentences(cache, sentences):
     """`cache` with its cross-attention part (a row a sentence) of `sentences` only."""
     if isinstance(cache, dict) and "cross_attention" in cache:
-        cross = keras.tree.map_structure(lambda x: compat.take(x, sentences), cache["cross_attention"])
+        cross = keras.tree.map_structure(lambda x: take(x, sentences), cache["cross_attention"])
         return {**cache, "cross_attention": cross}
     return cache
 
 
 def _loose(x, *axes):
-    """The shape of `x` with `axes` unknown (`compat.while_loop`)."""
+    """The shape of `x` with `axes` unknown (`while_loop`)."""
     return tuple(None if i in axes else d for i, d in enumerate(x.shape))
 
 
@@ -126,12 +126,12 @@ def _flat_rows(sentences, width, hypotheses=None):
 
 
 def _take(hypotheses, sentences):
-    return hypotheses._replace(**{f: compat.take(getattr(hypotheses, f), sentences) for f in hypotheses._fields})
+    return hypotheses._replace(**{f: take(getattr(hypotheses, f), sentences) for f in hypotheses._fields})
 
 
 def _take_rows(rows, sentences):
     """`rows` of `sentences` `(n,)`."""
-    return rows._replace(**{f: compat.take(getattr(rows, f), sentences) for f in rows._fields
+    return rows._replace(**{f: take(getattr(rows, f), sentences) for f in rows._fields
                             if not isinstance(getattr(rows, f), tuple)})
 
 
@@ -220,7 +220,7 @@ class _Decoder:
                 the cache's rows and sentences follow those kept."""
                 keep = ops.cast(ops.nonzero(ops.logical_not(done))[0], "int32")  # (n,) sentences decoding on
                 keep_flat = _flat_rows(keep, self.sampler.width)
-                kept = keep_flat if flat is None else compat.take(flat, keep_flat)
+                kept = keep_flat if flat is None else take(flat, keep_flat)
                 cache = reorder_cache(_take_sentences(s.cache, keep), kept)
                 return self.write_results(results, r.sentence, s), _take(s.hypotheses, keep), _take_rows(r, keep), cache
 
@@ -243,7 +243,7 @@ class _Decoder:
                   keras.tree.map_structure(lambda x: tuple(x.shape), self.results))
         # Sentences done leave at once, so the batch goes on while it has any
         # (the first step's may stay to the second: `done` counts them).
-        (state, rows, self.results) = compat.while_loop(
+        (state, rows, self.results) = while_loop(
             lambda s, r, w: ops.logical_and(ops.less(s.step, end), ops.greater(ops.shape(r.sentence)[0], 0)),
             body, (state, rows, self.results), shapes,
         )

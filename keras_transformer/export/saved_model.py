@@ -55,7 +55,7 @@ import shutil
 import keras
 
 from keras_transformer import locks
-from keras_transformer.compat import keep_cond_functional
+from keras_transformer.compat.saved_model import keep_cond_functional
 from keras_transformer.decoding import BeamSampler, RandomSampler
 from keras_transformer.decoding.common import NEG_INF, length_penalty
 from keras_transformer.decoding.defaults import ALIGNMENT_LAYER

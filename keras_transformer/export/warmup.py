@@ -29,7 +29,7 @@ import json
 import os
 import time
 
-from keras_transformer.compat import saved_model_signature_defs
+from keras_transformer.compat.saved_model import saved_model_signature_defs
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH, SAMPLING
 from keras_transformer.tokens import source_capacity
 from keras_transformer.translation.request_checks import leaves_room, steering_room

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer import compat
+from keras_transformer.compat.layers import in_shape_inference
 from keras_transformer.validation import check_positive, check_rate
 
 
@@ -90,7 +90,7 @@ def _check_sizes(name, shape, form, expected):
     """Raises a ValueError naming `name` unless each size of `shape` that is
     known here (a Python int, outside Keras' shape inference) is 1 or the
     size `expected` gives for it (an int; None: any)."""
-    if compat.in_shape_inference():  # placeholder sizes (compat)
+    if in_shape_inference():  # placeholder sizes (keras_transformer/compat/layers.py)
         return
     for size, wanted in zip(shape, expected):
         if isinstance(size, int) and isinstance(wanted, int) and size not in (1, wanted):

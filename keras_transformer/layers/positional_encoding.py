@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer import compat
+from keras_transformer.compat.layers import in_shape_inference
 from keras_transformer.validation import check_bool, check_positive
 
 # Where the sines and cosines of the encoding lie, and their frequencies:
@@ -113,8 +113,8 @@ class PositionalEncoding(keras.layers.Layer):
         length = 1 if single else embeddings.shape[1]
         # A length that is not an int (None, or a JAX trace's symbolic
         # size) is not known yet; Keras' shape inference has placeholder
-        # lengths (compat).
-        if isinstance(length, int) and isinstance(start_index, int) and not compat.in_shape_inference():
+        # lengths (keras_transformer/compat/layers.py).
+        if isinstance(length, int) and isinstance(start_index, int) and not in_shape_inference():
             if start_index + length > self.max_length:
                 raise ValueError(
                     f"Sequence of length {start_index + length} is longer "

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.compat import int8_reverse_projection
+from keras_transformer.compat.layers import int8_reverse_projection
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -89,7 +89,7 @@ class ReversibleEmbedding(keras.layers.Embedding):
         if not reverse:
             return super().quantized_call(inputs)
         # Logits from int8 x int8 products, as Keras' int8 `Dense` computes
-        # its outputs (compat.int8_reverse_projection).
+        # its outputs (keras_transformer/compat/layers.py).
         return int8_reverse_projection(
             inputs, ops.convert_to_tensor(self.embeddings), ops.convert_to_tensor(self.embeddings_scale),
             self.compute_dtype,

@@ -32,7 +32,7 @@ import tempfile
 
 import keras
 
-from keras_transformer.compat import sublayers
+from keras_transformer.compat.layers import sublayers
 from keras_transformer.models.architectures import ARCHITECTURES
 from keras_transformer.version import __version__
 

@@ -6,8 +6,8 @@ import numbers
 import keras
 from keras import ops
 
-from keras_transformer import compat
-from keras_transformer.compat import TrainerWorkarounds, collections_deferred, sublayers
+from keras_transformer.compat.layers import collections_deferred, has_values, in_shape_inference, sublayers
+from keras_transformer.compat.training import TrainerWorkarounds
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.feed_forward import serialized_activation
@@ -33,7 +33,7 @@ def _as_ids(name, ids):
     """Token ids `(batch, length)` as int32; any other integer dtype is cast.
 
     Float ids are refused, as their fractions would be cut silently, but in
-    Keras' shape inference (compat.in_shape_inference): under a
+    Keras' shape inference (keras_transformer/compat/layers.py): under a
     `tf.distribute` strategy Keras builds the model's loss and metrics from
     a batch averaged across replicas, whose ids are float32.
     """
@@ -44,7 +44,7 @@ def _as_ids(name, ids):
             f"Received: {name}.shape={tuple(ids.shape)}"
         )
     dtype = keras.backend.standardize_dtype(ids.dtype)
-    if "int" not in dtype and not ("float" in dtype and compat.in_shape_inference()):
+    if "int" not in dtype and not ("float" in dtype and in_shape_inference()):
         raise TypeError(f"`{name}` must hold integer token ids. Received: {name} of dtype {dtype}")
     return ids if dtype == "int32" else ops.cast(ids, "int32")
 
@@ -54,7 +54,7 @@ def _check_id_values(name, ids, vocab_size):
     vocab_size)`, where the ids hold values (an eager call): in a traced
     function they are placeholders, and a check would add ops and a wait
     for the device to every step (see docs/training.md)."""
-    if not compat.has_values(ids):
+    if not has_values(ids):
         return
     values = ops.convert_to_numpy(ids)
     if values.size and (values.min() < 0 or values.max() >= vocab_size):
@@ -528,7 +528,7 @@ class Transformer(TrainerWorkarounds, keras.Model):
 
     def quantize(self, mode=None, **kwargs):
         """`keras.Model.quantize`, with Keras' garbage collection per dropped
-        weight deferred to one at the end (`compat.collections_deferred`).
+        weight deferred to one at the end (`keras_transformer/compat/layers.py`).
         What is quantized, and how, is Keras'."""
         with collections_deferred():
             super().quantize(mode, **kwargs)

@@ -39,7 +39,7 @@ from typing import Optional
 
 import numpy as np
 
-from keras_transformer.compat import saved_model_signature_defs
+from keras_transformer.compat.saved_model import saved_model_signature_defs
 from keras_transformer.decoding.beam_search import check_stop
 from keras_transformer.decoding.common import is_finished
 from keras_transformer.decoding.defaults import MAX_EXTRA_LENGTH, SAMPLING

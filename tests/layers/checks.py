@@ -36,7 +36,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer.compat import sublayers
+from keras_transformer.compat.layers import sublayers
 
 # The precision of each mixed policy's compute dtype (2^-8: bfloat16's 8
 # significant bits; 2^-11: float16's).

@@ -111,7 +111,7 @@ def test_summary_shows_every_layers_output_shape():
 def test_plain_fit_traces_its_training_step_once():
     # Left alone, Keras' TensorFlow trainer makes the optimizer's variables
     # inside the first traced step, and tf.function traces it a second time
-    # (keras_transformer/compat.py).
+    # (keras_transformer/compat/training.py).
     model = Transformer(**dict(TINY, num_layers=1))
     model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     traced, step = [], model.train_step

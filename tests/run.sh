@@ -46,23 +46,17 @@ OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loa
 # by whichever process asks first.
 export KERAS_TRANSFORMER_TEST_SHARED=$(mktemp -d)
 trap 'rm -rf "$KERAS_TRANSFORMER_TEST_SHARED"' EXIT
-echo "== KERAS_BACKEND=tensorflow"
-KERAS_BACKEND=tensorflow python -m pytest tests -m "$(marks "not portable")" "${OPTIONS[@]}" "$@"
-# Then the JAX pass on two workers, beside the PyTorch pass and the lowest
-# Keras's one after the other in one process with one intra-op thread
-# (tests/conftest.py): their output is printed after the JAX pass's. They
-# do not run beside the TensorFlow pass: its two workers keep both cores
-# busy, and more processes only make their threads wait for each other.
-others_log=$KERAS_TRANSFORMER_TEST_SHARED/others.log
-# The lowest Keras that setup.py allows (the newest is the one installed),
-# on TensorFlow: the layers, the model, its losses and schedule, the presets
-# (of the shipped ones, one: they are saved and load alike).
+# The model's own tests with the lowest Keras that setup.py allows (the
+# newest is the one installed), on TensorFlow: the layers, the model, its
+# losses and schedule, the presets (of the shipped ones, one: they are
+# saved and load alike). One process with one intra-op thread
+# (tests/conftest.py), beside the TensorFlow pass from its start: that
+# pass's workers wait on the processes their tests start, and this one
+# takes the cores meanwhile. Its output is printed at the end.
 keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
+lowest_log=$KERAS_TRANSFORMER_TEST_SHARED/lowest.log
 (
-  status=0
   export KERAS_TRANSFORMER_TEST_THREADS=1
-  echo "== KERAS_BACKEND=torch"
-  KERAS_BACKEND=torch python -m pytest tests "${OPTIONS[@]}" -m "$(marks "backend or portable")" -n 0 "$@" || status=$?
   echo "== keras==$keras_lowest, KERAS_BACKEND=tensorflow"
   pip install -q --no-deps --no-compile --target "$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" "keras==$keras_lowest" &&
     PYTHONPATH="$KERAS_TRANSFORMER_TEST_SHARED/keras-lowest" KERAS_TRANSFORMER_EXPECTED_KERAS=$keras_lowest \
@@ -70,16 +64,31 @@ keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
       tests/test_keras_version.py tests/layers tests/models/test_transformer.py tests/test_losses_metrics.py \
       tests/test_schedules.py tests/test_presets.py \
       --deselect "tests/test_presets.py::test_each_shipped_preset_translates[libreoffice_en_de]" \
-      --deselect "tests/test_presets.py::test_each_shipped_preset_translates[tatoeba_fr_en]" "$@" || status=$?
-  exit $status
-) >"$others_log" 2>&1 &
-others_pass=$!
+      --deselect "tests/test_presets.py::test_each_shipped_preset_translates[tatoeba_fr_en]" "$@"
+) >"$lowest_log" 2>&1 &
+lowest_pass=$!
+echo "== KERAS_BACKEND=tensorflow"
+tf_status=0
+KERAS_BACKEND=tensorflow python -m pytest tests -m "$(marks "not portable")" "${OPTIONS[@]}" "$@" || tf_status=$?
+# Then the JAX pass on two workers, beside the PyTorch pass in one process
+# with one intra-op thread (tests/conftest.py): its output is printed after
+# the JAX pass's. They do not run beside the TensorFlow pass: its two
+# workers keep both cores busy, and more processes only make their threads
+# wait for each other.
+torch_log=$KERAS_TRANSFORMER_TEST_SHARED/torch.log
+(
+  export KERAS_TRANSFORMER_TEST_THREADS=1
+  echo "== KERAS_BACKEND=torch"
+  KERAS_BACKEND=torch python -m pytest tests "${OPTIONS[@]}" -m "$(marks "backend or portable")" -n 0 "$@"
+) >"$torch_log" 2>&1 &
+torch_pass=$!
 echo "== KERAS_BACKEND=jax"
 jax_status=0
 KERAS_BACKEND=jax python -m pytest tests -m "$(marks backend)" "${OPTIONS[@]}" "$@" || jax_status=$?
-others_status=0
-wait "$others_pass" || others_status=$?
-cat "$others_log"
-for status in $jax_status $others_status; do
+torch_status=0 lowest_status=0
+wait "$torch_pass" || torch_status=$?
+wait "$lowest_pass" || lowest_status=$?
+cat "$torch_log" "$lowest_log"
+for status in $tf_status $jax_status $torch_status $lowest_status; do
   [ "$status" -eq 0 ] || exit "$status"
 done

@@ -117,11 +117,14 @@ def permuting_export(folder):
 @recipe
 def permuting_xla_export(folder):
     """The same, compiled by XLA, with narrowing batches, `1`: each decoding
-    loop once (no `details`, whose search is serving_default's)."""
-    _export_permuting(folder, jit_compile=True, narrow_batches=True, signatures=("sample", "score", "steer"))
+    loop once (no `details`, whose search is serving_default's), in the one
+    bucket that tests/export/test_xla_export.py's inputs fill (each bucket
+    is another graph of each loop to trace)."""
+    _export_permuting(folder, jit_compile=True, narrow_batches=True, signatures=("sample", "score", "steer"),
+                      buckets=(16,))
 
 
-def _export_permuting(folder, jit_compile=False, narrow_batches=False, signatures=None):
+def _export_permuting(folder, jit_compile=False, narrow_batches=False, signatures=None, buckets=None):
     import keras
 
     from keras_transformer import SubwordTokenizer, Translator
@@ -131,7 +134,7 @@ def _export_permuting(folder, jit_compile=False, narrow_batches=False, signature
     model_folder = path("permuting")
     model = keras.saving.load_model(os.path.join(model_folder, "model.keras"))
     translator = Translator(model, SubwordTokenizer.load(model_folder), max_extra_length=EXPORT_MAX_EXTRA_LENGTH,
-                            narrow_batches=narrow_batches)
+                            narrow_batches=narrow_batches, **({"buckets": buckets} if buckets else {}))
     write_saved_model(translator, folder, n_best=N_BEST, jit_compile=jit_compile,
                       parallel_loops=None if jit_compile else 1, warmup_batch_sizes=(),
                       signatures=SIGNATURES if signatures is None else signatures)

@@ -50,9 +50,9 @@ trap 'rm -rf "$KERAS_TRANSFORMER_TEST_SHARED"' EXIT
 # newest is the one installed), on TensorFlow: the layers, the model, its
 # losses and schedule, the presets (of the shipped ones, one: they are
 # saved and load alike). One process with one intra-op thread
-# (tests/conftest.py), beside the TensorFlow pass from its start: that
-# pass's workers wait on the processes their tests start, and this one
-# takes the cores meanwhile. Its output is printed at the end.
+# (tests/conftest.py), beside the TensorFlow pass from its start: after the
+# PyTorch pass it ran on one core alone, once the JAX pass had ended. Its
+# output is printed at the end.
 keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
 lowest_log=$KERAS_TRANSFORMER_TEST_SHARED/lowest.log
 (
@@ -72,9 +72,8 @@ tf_status=0
 KERAS_BACKEND=tensorflow python -m pytest tests -m "$(marks "not portable")" "${OPTIONS[@]}" "$@" || tf_status=$?
 # Then the JAX pass on two workers, beside the PyTorch pass in one process
 # with one intra-op thread (tests/conftest.py): its output is printed after
-# the JAX pass's. They do not run beside the TensorFlow pass: its two
-# workers keep both cores busy, and more processes only make their threads
-# wait for each other.
+# the JAX pass's. They do not run beside the TensorFlow pass, whose two
+# workers keep both cores busy.
 torch_log=$KERAS_TRANSFORMER_TEST_SHARED/torch.log
 (
   export KERAS_TRANSFORMER_TEST_THREADS=1

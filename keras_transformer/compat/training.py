@@ -16,7 +16,6 @@ import contextlib
 import keras
 from keras import ops
 
-
 # ------------------------------------------------ fit under a multi-worker strategy
 #
 # 1. Before training, Keras reads a batch and averages it across replicas

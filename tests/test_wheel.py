@@ -1,6 +1,7 @@
 """The wheel that `python -m build` makes holds the whole package: installed
 alone in a fresh virtual environment, its `keras-transformer` command
-translates with a shipped preset, and writes only the translation."""
+translates with a shipped preset, without the server packages, and writes
+only the translation."""
 
 import os
 import shutil
@@ -43,6 +44,16 @@ def test_the_wheel_installs_in_a_fresh_environment_and_translates_with_a_preset(
     with open(os.path.join(site, "dependencies.pth"), "w", encoding="utf-8") as f:
         f.write("\n".join(folders) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND")}
+    # First on its path, a folder where fastapi and uvicorn fail to import, as when they are not installed.
+    blocked = tmp_path / "no-server-packages"
+    for name in ("fastapi", "uvicorn"):
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(
+            f"raise ModuleNotFoundError({'No module named ' + repr(name)!r}, name={name!r})\n")
+    env["PYTHONPATH"] = str(blocked)
+    for name in ("fastapi", "uvicorn"):
+        missing = subprocess.run([str(python), "-c", f"import {name}"], capture_output=True, text=True, env=env)
+        assert missing.returncode == 1 and f"No module named '{name}'" in missing.stderr, missing.stderr
 
     # Where the imports resolve, found without running them (importing the package imports TensorFlow).
     where = run([str(python), "-c", "import importlib.util as u; "
@@ -52,6 +63,6 @@ def test_the_wheel_installs_in_a_fresh_environment_and_translates_with_a_preset(
     translated = run([str(venv / "bin" / "keras-transformer"), "translate", "tatoeba_en_fr", "Where is the station?"],
                      cwd=tmp_path, env=env)
     assert translated.stdout == "Où se trouve la gare ?\n"
-    # TensorFlow's start-up lines hidden: the one check of it (that they show
-    # with --verbose: tests/serving/test_cli_process.py).
+    # TensorFlow's start-up lines hidden: the one check of it in a process
+    # (that --verbose leaves them: tests/serving/test_cli_process.py).
     assert translated.stderr == "", translated.stderr[-3000:]

@@ -1,16 +1,15 @@
-"""`keras-transformer translate` as a real process: it needs no server
-package, and it shows TensorFlow's start-up lines on standard error with
-`--verbose` (the command hides them otherwise: the installed wheel's
-command writes nothing there, tests/test_wheel.py), while `import
-keras_transformer` changes nothing in the process that importing Keras and
-TensorFlow does not. `serve` without the server packages stopping with one
-line naming the extra is tests/serving/test_cli.py's, in this process: a
-`SystemExit` with a message, which Python prints alone and exits 1 on."""
+"""`import keras_transformer` as a real process: it changes nothing that
+importing Keras and TensorFlow does not, and TensorFlow writes its
+start-up lines there; the `keras-transformer` command hides them unless
+given `--verbose`. That the installed wheel's command translates without
+the server packages and writes nothing to standard error is
+tests/test_wheel.py's. `serve` without the server packages stopping with
+one line naming the extra is tests/serving/test_cli.py's, in this process:
+a `SystemExit` with a message, which Python prints alone and exits 1 on."""
 
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -23,17 +22,6 @@ pytestmark = [
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = shutil.which("keras-transformer", path=os.path.dirname(sys.executable))  # pip install -e . puts it there
-
-# The command line in a process where fastapi and uvicorn cannot be imported.
-WITHOUT_SERVER_PACKAGES = """
-import sys
-sys.modules["fastapi"] = sys.modules["uvicorn"] = None  # as if not installed
-sys.argv[0] = "keras-transformer"
-from keras_transformer_command import main
-sys.exit(main())
-"""
-
 # What TensorFlow writes to standard error as it starts (oneDNN, CUDA drivers, cuInit, CPU features).
 TENSORFLOW_START_UP = re.compile(
     r"WARNING: All log messages before absl::InitializeLog|^[IWEF]\d{4} |cudart_stub|cuInit|cuda_|"
@@ -42,29 +30,12 @@ TENSORFLOW_START_UP = re.compile(
 )
 
 
-def run_process(command, timeout=300, pythonpath=None):
-    # The real default: TensorFlow's log level not set.
+def run_code(code, timeout=120):
+    """`python -c code` with the real default: TensorFlow's log level not set."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     env["KERAS_BACKEND"] = "tensorflow"
-    if pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
-
-
-def run_command(*argv, code=WITHOUT_SERVER_PACKAGES, timeout=300):
-    return run_process([sys.executable, "-c", code, *argv], timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def without_server_packages(tmp_path_factory):
-    """A folder to put first on PYTHONPATH: there `fastapi` and `uvicorn`
-    fail to import, as when they are not installed."""
-    folder = tmp_path_factory.mktemp("no-server-packages")
-    for name in ("fastapi", "uvicorn"):
-        (folder / name).mkdir()
-        (folder / name / "__init__.py").write_text(
-            f"raise ModuleNotFoundError({'No module named ' + repr(name)!r}, name={name!r})\n")
-    return str(folder)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=timeout)
 
 
 # What a process looks like to the import machinery and TensorFlow: printed
@@ -90,7 +61,7 @@ tf.ones([1])  # TensorFlow's first op: its last start-up lines
 
 
 def process_state(imports):
-    run = run_command(code=PROCESS_STATE.format(imports=imports), timeout=120)
+    run = run_code(PROCESS_STATE.format(imports=imports))
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.splitlines()[-1]), run.stderr
 
@@ -101,30 +72,24 @@ def plain_import():
     return process_state("import keras_transformer, keras"), process_state("import keras")
 
 
-@pytest.fixture(scope="module")
-def start_up_lines(plain_import):
-    """What TensorFlow writes to standard error as it starts on this machine (nobody hid it)."""
-    (_, stderr), _ = plain_import
-    return [line for line in stderr.splitlines() if TENSORFLOW_START_UP.search(line)]
+def test_the_command_hides_tensorflows_start_up_lines_unless_verbose(monkeypatch, capfd):
+    """`keras-transformer` imports TensorFlow with standard error muted (the
+    lines that the processes below show, written to file descriptor 2 by
+    C++ code), before the command runs; with `--verbose`, before or after the command, it does not."""
+    import keras_transformer_command as command
 
-
-def test_the_server_packages_are_unimportable_where_translate_ran(without_server_packages):
-    # So that the translate test below means what it says.
-    run = run_process([sys.executable, "-c", "import fastapi"], pythonpath=without_server_packages, timeout=60)
-    assert run.returncode == 1 and "ModuleNotFoundError: No module named 'fastapi'" in run.stderr
-
-
-def test_translate_needs_no_server_package_and_shows_tensorflow_start_up_lines_with_verbose(
-        start_up_lines, without_server_packages):
-    # The pip script (or, without one, `main()` under `python -c`), the
-    # server packages unimportable: only the translation on standard output.
-    argv = ["translate", "tatoeba_en_fr", "I love you.", "--verbose"]
-    run = run_command(*argv) if SCRIPT is None else run_process([SCRIPT, *argv], pythonpath=without_server_packages)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout in ("Je t'aime.\n", "Je vous aime.\n")
-    if not start_up_lines:
-        pytest.skip("TensorFlow writes no start-up lines on this machine")
-    assert TENSORFLOW_START_UP.search(run.stderr), run.stderr[-3000:]
+    with command.stderr_muted():
+        os.write(2, b"written by C++\n")
+    sys.stderr.write("after\n")
+    assert capfd.readouterr().err == "after\n"
+    imported = []
+    monkeypatch.setattr(command, "import_tensorflow_quietly", lambda: imported.append(True))
+    monkeypatch.setattr("keras_transformer.cli.main", lambda: len(imported))
+    for argv, quiet in ((["translate", "m", "Hi."], True), (["--verbose", "translate", "m", "Hi."], False),
+                        (["translate", "m", "Hi.", "--verbose"], False)):
+        imported.clear()
+        monkeypatch.setattr(sys, "argv", ["keras-transformer", *argv])
+        assert command.main() == int(quiet), argv
 
 
 def test_importing_the_library_registers_its_classes_and_changes_nothing_else(plain_import):

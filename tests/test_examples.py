@@ -69,14 +69,14 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
     SavedModel translates as the in-memory Translator did for the BLEU it
     printed and returned.
 
-    300 steps of 512 tokens with 500 pieces (one checkpoint, no validation
+    200 steps of 512 tokens with 500 pieces (one checkpoint, no validation
     pass), on the first 10,000 training pairs: beam search then ends its
-    translations and they depend on the source ("Fix this." -> "Personne
-    n'est pas dite.", "I like him." -> "J'ai oude."), with a chrF above 0
-    (their BLEU on 16 sentences is 0 or a little more, depending on how
-    many threads split the arithmetic, so it is not asserted above 0);
-    after 200 steps on the whole corpus every one was the same "C'" and
-    quotes up to the length limit. The SavedModel gets one
+    translations and they depend on the source ("I like him." -> "J'ai é.",
+    "Fix this." -> "C'est-."), with a chrF above 0 (their BLEU on 16
+    sentences is 0 or a little more, depending on how many threads split
+    the arithmetic, so it is not asserted above 0); after 200 steps of 256
+    tokens, or on 5,000 pairs, every one was the same "J'" and quotes up to
+    the length limit, or ".". The SavedModel gets one
     source-length bucket (16, which holds every test source) instead of
     export's five, and one decoding loop instead of two: each is another
     beam search to trace, and to load (tests/export checks both).
@@ -90,13 +90,13 @@ def test_main_job_trains_evaluates_exports_and_reloads(example, tmp_path, capsys
 
     one_bucket = functools.partial(keras_transformer.export.export, buckets=(16,), parallel_loops=1)
     monkeypatch.setattr(keras_transformer.export.saved_model, "export", one_bucket)
-    # The first 10,000 of the 81,864 training pairs: 300 batches of 512 tokens
-    # use about 12,000 pairs, and tokenizing, bucketing and shuffling all of
+    # The first 10,000 of the 81,864 training pairs: 200 batches of 512 tokens
+    # use about 8,000 pairs, and tokenizing, bucketing and shuffling all of
     # them took a third of the run. The validation and test splits are whole.
     load = datasets.load
     monkeypatch.setattr(datasets, "load", lambda name, split: load(name, split)[:10_000] if split == "train" else load(name, split))
     bleu = example["main"]([
-        "--output-dir", str(tmp_path), "--train-steps", "300", "--tokens-per-batch", "512", "--vocab-size", "500",
+        "--output-dir", str(tmp_path), "--train-steps", "200", "--tokens-per-batch", "512", "--vocab-size", "500",
         "--test-limit", "16",
     ])
     out = capsys.readouterr().out

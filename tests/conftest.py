@@ -117,19 +117,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _share_the_cores_among_xdist_workers():
-    """Under pytest-xdist (tests/run.sh: `-n 2`), each worker's TensorFlow,
-    JAX or PyTorch takes its share of the cores for its threads, and a
+    """Under pytest-xdist (tests/run.sh: `-n 2`), each worker's TensorFlow
+    or PyTorch takes its share of the cores for its intra-op threads, and a
     process beside them (tests/run.sh's other passes) takes
     $KERAS_TRANSFORMER_TEST_THREADS. With a thread per core in every
     process, the threads of one matrix product wait for each other while
     another process holds the cores, which made small models several times
-    slower (see tests/decoding/trained_copy.py), and idle threads spin
-    waiting for work on cores that the other processes need: TensorFlow's
-    inter-op threads (which run a graph's independent ops side by side)
-    and XLA's CPU threads are sized as the intra-op ones. The processes
-    that tests start keep the library's defaults, but JAX processes
-    inherit the XLA flags (`XLA_FLAGS`, read when JAX first runs an op),
-    so that they compile as the test's own process."""
+    slower (see tests/decoding/trained_copy.py). The processes that tests
+    start keep the library's defaults."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     threads = os.environ.get(THREADS)
     if threads:
@@ -146,10 +141,6 @@ def _share_the_cores_among_xdist_workers():
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-    elif keras.backend.backend() == "jax":
-        flags = [f"intra_op_parallelism_threads={threads}"] + (["--xla_cpu_multi_thread_eigen=false"] * (threads == 1))
-        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *flags]).strip()
 
 
 def _no_graph_rewrites_in_test_processes():

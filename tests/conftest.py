@@ -46,15 +46,6 @@ def pytest_configure(config):
         os.environ[SHARED] = config._keras_transformer_shared = tempfile.mkdtemp(prefix="keras-transformer-tests-")
 
 
-def pytest_collection_finish(session):
-    """What the imports made (TensorFlow, Keras, the package, the test
-    modules) lives as long as the process: frozen out of the garbage
-    collector's generations, so that no full collection walks it again
-    (`_collect_each_modules_cycles`, and Python's own)."""
-    gc.collect()
-    gc.freeze()
-
-
 def pytest_unconfigure(config):
     folder = getattr(config, "_keras_transformer_shared", None)
     if folder:

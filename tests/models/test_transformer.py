@@ -205,21 +205,7 @@ def test_mixed_precision_keeps_float32_layer_norm_statistics():
         np.testing.assert_allclose(normalized, reference, rtol=2**-7, atol=1e-3)
 
 
-@pytest.fixture
-def nothing_frozen():
-    """The collector as in a process that froze nothing (tests/conftest.py
-    freezes what the test session's imports made), restored afterwards."""
-    import gc
-
-    frozen = gc.get_freeze_count()
-    gc.unfreeze()
-    yield
-    if frozen:
-        gc.freeze()
-
-
-def test_quantize_freezes_older_objects_out_of_keras_collections_and_restores_the_collector(monkeypatch,
-                                                                                           nothing_frozen):
+def test_quantize_freezes_older_objects_out_of_keras_collections_and_restores_the_collector(monkeypatch):
     """`Transformer.quantize` runs Keras' quantization with the objects that
     existed before frozen (`gc.freeze`), so that Keras' collection per
     dropped weight walks only new ones; afterwards nothing stays frozen,

@@ -75,7 +75,8 @@ def plain_import():
 def test_the_command_hides_tensorflows_start_up_lines_unless_verbose(monkeypatch, capfd):
     """`keras-transformer` imports TensorFlow with standard error muted (the
     lines that the processes below show, written to file descriptor 2 by
-    C++ code), before the command runs; with `--verbose`, before or after the command, it does not."""
+    C++ code), before the command runs; with `--verbose`, before or after
+    the command, it does not."""
     import keras_transformer_command as command
 
     with command.stderr_muted():

@@ -50,9 +50,8 @@ trap 'rm -rf "$KERAS_TRANSFORMER_TEST_SHARED"' EXIT
 # newest is the one installed), on TensorFlow: the layers, the model, its
 # losses and schedule, the presets (of the shipped ones, one: they are
 # saved and load alike). One process with one intra-op thread
-# (tests/conftest.py), beside the TensorFlow pass from its start: after the
-# PyTorch pass it ran on one core alone, once the JAX pass had ended. Its
-# output is printed at the end.
+# (tests/conftest.py), beside the TensorFlow pass from its start, so that
+# it never runs alone on one core at the end. Its output is printed last.
 keras_lowest=$(grep -oE '"keras>=[0-9.]+' setup.py | cut -d= -f2)
 lowest_log=$KERAS_TRANSFORMER_TEST_SHARED/lowest.log
 (

@@ -29,7 +29,7 @@ from tests.marian import models
 
 # Output tokens beyond a source's own (ours with EOS) in the decoding comparisons.
 MAX_EXTRA_LENGTH = 20
-GREEDY_SOURCES, BEAM_SOURCES, FORCED_PAIRS, TOKENIZED_PAIRS = 300, 200, 48, 300
+GREEDY_SOURCES, BEAM_SOURCES, FORCED_PAIRS, TOKENIZED_PAIRS = 100, 100, 48, 300
 BEAM = dict(num_beams=4, length_penalty=1.0, early_stopping=False)
 VARIANTS = {
     # Separate vocabularies and embedding matrices, an output projection of its

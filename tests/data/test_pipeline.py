@@ -6,7 +6,6 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_transformer import datasets
 from keras_transformer.data import (
@@ -73,6 +72,8 @@ def test_truncate_policy_and_seeded_order(tokenizer):
 
 
 def test_streamed_tf_data_input_counts_while_reading(tokenizer):
+    import tensorflow as tf  # here: the JAX and PyTorch passes collect this module too
+
     pairs = datasets.load("tatoeba_en_fr", "test")[:400] + [("word " * 60, "mot " * 60)] + BLANK_PAIRS
     strings = tf.data.Dataset.from_tensor_slices(([s for s, _ in pairs], [t for _, t in pairs]))
     dataset, report = make_dataset(strings, tokenizer, BUDGET, MAX_LENGTH, shuffle_buffer=64, log=None)

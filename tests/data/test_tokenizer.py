@@ -6,7 +6,6 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_transformer.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SubwordTokenizer
 from keras_transformer.translation.preprocessor import TranslationPreprocessor
@@ -27,6 +26,8 @@ def test_special_ids_and_python_round_trip(tokenizer):
 
 
 def test_graph_tokenize_and_detokenize_inside_tf_function(tokenizer):
+    import tensorflow as tf  # here: the JAX and PyTorch passes collect this module too
+
     preprocessor = TranslationPreprocessor(tokenizer, max_length=64)
     op = preprocessor.graph_tokenizer()
 

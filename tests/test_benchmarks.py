@@ -29,8 +29,10 @@ def test_train_throughput_interleaves_ours_the_peer_and_a_baseline_checkout_in_o
         "--output", str(output),
     ]
     # On PyTorch, whose eager steps cost the least: what the script counts
-    # and reports does not depend on the backend.
-    env = dict(os.environ, PYTHONPATH=ROOT, KERAS_BACKEND="torch")
+    # and reports does not depend on the backend. One intra-op thread: the
+    # two threads of a tiny model's matrix product spin, waiting for each
+    # other, while other processes hold the cores.
+    env = dict(os.environ, PYTHONPATH=ROOT, KERAS_BACKEND="torch", OMP_NUM_THREADS="1")
     run = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "window by window vs plain-keras" in run.stdout and "window by window vs baseline" in run.stdout

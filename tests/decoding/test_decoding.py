@@ -29,12 +29,11 @@ loop = importlib.import_module("keras_transformer.decoding.loop")
 TINY = dict(vocab_size=24, num_layers=2, d_model=16, num_heads=2, d_ff=32, dropout_rate=0.0, max_length=32)
 
 
-def tiny_model(seed=1):
+def tiny_model(seed=1, num_layers=TINY["num_layers"]):
+    """A random `TINY` Transformer from `seed`, built as it is made (a call
+    to build it would compile each of its ops on JAX)."""
     keras.utils.set_random_seed(seed)
-    model = Transformer(**TINY)
-    one = np.ones((1, 1), "int32")
-    model((one, one))
-    return model
+    return Transformer(**dict(TINY, num_layers=num_layers))
 
 
 def sources():
@@ -134,6 +133,11 @@ SAMPLERS = {"beam": (beam_search, dict(beam_size=3, num_return=3), 3), "greedy":
 # Greedy decoding without EOS only: each sentence then runs to its limit,
 # the case whose rows the tests know step by step.
 SAMPLER_CASES = [(5, "beam"), (None, "beam"), (None, "greedy")]
+# The TensorFlow graphs of the cases: beam search with EOS on a dynamic
+# batch of a known width, as in the SavedModel; greedy decoding without EOS
+# on one of any width, as in the Translator (whose buffer is the width the
+# sources have when the graph runs, + max_extra_length).
+GRAPH_SHAPES = {(5, "beam"): (None, 9), (None, "greedy"): (None, None)}
 
 
 @pytest.mark.backend
@@ -143,15 +147,16 @@ def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatc
     # is done at its limit: step 0 runs on a row a sentence, then 3
     # sentences x 3 beams (or 1 greedy row) decode 2 steps, 2 sentences 3
     # steps, then 1 sentence 3 steps. The outputs are those of the whole
-    # batch decoded together.
+    # batch decoded together, eagerly and, on TensorFlow, in the graphs of
+    # `GRAPH_SHAPES`. JAX refuses before it reads the model.
     monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
-    model = tiny_model()
     decode, kwargs, width = SAMPLERS[sampler]
     kwargs = dict(kwargs, max_extra_length=0, eos_id=eos_id)
     if keras.backend.backend() == "jax":
         with pytest.raises(ValueError, match="narrow_batches"):
-            decode(model, sources(), narrow_batches=True, **kwargs)
+            decode(CopyModel(), sources(), narrow_batches=True, **kwargs)
         return
+    model = tiny_model()
     expected = decode(model, sources(), **kwargs)
     rows = []
     monkeypatch.setattr(model, "decode", lambda ids, *a, f=model.decode, **kw: rows.append(ids.shape[0]) or f(ids, *a, **kw))
@@ -162,18 +167,14 @@ def test_finished_sentences_leave_the_batch_at_the_step_they_are_done(monkeypatc
         assert rows == [3] + [3 * width] * 2 + [2 * width] * 3 + [width] * 3, rows
     np.testing.assert_array_equal(np_(dropped[0]), np_(expected[0]))
     np.testing.assert_allclose(np_(dropped[1]), np_(expected[1]), atol=1e-6)
-    if keras.backend.backend() == "tensorflow":
+    if keras.backend.backend() == "tensorflow" and (eos_id, sampler) in GRAPH_SHAPES:
         import tensorflow as tf
 
-        # Graphs with a dynamic batch, as in the SavedModel, and of any width,
-        # as in the Translator: its buffer is the width the sources have when
-        # the graph runs, + max_extra_length.
-        for shape in ((None, 9), (None, None)):
-            graph = tf.function(lambda s: decode(model, s, narrow_batches=True, **kwargs), autograph=False,
-                                input_signature=[tf.TensorSpec(shape, tf.int32)])
-            tokens, scores = graph(sources())
-            np.testing.assert_array_equal(np_(tokens), np_(expected[0]))
-            np.testing.assert_allclose(np_(scores), np_(expected[1]), atol=1e-6)
+        graph = tf.function(lambda s: decode(model, s, narrow_batches=True, **kwargs), autograph=False,
+                            input_signature=[tf.TensorSpec(GRAPH_SHAPES[eos_id, sampler], tf.int32)])
+        tokens, scores = graph(sources())
+        np.testing.assert_array_equal(np_(tokens), np_(expected[0]))
+        np.testing.assert_allclose(np_(scores), np_(expected[1]), atol=1e-6)
 
 
 @pytest.mark.backend
@@ -226,21 +227,28 @@ def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_
     # Without EOS each sentence is done at its limit: step 0 runs on a row a
     # sentence, 4 sentences x 3 beams (or 1 greedy row) decode steps 1-2
     # (the second sentence done after step 1, three still decoding), 2
-    # sentences steps 3-4, then 1 sentence steps 5-8. Each sentence's outputs and scores are those of the whole
-    # batch decoded together, eagerly and compiled.
+    # sentences steps 3-4, then 1 sentence steps 5-8. Each sentence's outputs
+    # and scores are those of the whole batch decoded together (on JAX
+    # compiled as well, where each eager op would compile on its own),
+    # narrowed eagerly and compiled. A one-layer model: each width is
+    # another copy of its step to compile (a cache of several layers: the
+    # tests above).
     monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
     monkeypatch.setattr(loop, "NARROWEST_WIDTH", 1)
-    model = tiny_model()
+    model = tiny_model(num_layers=1)
     source = sources_of_lengths([5, 2, 9, 3])
     decode, kwargs, width = SAMPLERS[sampler]
     kwargs = dict(kwargs, max_extra_length=0, eos_id=eos_id)
-    expected = decode(model, source, **kwargs)
+    if keras.backend.backend() == "jax":
+        expected = jit_decoder(model, decode, **kwargs)(source)
+    else:
+        expected = decode(model, source, **kwargs)
     rows = []
     monkeypatch.setattr(model, "decode", lambda ids, *a, f=model.decode, **kw: rows.append(ids.shape[0]) or f(ids, *a, **kw))
     compile_narrowed = jit_decoder(model, decode, narrow_batches="halves", **kwargs)
     if keras.backend.backend() == "jax":
-        # Eager JAX compiles its loops as jax.jit does: the compiled run is
-        # the narrowed one, and tracing it every width, once per segment.
+        # JAX's loops keep their shapes: the narrowed run is the compiled
+        # one, which traces the step for every width, once per segment.
         compiled = compile_narrowed(source)
         assert sorted(rows) == sorted([4, width, width, 2 * width, 2 * width, 4 * width, 4 * width]), rows
     else:  # one decoding step after the other
@@ -261,14 +269,16 @@ def test_halves_narrow_the_batch_and_decode_as_the_whole_batch(monkeypatch, eos_
 def test_halves_with_a_batch_size_known_only_when_the_graph_runs(monkeypatch):
     # The SavedModel exported with XLA traces its beam search for any batch
     # size: the widths are then `batch`, `batch // 2` and `batch // 4` as
-    # tensors. Same sentences and expected row counts as above, in a graph
-    # without XLA (each step's rows recorded as it runs) and with it.
+    # tensors. Same sentences, model and expected row counts as above, in a
+    # graph without XLA (each step's rows recorded as it runs) and with it;
+    # the loop in one segment of 9 positions (narrowing over segments: the
+    # test above, and with XLA tests/export/test_xla_export.py).
     tf = pytest.importorskip("tensorflow")
     if keras.backend.backend() != "tensorflow":
         pytest.skip("TensorFlow graphs")
-    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
+    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 9)
     monkeypatch.setattr(loop, "NARROWEST_WIDTH", 1)
-    model = tiny_model()
+    model = tiny_model(num_layers=1)
     source = sources_of_lengths([5, 2, 9, 3])
     kwargs = dict(beam_size=3, num_return=3, max_extra_length=0, eos_id=None)
     expected = beam_search(model, source, **kwargs)
@@ -284,7 +294,7 @@ def test_halves_with_a_batch_size_known_only_when_the_graph_runs(monkeypatch):
     graph = tf.function(lambda s: beam_search(model, s, narrow_batches="halves", **kwargs), autograph=False,
                         input_signature=spec)
     tokens, scores = graph(source)
-    assert traced == [None] * 7, traced  # step 0, then three widths in each of the two segments
+    assert traced == [None] * 4, traced  # step 0, then three widths
     assert ran == [4] + [12] * 2 + [6] * 2 + [3] * 4, ran
     np.testing.assert_array_equal(np_(tokens), np_(expected[0]))
     np.testing.assert_allclose(np_(scores), np_(expected[1]), atol=1e-6)
@@ -586,34 +596,21 @@ def test_copy_model_batch_of_different_lengths():
 # --- compiled ------------------------------------------------------------------
 
 
-def _compiled_matches_eager(model, monkeypatch):
-    # The loop in two segments (3 and 8 positions): compiled code extends
-    # the cache between two loops.
-    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
-    source = sources()
-    for fn, kwargs in [
-        (greedy_decode, dict(max_length=8)),
-        (beam_search, dict(beam_size=3, max_length=8, num_return=2, eos_id=5)),
-    ]:
-        eager = fn(model, source, **kwargs)
-        compiled = jit_decoder(model, fn, **kwargs)(source)
-        np.testing.assert_array_equal(np_(compiled[0]), np_(eager[0]))
-        np.testing.assert_allclose(np_(compiled[1]), np_(eager[1]), atol=1e-4)
-
-
-@pytest.mark.slow  # XLA compiles greedy decoding and beam search
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.function(jit_compile=True) test; the JAX pass runs the jax.jit test")
+@pytest.mark.slow  # XLA compiles greedy decoding
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.function(jit_compile=True) test")
 def test_xla_compiled_tf_function_matches_eager(monkeypatch):
-    # XLA with a batch size known only when the graph runs: the halves
-    # test above and the XLA export (tests/export/test_xla_export.py).
-    _compiled_matches_eager(tiny_model(), monkeypatch)
-
-
-@pytest.mark.backend
-@pytest.mark.skipif(keras.backend.backend() != "jax", reason="jax.jit test; the TensorFlow pass runs the XLA tf.function test")
-def test_jax_jit_matches_eager(monkeypatch):
-    model = tiny_model()
-    _compiled_matches_eager(model, monkeypatch)
+    # The loop in two segments (3 and 8 positions): compiled code extends
+    # the cache between two loops. Beam search under XLA: the halves test
+    # above and the XLA export (tests/export/test_xla_export.py). Under
+    # jax.jit: the halves test above and the Translator's tests
+    # (tests/decoding/test_translator.py: its decoding on JAX is jax.jit's,
+    # against decoding by hand and eager decoding).
+    monkeypatch.setattr(common, "FIRST_CACHE_LENGTH", 3)
+    model, source = tiny_model(), sources()
+    eager = greedy_decode(model, source, max_length=8)
+    compiled = jit_decoder(model, greedy_decode, max_length=8)(source)
+    np.testing.assert_array_equal(np_(compiled[0]), np_(eager[0]))
+    np.testing.assert_allclose(np_(compiled[1]), np_(eager[1]), atol=1e-4)
 
 
 # --- arguments -----------------------------------------------------------------

@@ -142,9 +142,10 @@ def trained(permuting):
 
 
 def greedy_by_hand(model, processor, texts, max_extra_length=50):
-    """`{text: (ids, translation)}`: the most likely next token at every
-    step by full uncached decoder passes, ids from and text by the
-    SentencePiece processor itself.
+    """`{text: (ids, translation, log_probs)}`: the most likely next token
+    at every step by full uncached decoder passes, ids from and text by the
+    SentencePiece processor itself, and the log-probability of each token
+    chosen (EOS included where it ends).
 
     Sources and decoder inputs are fixed buffers of the model's max_length
     (the decoder input: BOS, the tokens so far, then 0), so that every pass
@@ -157,14 +158,19 @@ def greedy_by_hand(model, processor, texts, max_extra_length=50):
     memory, mask = model.encode(source), source != 0
     target = np.zeros((len(texts), width), "int32")
     target[:, 0] = BOS_ID
-    outputs, done = [[] for _ in texts], [False] * len(texts)
+    outputs, log_probs, done = [[] for _ in texts], [[] for _ in texts], [False] * len(texts)
     for step in range(width):
-        logits = ops.convert_to_numpy(model.decode(target, memory, mask))[:, step]
+        logits = ops.convert_to_numpy(model.decode(target, memory, mask))[:, step].astype("float64")
+        shifted = logits - logits.max(-1, keepdims=True)
+        step_log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
         for i, ids in enumerate(encoded):
             # At most source length + max_extra_length tokens, EOS included.
             done[i] = done[i] or len(outputs[i]) >= min(len(ids) + max_extra_length, width)
+            if done[i]:
+                continue
             token = int(np.argmax(logits[i]))
-            if done[i] or token == EOS_ID:
+            log_probs[i].append(float(step_log_probs[i, token]))
+            if token == EOS_ID:
                 done[i] = True
                 continue
             outputs[i].append(token)
@@ -172,7 +178,7 @@ def greedy_by_hand(model, processor, texts, max_extra_length=50):
                 target[i, step + 1] = token
         if all(done):
             break
-    return {t: (ids, processor.decode(ids)) for t, ids in zip(texts, outputs)}
+    return {t: (ids, processor.decode(ids), probs) for t, ids, probs in zip(texts, outputs, log_probs)}
 
 
 @pytest.fixture(scope="module")
@@ -187,10 +193,15 @@ def test_greedy_translations_of_a_trained_model_equal_decoding_by_hand(trained, 
     model, tokenizer, train, held_out = trained
     texts = train[:8] + [""] + held_out + ["   "]
     # batch_size=4: sorted by length into padded batches (source padding and
-    # empty filler rows), compiled decoding with the key/value cache.
-    out = Translator(model, tokenizer, beam_size=1, batch_size=4).translate(texts)
+    # empty filler rows), compiled decoding with the key/value cache. Each
+    # score: the log-probabilities found by hand over GNMT's length
+    # penalty, alpha 0.6 (a blank input's: 0).
+    found = [best for [best] in Translator(model, tokenizer, beam_size=1, batch_size=4).hypotheses(texts)]
+    out = [h.text for h in found]
     assert out == [by_hand[t][1] if t.strip() else "" for t in texts]
     assert sum(a == permute(b) for a, b in zip(out, train[:8])) >= 4  # it learned: no trivial output
+    scores = [sum(by_hand[t][2]) / ((5 + len(by_hand[t][2])) / 6) ** 0.6 if t.strip() else 0.0 for t in texts]
+    np.testing.assert_allclose([h.score for h in found], scores, atol=1e-4)
 
 
 def test_auto_on_tensorflow_decodes_eagerly_until_a_call_takes_it_past_eager_steps(trained, by_hand, monkeypatch):
@@ -203,9 +214,8 @@ def test_auto_on_tensorflow_decodes_eagerly_until_a_call_takes_it_past_eager_ste
     model, tokenizer, train, held_out = trained
     texts = train[:8] + held_out
     assert all(len(tokenizer.encode(t)) < 16 for t in texts)  # each batch: 16 steps, the first bucket
-    # Batches of 4: 10 texts, 3 batches; then 5 texts, 2 batches: 80 steps.
     expected = [by_hand[t][1] for t in texts]
-    translator = Translator(model, tokenizer, beam_size=1, batch_size=4, eager_steps=80)
+    translator = Translator(model, tokenizer, beam_size=1, batch_size=4, eager_steps=16)
     calls = []
     monkeypatch.setattr(model, "decode", lambda *a, f=model.decode, **kw: calls.append(1) or f(*a, **kw))
 
@@ -214,12 +224,17 @@ def test_auto_on_tensorflow_decodes_eagerly_until_a_call_takes_it_past_eager_ste
         assert translator.translate(texts[:part]) == expected[:part]
         return len(calls)
 
-    # 48 and 80 steps: eager; 96: the graph, traced; then the graph, run.
-    assert [translated(10) > 0, translated(5) > 0, translated(1) > 0, translated(10)] == [True, True, True, 0]
-    # Each batch counts once: in batches of 2, 10 texts: 16 x 5 = 80 steps,
-    # eager; 5 more: 16 x 3, the graph, traced; then run.
-    translator = Translator(model, tokenizer, beam_size=1, batch_size=2, eager_steps=80)
-    assert [translated(10) > 0, translated(5) > 0, translated(1)] == [True, True, 0]
+    # In batches of 4: 4 texts, 16 steps, eager; 1 more, past them: the
+    # graph, traced; then the graph, run, for 10 texts in 3 batches.
+    assert [translated(4) > 0, translated(1) > 0, translated(10)] == [True, True, 0]
+    # Each batch counts once: in batches of 2, 4 texts: 16 x 2 = 32 steps,
+    # eager, 16 left; 1 more text spends them, eager too. (Counted by
+    # sentence, the first call would have traced the graph, and the second
+    # run it without a call of `decode`.)
+    translator = Translator(model, tokenizer, beam_size=1, batch_size=2, eager_steps=48)
+    runner = translator.runner
+    found = [translated(4) > 0, runner.eager_steps_left, translated(1) > 0, runner.eager_steps_left]
+    assert found == [True, 16, True, 0]
 
 
 @pytest.mark.portable
@@ -332,20 +347,25 @@ def test_scores_of_the_searchs_own_outputs_are_the_scores_it_reported(permuting)
 
 
 @pytest.mark.backend
-def test_sampling_is_seeded_per_sentence_and_cut_to_the_top_tokens(permuting):
-    model, tokenizer, _, held_out = permuting
-    translator = Translator(model, tokenizer, batch_size=64)
+def test_sampling_is_seeded_per_sentence_and_cut_to_the_top_tokens(trained, by_hand):
+    # The sentences decoded by hand; outputs of at most 4 tokens beyond the
+    # source, which hot samples run on to. On TensorFlow every call eager (5
+    # calls of a 16-step bucket); its graph samples in the shuffled batch
+    # test below.
+    model, tokenizer, _, _ = trained
+    texts = list(by_hand)
+    translator = Translator(model, tokenizer, batch_size=16, max_extra_length=4, eager_steps=80)
     hot = dict(temperature=3.0)
-    first = translator.translate(held_out, sampler=RandomSampler(seed=1, **hot))
-    assert translator.translate(held_out, sampler=RandomSampler(seed=1, **hot)) == first
-    second = translator.translate(held_out, sampler=RandomSampler(seed=2, **hot))
-    assert sum(a != b for a, b in zip(first, second)) >= len(held_out) / 2
-    alone = [translator.translate([s], sampler=RandomSampler(seed=1, **hot))[0] for s in held_out[:10]]
-    assert alone == first[:10]
+    first = translator.translate(texts, sampler=RandomSampler(seed=1, **hot))
+    second = translator.translate(texts, sampler=RandomSampler(seed=2, **hot))
+    assert sum(a != b for a, b in zip(first, second)) >= len(texts) / 2
+    # The same seed again, each sentence in another batch and row: the
+    # others, in reverse order (compiled for the same shape).
+    assert translator.translate(texts[:0:-1], sampler=RandomSampler(seed=1, **hot)) == first[:0:-1]
     # Cut to the single most likely token, sampling is greedy decoding.
-    greedy = Translator(model, tokenizer, beam_size=1).translate(held_out)
+    greedy = [by_hand[t][1] for t in texts]
     for cut in (dict(top_k=1), dict(top_p=1e-6)):
-        assert translator.translate(held_out, sampler=RandomSampler(seed=3, **hot, **cut)) == greedy
+        assert translator.translate(texts, sampler=RandomSampler(seed=3, **hot, **cut)) == greedy
 
 
 @pytest.mark.portable
@@ -461,18 +481,21 @@ def test_a_sentence_translates_alike_alone_and_in_a_shuffled_batch(permuting):
     batch = held_out + [s for s in others if s not in set(held_out)][: 64 - len(held_out)]
     order = np.random.default_rng(0).permutation(len(batch))
     shuffled = [batch[i] for i in order]
-    translator = Translator(model, tokenizer, batch_size=64)
+    # Outputs of at most 4 tokens beyond the source, which samples run on
+    # to; on TensorFlow the translator's graph from the first call.
+    translator = Translator(model, tokenizer, batch_size=64, max_extra_length=4, eager_steps=0)
+    alone = held_out[:16]  # each alone; all of held_out in the batch
     for options in (dict(), dict(sampler=RandomSampler(seed=5, temperature=2.0))):
         together = dict(zip(shuffled, translator.translate(shuffled, **options)))
-        assert [translator.translate([s], **options)[0] for s in held_out] == [together[s] for s in held_out]
+        assert [translator.translate([s], **options)[0] for s in alone] == [together[s] for s in alone]
 
 
 @pytest.mark.backend
-def test_prefix_constraint_and_scoring_paths_compiled_once_equal_the_eager_ones(permuting):
-    # The Translator's target prefixes and constraints under jax.jit, and
-    # force-decoded scores under jax.jit, against the eager paths. On JAX,
-    # where compiling costs least; TensorFlow's graph of them is the
-    # export's (tests/export, tests/serving).
+def test_prefix_constraint_and_scoring_paths_compiled_once_equal_the_eager_ones(permuting, by_hand):
+    # The Translator's target prefixes and constraints under jax.jit against
+    # the eager paths, and force-decoded scores under jax.jit against the
+    # decoding by hand. On JAX, where compiling costs least; TensorFlow's
+    # graph of them is the export's (tests/export, tests/serving).
     if keras.backend.backend() != "jax":
         pytest.skip("compiled once on JAX, where it costs least; TensorFlow's graph: tests/export, tests/serving")
     import jax
@@ -483,19 +506,25 @@ def test_prefix_constraint_and_scoring_paths_compiled_once_equal_the_eager_ones(
     texts = held_out[:3]
     eager = Translator(model, tokenizer, beam_size=2, jit_compile=False)
     compiled = Translator(model, tokenizer, beam_size=2, jit_compile=True)
-    plain = eager.translate(texts)
-    prefixes = [" ".join(plain[0].split()[1:2]), "", plain[2].split()[-1]]
+    # One call steers each way: the first sentence by a prefix (a word of its
+    # translation, the permutation), the second by a constraint (its first
+    # word), the third by both.
+    translations = [permute(text) for text in texts]
+    prefixes = [translations[0].split()[1], "", translations[2].split()[-1]]
     constraints = [[], [texts[1].split()[0]], [texts[2].split()[0]]]
-    for options in (dict(target_prefix=prefixes), dict(constraints=constraints)):
-        expected = eager.hypotheses(texts, n_best=2, **options)
-        found = compiled.hypotheses(texts, n_best=2, **options)
-        assert [[h.text for h in row] for row in found] == [[h.text for h in row] for row in expected], options
-        np.testing.assert_allclose([[h.score for h in row] for row in found],
-                                   [[h.score for h in row] for row in expected], atol=1e-4)
-    assert [t.startswith(p) for t, p in zip(compiled.translate(texts, target_prefix=prefixes), prefixes)] == [True] * 3
-    # Scoring: force_decode compiled once, as the runner batches it.
-    targets = [text.split() for text in plain]
-    expected = eager.score(texts, plain)
+    expected = eager.hypotheses(texts, n_best=2, target_prefix=prefixes, constraints=constraints)
+    found = compiled.hypotheses(texts, n_best=2, target_prefix=prefixes, constraints=constraints)
+    assert [[h.text for h in row] for row in found] == [[h.text for h in row] for row in expected]
+    np.testing.assert_allclose([[h.score for h in row] for row in found],
+                               [[h.score for h in row] for row in expected], atol=1e-4)
+    for row, prefix, phrases in zip(found, prefixes, constraints):
+        assert all(h.text.startswith(prefix) and set(phrases) <= set(h.text.split()) for h in row), row
+    # Scoring: force_decode compiled once, as the runner batches it, of the
+    # translations decoded by hand that end with EOS: each token's
+    # log-probability as the full passes by hand found it.
+    ended = [text for text, (ids, _, log_probs) in by_hand.items() if len(log_probs) == len(ids) + 1]
+    sources = [ids + [EOS_ID] for ids in tokenizer.encode(ended)]
+    targets = [by_hand[text][0] + [EOS_ID] for text in ended]
     force_decode = runner.force_decode
     jitted = jax.jit(lambda model_, source, target, *rest: force_decode(model_, source, target, *rest),
                      static_argnums=(0,))
@@ -507,9 +536,10 @@ def test_prefix_constraint_and_scoring_paths_compiled_once_equal_the_eager_ones(
 
     runner.force_decode = compiled_force
     try:
-        found = eager.score(texts, plain)
+        found = eager.score_ids(sources, targets)
     finally:
         runner.force_decode = force_decode
-    assert calls and targets
-    np.testing.assert_allclose([s.total for s in found], [s.total for s in expected], atol=1e-4)
-    assert [s.tokens for s in found] == [s.tokens for s in expected]
+    assert calls and len(ended) >= 8
+    assert [s.tokens for s in found] == targets
+    np.testing.assert_allclose(np.concatenate([s.log_probs for s in found]),
+                               np.concatenate([by_hand[text][2] for text in ended]), atol=1e-4)

@@ -58,19 +58,22 @@ def load_copying_export():
     return model, sp, os.path.join(folder, "saved", "10")
 
 
-def in_memory_translations(model, sp, sentences, beam_size=4, alpha=0.6, max_extra_length=50, stop="exact"):
+def in_memory_translations(model, sp, sentences, beam_size=4, alpha=0.6, max_extra_length=50, stop="exact",
+                           num_return=1):
     """The same decoding with the Python tokenizer and eager beam search:
-    `(texts, scores)`."""
+    `(texts, scores)`; with `num_return` > 1, each sentence's `num_return`
+    best, `(lists of texts, scores of shape (sentences, num_return))`."""
     from keras_transformer.decoding import beam_search
 
     ids = [sp.encode(s) + [3] for s in sentences]
     width = max(map(len, ids))
     source = np.array([x + [0] * (width - len(x)) for x in ids], "int32")
     tokens, scores = beam_search(model, source, beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
-                                 stop=stop)
+                                 stop=stop, num_return=num_return)
     tokens = keras.ops.convert_to_numpy(tokens)
-    texts = [sp.decode([int(t) for t in row[: list(row).index(3)] if t] if 3 in row else [int(t) for t in row if t])
-             for row in tokens]
+    text = lambda row: sp.decode(  # noqa: E731
+        [int(t) for t in row[: list(row).index(3)] if t] if 3 in row else [int(t) for t in row if t])
+    texts = [text(row) for row in tokens] if num_return == 1 else [[text(row) for row in rows] for rows in tokens]
     return texts, keras.ops.convert_to_numpy(scores)
 
 
@@ -81,7 +84,9 @@ def in_memory_translations(model, sp, sentences, beam_size=4, alpha=0.6, max_ext
 # missing, as when they are not installed (the editable install's finder
 # would otherwise still find this package). `import tensorflow_text` imports
 # tf.keras (for its Keras layers), so the tensorflow-text kernels, all that
-# the SavedModel needs, are loaded from their libraries instead.
+# the SavedModel needs, are loaded from their libraries instead. It prints
+# serving_default's outputs for each batch of strings it is given, with
+# TensorFlow's graph rewrites or without them.
 RELOAD = r"""
 import sys
 BLOCKED = ("keras", "keras_transformer")
@@ -100,19 +105,30 @@ assert not [p for p in sys.path if os.path.exists(os.path.join(p or ".", "keras_
 ops = os.path.join(importlib.util.find_spec("tensorflow_text").submodule_search_locations[0], "python", "ops")
 for library in sorted(glob.glob(os.path.join(ops, "_*.so"))):
     tf.load_op_library(library)
-loaded = tf.saved_model.load(sys.argv[1])
-out = loaded.signatures["serving_default"](inputs=tf.constant(json.loads(sys.argv[2])))
+if sys.argv[3] == "without rewrites":
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+translate = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+outputs = [translate(inputs=tf.constant(batch, dtype=tf.string)) for batch in json.loads(sys.argv[2])]
 loaded_modules = [m for m in sys.modules if m.partition(".")[0] in BLOCKED and sys.modules[m] is not None]
 assert not loaded_modules and "tensorflow_text" not in sys.modules, loaded_modules
-print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}, default=lambda b: b.decode("utf-8")))
+print(json.dumps([{k: v.numpy().tolist() for k, v in out.items()} for out in outputs],
+                 default=lambda b: b.decode("utf-8")))
 """
 
 
 def serve_in_a_fresh_process(path, texts, tmp_path):
     """The outputs of `path`'s serving_default for `texts`, in a process with
     only tensorflow and tensorflow-text's ops (`RELOAD`)."""
+    return serve_batches_in_a_fresh_process(path, [texts], tmp_path)[0]
+
+
+def serve_batches_in_a_fresh_process(path, batches, tmp_path, graph_rewrites=True):
+    """The outputs of `path`'s serving_default for each list of strings in
+    `batches`, in one such process, with TensorFlow's graph rewrites unless
+    `graph_rewrites` is False."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run = subprocess.run([sys.executable, "-I", "-c", RELOAD, os.path.abspath(path), json.dumps(texts)],
+    rewrites = "with rewrites" if graph_rewrites else "without rewrites"
+    run = subprocess.run([sys.executable, "-I", "-c", RELOAD, os.path.abspath(path), json.dumps(batches), rewrites],
                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout.strip().splitlines()[-1])

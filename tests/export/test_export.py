@@ -2,9 +2,10 @@
 
 Two exports: the copying model's, with the defaults but two buckets and its
 2 best (tests/export/copying.py, shared with the modules that serve it),
-and one by `keras-transformer export` with every option it can set at once
-(int8, three loops, a beam of 2, truncation, a version, warm-up batch
-sizes, metadata). XLA's SavedModels: tests/export/test_xla_export.py."""
+whose translations come from one fresh process with only TensorFlow; and
+one by `keras-transformer export` with every option it can set at once
+(int8, one loop, a beam of 2, truncation, a version, warm-up batch sizes,
+metadata), loaded once here. XLA's SavedModels: tests/export/test_xla_export.py."""
 
 import json
 import os
@@ -15,7 +16,8 @@ import keras
 import numpy as np
 import pytest
 
-from tests.export.copying import SENTENCES, in_memory_translations, load_copying_export, serve_in_a_fresh_process
+from tests.export.copying import (SENTENCES, in_memory_translations, load_copying_export,
+                                  serve_batches_in_a_fresh_process)
 
 pytestmark = [
     pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="SavedModel export runs in the TensorFlow pass"),
@@ -30,9 +32,30 @@ def exported():
     return load_copying_export()
 
 
+# The batches `translated` sends: 4 sentences; blank and over-long inputs,
+# and none; and a batch across both buckets, then each of its sentences alone.
+LONG_INPUT = "Hello there. " * 200  # far over the source budget: 200 sentences, each translated
+ACROSS_BUCKETS = [SENTENCES[0], " ".join(SENTENCES[:4]), "", SENTENCES[7], SENTENCES[3]]  # the 2nd over 8 tokens
+BATCHES = [["Hello there.", "The cat sleeps.", "It costs 12 euros.", "Good morning to all!"],
+           ["", "   ", LONG_INPUT, "Hello there."], [], ACROSS_BUCKETS, *[[s] for s in ACROSS_BUCKETS]]
+
+
+@pytest.fixture(scope="module")
+def translated(exported, tmp_path_factory):
+    """`{tuple(batch): outputs}`: serving_default's outputs for each batch
+    of `BATCHES`, in one fresh process with only TensorFlow, without its
+    graph rewrites, as this process runs graphs (tests/conftest.py);
+    `keras-transformer serve` runs this SavedModel with them
+    (tests/serving/test_serve_command.py)."""
+    outputs = serve_batches_in_a_fresh_process(exported[2], BATCHES, tmp_path_factory.mktemp("fresh"),
+                                               graph_rewrites=False)
+    return {tuple(batch): out for batch, out in zip(BATCHES, outputs)}
+
+
 @pytest.fixture(scope="module")
 def translate(exported):
-    """Its `serving_default`, loaded once for this module."""
+    """Its `serving_default`, loaded once for this module, for its signature
+    and its weights (its translations: `translated`)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 - registers the tokenizer's ops
 
@@ -54,26 +77,22 @@ def test_version_folder_layout_and_assets(exported):
     assert not [d for d in os.listdir(os.path.dirname(path)) if d.startswith(".export-")]
 
 
-def test_reloaded_in_a_fresh_process_with_only_tensorflow_it_translates_as_here_with_its_n_best(
-        exported, translate, tmp_path):
-    # That a SavedModel translates as the model in memory: the command
-    # line's export below (every option of its graph), and
-    # tests/serving/test_output_paths.py (every signature, its 3 best).
-    import tensorflow as tf
-
-    _, _, path = exported
-    sentences = ["Hello there.", "The cat sleeps.", "It costs 12 euros.", "Good morning to all!"]
-    out = translate(inputs=tf.constant(sentences))
-    texts = [t.decode() for t in out["translations"].numpy()]
-    assert texts[:2] == sentences[:2]  # the toy model really learned to copy
-    assert out["nbest_translations"].shape == (4, 2)
-    assert [row[0].decode() for row in out["nbest_translations"].numpy()] == texts
-    np.testing.assert_allclose(out["nbest_scores"].numpy()[:, 0], out["scores"].numpy(), rtol=1e-6)
-    assert all(a >= b for a, b in out["nbest_scores"].numpy())
-    fresh = serve_in_a_fresh_process(path, sentences, tmp_path)
-    assert fresh["translations"] == texts
-    assert fresh["nbest_translations"] == [[t.decode() for t in row] for row in out["nbest_translations"].numpy()]
-    np.testing.assert_allclose(fresh["scores"], out["scores"].numpy(), rtol=1e-5)
+def test_reloaded_in_a_fresh_process_with_only_tensorflow_it_translates_as_in_memory_with_its_n_best(
+        exported, translated):
+    # Its 2 best and their scores are beam search's over the model in
+    # memory, with the export's settings (the defaults). So are those of the
+    # command line's export below (every option of its graph), and those of
+    # tests/serving/test_output_paths.py's (every signature, its 3 best).
+    model, sp, _ = exported
+    sentences = BATCHES[0]
+    out = translated[tuple(sentences)]
+    assert out["translations"][:2] == sentences[:2]  # the toy model really learned to copy
+    nbest, scores = in_memory_translations(model, sp, sentences, stop="early", num_return=2)
+    assert out["nbest_translations"] == nbest and np.shape(nbest) == (4, 2)
+    np.testing.assert_allclose(out["nbest_scores"], scores, rtol=1e-5)
+    assert out["translations"] == [row[0] for row in nbest]
+    np.testing.assert_allclose(np.array(out["nbest_scores"])[:, 0], out["scores"], rtol=1e-6)
+    assert all(a >= b for a, b in out["nbest_scores"])
 
 
 def test_the_signature_takes_strings_and_names_its_outputs(translate):
@@ -85,30 +104,24 @@ def test_the_signature_takes_strings_and_names_its_outputs(translate):
     assert sorted(translate.structured_outputs) == ["nbest_scores", "nbest_translations", "scores", "translations"]
 
 
-def test_empty_and_over_long_inputs_never_fail_the_batch(translate):
-    import tensorflow as tf
-
-    long_input = "Hello there. " * 200  # far over the source budget: 200 sentences, each translated
-    out = translate(inputs=tf.constant(["", "   ", long_input, "Hello there."]))
-    texts = [t.decode() for t in out["translations"].numpy()]
-    assert texts[:2] == ["", ""] and out["scores"].numpy()[:2].tolist() == [0.0, 0.0]
-    assert texts[2:] == [long_input, "Hello there."]  # its sentences each translated, its spaces kept
-    np.testing.assert_allclose(out["scores"].numpy()[2], out["scores"].numpy()[3], rtol=1e-5)  # their mean
-    empty = translate(inputs=tf.constant([], dtype=tf.string))
-    assert empty["translations"].shape == (0,)
+def test_empty_and_over_long_inputs_never_fail_the_batch(translated):
+    out = translated[tuple(BATCHES[1])]
+    texts = out["translations"]
+    assert texts[:2] == ["", ""] and out["scores"][:2] == [0.0, 0.0]
+    assert texts[2:] == [LONG_INPUT, "Hello there."]  # its sentences each translated, its spaces kept
+    np.testing.assert_allclose(out["scores"][2], out["scores"][3], rtol=1e-5)  # their mean
+    assert translated[()]["translations"] == []
 
 
-def test_each_sentence_is_decoded_in_its_own_bucket_whatever_the_batch_holds(translate):
-    import tensorflow as tf
-
-    long_input = " ".join(SENTENCES[:4])  # over the 8-token bucket: decoded in the longest one
-    batch = [SENTENCES[0], long_input, "", SENTENCES[7], SENTENCES[3]]
-    together = translate(inputs=tf.constant(batch))
-    for i, sentence in enumerate(batch):
-        alone = translate(inputs=tf.constant([sentence]))
-        assert together["translations"].numpy()[i] == alone["translations"].numpy()[0], sentence
-        np.testing.assert_allclose(together["scores"].numpy()[i], alone["scores"].numpy()[0], rtol=1e-5, atol=1e-6)
-        np.testing.assert_array_equal(together["nbest_translations"].numpy()[i], alone["nbest_translations"].numpy()[0])
+def test_each_sentence_is_decoded_in_its_own_bucket_whatever_the_batch_holds(translated):
+    # Its two loops (the default) each take a part of a bucket's sentences:
+    # alone, one part is empty; together, the parts are uneven.
+    together = translated[tuple(ACROSS_BUCKETS)]
+    for i, sentence in enumerate(ACROSS_BUCKETS):
+        alone = translated[(sentence,)]
+        assert together["translations"][i] == alone["translations"][0], sentence
+        np.testing.assert_allclose(together["scores"][i], alone["scores"][0], rtol=1e-5, atol=1e-6)
+        assert together["nbest_translations"][i] == alone["nbest_translations"][0]
 
 
 def test_a_damaged_saved_model_is_an_os_error_naming_it(exported, tmp_path):
@@ -125,6 +138,34 @@ def test_a_damaged_saved_model_is_an_os_error_naming_it(exported, tmp_path):
         load_saved_model_predictor(damaged)
     with pytest.raises(OSError, match="Cannot load"):
         main(["translate", os.path.dirname(damaged), "Hi."])
+
+
+def test_the_command_line_translates_and_evaluates_a_saved_model_folder(exported, tmp_path, capsys):
+    # The copying model's folder: its latest version, 10, beside an empty 9.
+    import sacrebleu
+
+    from keras_transformer.cli import main
+
+    model, sp, path = exported
+    folder = os.path.dirname(path)
+    sentences = ["Hello there.", "The cat sleeps."]
+    expected = in_memory_translations(model, sp, sentences, stop="early")[0]
+    (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    capsys.readouterr()
+    assert main(["translate", folder, "--input", str(tmp_path / "in.txt"), "--output", str(out)]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == expected
+    printed = capsys.readouterr()
+    assert printed.out == "" and "2/2" in printed.err  # the progress bar, on standard error
+    tsv = tmp_path / "test.tsv"
+    tsv.write_text("Hello there.\tHello there.\nThe cat sleeps.\tThe cat sleeps.\nThe cat sleeps.\tA cat sleeps.\n",
+                   encoding="utf-8")
+    capsys.readouterr()
+    assert main(["evaluate", folder, "--tsv", str(tsv)]) == 0
+    printed, progress = capsys.readouterr()
+    assert "2/2" in progress and "2/2" not in printed  # the same progress bar
+    bleu = sacrebleu.corpus_bleu(expected, [["Hello there.", "The cat sleeps."], [None, "A cat sleeps."]])
+    assert f"BLEU = {bleu.score:.2f} " in printed and "nrefs:2" in printed
 
 
 def parse_warmup_file(path):
@@ -266,7 +307,9 @@ def test_translate_with_a_keras_file_plots_its_attention_and_one_head(exported, 
 
 
 # A beam of 2, alpha 1, the exact stop rule, truncation, 20 extra tokens (a
-# source budget of 44), one bucket below it, three decoding loops, int8 weights.
+# source budget of 44), one bucket below it, one decoding loop (not the
+# default two, whose split of a batch the copying export's tests above
+# cover), int8 weights.
 DECODING = dict(beam_size=2, alpha=1.0, stop="exact", long_inputs="truncate", max_extra_length=20)
 
 
@@ -286,7 +329,7 @@ def command_line_export(exported, tmp_path_factory):
     with pytest.raises(SystemExit, match="--metadata"):
         main(export + ["--metadata", "[1, 2]"])
     options = ["--version", "3", "--quantize", "int8", "--beam-size", "2", "--alpha", "1.0", "--stop", "exact",
-               "--long-inputs", "truncate", "--max-extra-length", "20", "--buckets", "8", "--parallel-loops", "3",
+               "--long-inputs", "truncate", "--max-extra-length", "20", "--buckets", "8", "--parallel-loops", "1",
                "--metadata", '{"bleu": 1.5}', "--warmup-batch-sizes", "1", "4", "--signatures", "score"]
     left = killed_while_exporting(export + options, folder / "saved" / "copy")
     assert left and not [name for name in left if name.isdigit()]  # no version, whole or not
@@ -297,6 +340,14 @@ def command_line_export(exported, tmp_path_factory):
     quantized.set_weights(model.get_weights())
     quantized.quantize("int8")
     return quantized, sp, str(folder / "saved" / "copy" / "3"), model_file, tokenizer_file
+
+
+@pytest.fixture(scope="module")
+def command_line_graph(command_line_export):
+    """The command line's SavedModel, loaded once for this module."""
+    import tensorflow as tf
+
+    return tf.saved_model.load(command_line_export[2])
 
 
 def killed_while_exporting(argv, export_dir):
@@ -334,15 +385,15 @@ def quantized_translations(command_line_export):
     return dict(zip(SENTENCES, zip(texts, scores)))
 
 
-def test_the_command_line_export_writes_its_options(command_line_export):
+def test_the_command_line_export_writes_its_options(command_line_export, command_line_graph):
     import tensorflow as tf
 
     quantized, _, path, _, _ = command_line_export
     metadata = json.load(open(os.path.join(path, "assets.extra", "metadata.json")))
     assert {name: metadata[name] for name in DECODING} == DECODING
-    assert metadata["buckets"] == [8, 64 - 20] and metadata["parallel_loops"] == 3
+    assert metadata["buckets"] == [8, 64 - 20] and metadata["parallel_loops"] == 1
     assert metadata["quantize"] == "int8" and metadata["bleu"] == 1.5
-    assert sorted(tf.saved_model.load(path).signatures) == ["score", "serving_default"]  # --signatures
+    assert sorted(command_line_graph.signatures) == ["score", "serving_default"]  # --signatures
     warmup = [r for r in parse_warmup_file(path) if r.predict_log.request.model_spec.signature_name != "score"]
     # serving_default's: 2 buckets x 2 batch sizes
     assert [r.predict_log.request.inputs["inputs"].tensor_shape.dim[0].size for r in warmup] == [1, 4, 1, 4]
@@ -353,10 +404,10 @@ def test_the_command_line_export_writes_its_options(command_line_export):
     ) > 0
 
 
-def test_the_command_line_export_translates_as_the_quantized_model_in_memory(command_line_export,
+def test_the_command_line_export_translates_as_the_quantized_model_in_memory(command_line_export, command_line_graph,
                                                                               quantized_translations):
-    """Its graph, in batches whose three loops get parts that are empty,
-    uneven or stop at different lengths, and `Translator.from_saved_model`
+    """Its graph, in batches of 1, 2, 5 and 9 inputs (a blank one among
+    them), and `Translator.from_saved_model`
     (what `translate`, `evaluate` and `score` run on a SavedModel folder:
     the exported weights, int8 layers rebuilt, tokenizer and settings,
     without loading the graph) translate as beam search over the model
@@ -367,7 +418,7 @@ def test_the_command_line_export_translates_as_the_quantized_model_in_memory(com
 
     _, _, path, _, _ = command_line_export
     expected = quantized_translations
-    translate = tf.saved_model.load(path).signatures["serving_default"]
+    translate = command_line_graph.signatures["serving_default"]
     for batch in (SENTENCES[:1], SENTENCES[:2], SENTENCES[:5], SENTENCES + [""]):
         out = translate(inputs=tf.constant(batch))
         assert [t.decode() for t in out["translations"].numpy()] == [expected.get(s, ("",))[0] for s in batch]
@@ -410,31 +461,3 @@ def test_from_saved_model_refuses_other_settings_and_an_export_without_weight_na
         json.dump({k: v for k, v in settings.items() if k != "weights"}, f)
     with pytest.raises(ValueError, match=r"no model config and weight names.*Re-export it"):
         Translator.from_saved_model(copy)
-
-
-def test_the_command_line_translates_and_evaluates_a_saved_model_folder(command_line_export, quantized_translations,
-                                                                       tmp_path, capsys):
-    import sacrebleu
-
-    from keras_transformer.cli import main
-
-    _, _, path, _, _ = command_line_export
-    folder = os.path.dirname(path)
-    sentences = ["Hello there.", "The cat sleeps."]
-    expected = [quantized_translations[s][0] for s in sentences]
-    (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
-    out = tmp_path / "out.txt"
-    capsys.readouterr()
-    assert main(["translate", folder, "--input", str(tmp_path / "in.txt"), "--output", str(out)]) == 0
-    assert out.read_text(encoding="utf-8").splitlines() == expected
-    printed = capsys.readouterr()
-    assert printed.out == "" and "2/2" in printed.err  # the progress bar, on standard error
-    tsv = tmp_path / "test.tsv"
-    tsv.write_text("Hello there.\tHello there.\nThe cat sleeps.\tThe cat sleeps.\nThe cat sleeps.\tA cat sleeps.\n",
-                   encoding="utf-8")
-    capsys.readouterr()
-    assert main(["evaluate", folder, "--tsv", str(tsv)]) == 0
-    printed, progress = capsys.readouterr()
-    assert "2/2" in progress and "2/2" not in printed  # the same progress bar
-    bleu = sacrebleu.corpus_bleu(expected, [["Hello there.", "The cat sleeps."], [None, "A cat sleeps."]])
-    assert f"BLEU = {bleu.score:.2f} " in printed and "nrefs:2" in printed

@@ -1,8 +1,13 @@
 """`translate --scores/--n-best/--alignments/--sampling-*` and `score`: the
 command line returns what `Translator.hypotheses` and `Translator.score` do,
-in the commands of docs/decoding.md, which run as written."""
+in the commands of docs/decoding.md, which run as written on the preset they
+name. The other commands run on the tiny copying model of
+tests/export/copying.py (its `.keras` file and tokenizer, tests/shared.py),
+whose translations cost a fraction of the preset's: what they check is the
+command line's options and files, whatever the model."""
 
 import json
+import os
 import re
 
 import pytest
@@ -12,9 +17,25 @@ from keras_transformer.cli import main
 from keras_transformer.translation.translator import prediction
 from tests.helpers import assert_rows_close
 
+
 @pytest.fixture(scope="module")
-def translator():
-    return Translator.from_preset("tatoeba_en_fr")
+def copying():
+    """`(model file, tokenizer file)` of the copying model."""
+    from tests import shared
+
+    folder = shared.path("copying_export")
+    return os.path.join(folder, "model.keras"), os.path.join(folder, "tokenizer.model")
+
+
+@pytest.fixture(scope="module")
+def translator(copying):
+    """The copying model's `Translator`, read as the commands read their model and `--tokenizer`."""
+    return Translator.load(*copying)
+
+
+def model(copying, *argv):
+    """A command's arguments with the copying model: its file, then `argv`, then `--tokenizer`."""
+    return [copying[0], *argv, "--tokenizer", copying[1]]
 
 
 def json_lines(text):
@@ -28,43 +49,44 @@ def json_lines(text):
     (["--seed", "5"], r"--seed applies to sampling: give --sampling-topk, --sampling-topp or --sampling-temperature"),
     (["--format", "html", "--n-best", "2"], r"--format html writes translations only: not with --scores"),
 ])
-def test_bad_output_options_are_refused(flags, message):
+def test_bad_output_options_are_refused(copying, flags, message):
     with pytest.raises(ValueError, match=message):
-        main(["translate", "tatoeba_en_fr", "Hi.", *flags])
+        main(["translate", *model(copying, "Hi.", *flags)])
 
 
-def test_translate_formats_keep_the_files_lines_and_equal_python(translator, tmp_path, capsys):
+def test_translate_formats_keep_the_files_lines_and_equal_python(copying, translator, tmp_path, capsys):
+    # Sentences the copying model learned, so that each has a translation to carry the markup.
     page = tmp_path / "page.html"
-    page.write_text('<p>I love <b>you</b>.\nWhere is it?</p>\n<p translate="no">Keep me.</p>\n', encoding="utf-8")
-    main(["translate", "tatoeba_en_fr", "--format", "html", "--input", str(page), "--output", str(tmp_path / "out")])
+    page.write_text('<p>Hello <b>there</b>.\nHow are you?</p>\n<p translate="no">Keep me.</p>\n', encoding="utf-8")
+    main(["translate", *model(copying, "--format", "html", "--input", str(page), "--output", str(tmp_path / "out"))])
     out = (tmp_path / "out").read_text(encoding="utf-8")
     assert out == translator.translate([page.read_text(encoding="utf-8")], format="html")[0]
     assert out.count("\n") == 3 and out.count("<b>") == 1 and '<p translate="no">Keep me.</p>' in out
-    lines = ["I love you. Where is it?", "", "Open %s now."]
+    lines = ["The cat sleeps. See you tomorrow.", "", "It costs %s euros."]
     (tmp_path / "en.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    main(["translate", "tatoeba_en_fr", "--format", "text", "--input", str(tmp_path / "en.txt")])
+    main(["translate", *model(copying, "--format", "text", "--input", str(tmp_path / "en.txt"))])
     out = capsys.readouterr().out
     assert out.splitlines() == translator.translate(lines) and out.count("%s") == 1
     with pytest.raises(SystemExit):
-        main(["translate", "tatoeba_en_fr", "--format", "xml", "Hi."])
+        main(["translate", *model(copying, "--format", "xml", "Hi.")])
     assert "invalid choice: 'xml'" in capsys.readouterr().err
 
 
-def test_score_refuses_three_files_and_names_a_missing_one(tmp_path):
+def test_score_refuses_three_files_and_names_a_missing_one(copying, tmp_path):
     with pytest.raises(SystemExit, match="one TSV file or a source and a target file"):
-        main(["score", "tatoeba_en_fr", "--pairs", "a", "b", "c"])
+        main(["score", *model(copying, "--pairs", "a", "b", "c")])
     with pytest.raises(FileNotFoundError, match="missing.tsv"):
-        main(["score", "tatoeba_en_fr", "--pairs", str(tmp_path / "missing.tsv")])
+        main(["score", *model(copying, "--pairs", str(tmp_path / "missing.tsv"))])
 
 
-def test_score_rows_name_their_lines_and_an_over_long_pair_its_line(translator, tmp_path, capsys):
+def test_score_rows_name_their_lines_and_an_over_long_pair_its_line(copying, translator, tmp_path, capsys):
     """With `--skip-bad-lines`, the rows of the pairs kept, each with its
     line; without, the first pair the model cannot score stops the command
     with its file and line."""
     long = " ".join(["mot"] * 600)
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text(f"I love you.\tJe t'aime.\nno tab\nHello.\t{long}\nThank you.\tMerci.\n", encoding="utf-8")
-    assert main(["score", "tatoeba_en_fr", "--pairs", str(pairs), "--skip-bad-lines"]) == 0
+    assert main(["score", *model(copying, "--pairs", str(pairs), "--skip-bad-lines")]) == 0
     out, err = capsys.readouterr()
     rows = json_lines(out)
     assert_rows_close(rows, [{"line": line, **s.prediction()} for line, s in zip(
@@ -74,7 +96,7 @@ def test_score_rows_name_their_lines_and_an_over_long_pair_its_line(translator, 
                      r"\d+ tokens \(EOS included\); the model scores at most \d+\.\)", err), err
     pairs.write_text(f"I love you.\tJe t'aime.\nHello.\t{long}\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"pairs.tsv:2: the translation has \d+ tokens .* --skip-bad-lines"):
-        main(["score", "tatoeba_en_fr", "--pairs", str(pairs)])
+        main(["score", *model(copying, "--pairs", str(pairs))])
 
 
 def expected_output(translator, argv):
@@ -98,23 +120,27 @@ def expected_output(translator, argv):
     return [prediction(h, **outputs) for h in translator.hypotheses(texts, sampler=sampler, **outputs)]
 
 
-def test_the_decoding_guides_examples_run_as_written_and_return_what_python_does(translator, tmp_path, monkeypatch,
-                                                                                  capsys):
+def test_the_decoding_guides_examples_run_as_written_and_return_what_python_does(tmp_path, monkeypatch, capsys):
     # Each command of its bash blocks, whose output is the Python API's and,
     # where the guide shows it, that output (its Python blocks and the values
-    # they show run in tests/test_docs_code.py).
-    import os
+    # they show run in tests/test_docs_code.py). The preset's Keras model is
+    # read once: each command builds its own `Translator` on it, as
+    # `Translator.load` of the preset does in a process of its own.
+    import functools
     import re
     import shlex
     import subprocess
 
     from keras_transformer.cli import parse_arguments
+    from keras_transformer.models import presets
     from tests.test_readme_commands import check_translate, document_commands
 
     guide = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "decoding.md"), encoding="utf-8").read()
     shown = [c for c in document_commands("docs/decoding.md")
              if c.run and c.argv[1:2] == ["translate"] and (c.comment or c.shown)]
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(presets, "load_model", functools.cache(presets.load_model))
+    translator = Translator.load("tatoeba_en_fr")
     commands = checked = 0
     for block in re.findall(r"```bash\n(.*?)```", guide, re.S):
         for line in block.splitlines():
@@ -140,7 +166,7 @@ def test_the_decoding_guides_examples_run_as_written_and_return_what_python_does
     assert checked == len(shown) > 0  # its JSON lines shown after the first
 
 
-def test_score_options_and_translate_scores_reach_the_output(translator, tmp_path, monkeypatch, capsys):
+def test_score_options_and_translate_scores_reach_the_output(copying, translator, tmp_path, monkeypatch, capsys):
     # score --output writes the file (nothing on standard output), in batches
     # of --batch-size pairs, with --alpha's length penalty (0: scores are the
     # totals; the default's are not); translate --scores gives JSON lines.
@@ -159,8 +185,7 @@ def test_score_options_and_translate_scores_reach_the_output(translator, tmp_pat
 
     monkeypatch.setattr(runner, "force_decode", counted)
     out = tmp_path / "scores.jsonl"
-    argv = ["score", "tatoeba_en_fr", "--pairs", str(pairs), "--output", str(out), "--batch-size", "2",
-            "--alpha", "0"]
+    argv = ["score", *model(copying, "--pairs", str(pairs), "--output", str(out), "--batch-size", "2", "--alpha", "0")]
     assert main(argv) == 0
     assert capsys.readouterr().out == "" and batches == [2, 1]
     rows = json_lines(out.read_text(encoding="utf-8"))
@@ -171,6 +196,6 @@ def test_score_options_and_translate_scores_reach_the_output(translator, tmp_pat
     default = [s.prediction() for s in translator.score(["I am here."], ["Je suis ici."])][0]
     assert default["scores"] != default["totals"]
 
-    argv = ["translate", "tatoeba_en_fr", "Hi.", "--scores"]
+    argv = ["translate", *model(copying, "Hi.", "--scores")]
     assert main(argv) == 0
     assert_rows_close(json_lines(capsys.readouterr().out), expected_output(translator, argv))

@@ -5,7 +5,8 @@ files they name (`benchmarks/results/*.json`) are there.
 Each document's python blocks run in order, in one namespace, in this
 process (the TensorFlow pass; not marked `backend`), from a temporary working
 directory, so that what they write goes there. They use the shipped presets,
-and are kept cheap: a few seconds a document.
+whose models the module loads once for every document, and are kept cheap:
+a few seconds a document.
 
 A shown value: `expression  # -> value` on one line, or a line `# -> value`
 right after an expression statement. The test checks that the expression's
@@ -144,9 +145,32 @@ def run_document(doc):
 WITH_PYTHON = [doc for doc in DOCUMENTS if python_blocks(doc)]
 
 
+@pytest.fixture(scope="module")
+def shipped_models_loaded_once():
+    """`presets.load_model` of a shipped preset, which `Translator.from_preset`
+    and `Transformer.from_preset` call, loads each preset's model once for
+    every document: the README, the guides and the model cards load the
+    same three. The documents only read the models they load."""
+    from keras_transformer.models import presets
+
+    load, loaded = presets.load_model, {}
+
+    def load_once(preset, load_weights=True, dtype=None):
+        if preset not in presets.list_presets() or os.path.exists(preset):
+            return load(preset, load_weights=load_weights, dtype=dtype)
+        key = (preset, load_weights, dtype)
+        if key not in loaded:
+            loaded[key] = load(preset, load_weights=load_weights, dtype=dtype)
+        return loaded[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(presets, "load_model", load_once)
+        yield
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("doc", WITH_PYTHON)
-def test_python_blocks_run(doc, tmp_path, monkeypatch):
+def test_python_blocks_run(doc, tmp_path, monkeypatch, shipped_models_loaded_once):
     monkeypatch.chdir(tmp_path)
     run_document(doc)
 

@@ -1,8 +1,8 @@
 """The CTranslate2 converter, `export --format ctranslate2` and benchmarks/translate_speed.py.
 
 The converter is right when CTranslate2 computes what our model computes on
-the same weights: the same greedy translations and scores with the shipped
-model exported by the command, and the same per-token log-probabilities of
+the same weights: the same greedy translations and scores with the smallest
+shipped model exported by the command, and the same per-token log-probabilities of
 a fixed target with small random models (post-norm, pre-norm, learned
 positions). The exported folder's note runs as written, in a Python of its
 own, and gives our beam translation. The benchmark's JSON has every
@@ -41,8 +41,12 @@ pytestmark = pytest.mark.slow  # the benchmark in processes of its own
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRESET = "tatoeba_en_fr"
-SENTENCES = ["I love you.", "Look at me.", "Where is the station?", "She has been reading that book since Monday.",
-             "We will meet at ten o'clock tomorrow.", "Tom doesn't like cats."]
+# The exported and benchmarked model: the smallest shipped preset (2 layers
+# of 128 units: the least to load, convert, decode, and for the JAX engine
+# to build and compile).
+BENCHMARK_PRESET = "libreoffice_en_de"
+SENTENCES = ["Copies the selected row to the clipboard.", "Enter the name of the field.", "Click OK.",
+             "Select the cell range.", "Opens the Print dialog.", "Deletes the selected text."]
 # CTranslate2's OpenMP threads sleep while they wait for each other rather
 # than spin: beside other processes on the cores, spinning takes more CPU
 # than the translation. Set for the processes this module starts (the note's,
@@ -56,22 +60,28 @@ def tokenizer():
 
 
 @pytest.fixture(scope="module")
+def shipped_tokenizer():
+    return SubwordTokenizer.from_preset(BENCHMARK_PRESET)
+
+
+@pytest.fixture(scope="module")
 def shipped_ct2(tmp_path_factory):
-    """The shipped model exported by `export --format ctranslate2`."""
+    """The shipped model `BENCHMARK_PRESET` exported by `export --format ctranslate2`."""
     from keras_transformer.cli import main
 
     folder = tmp_path_factory.mktemp("shipped") / "ct2"
-    assert main(["export", PRESET, "--format", "ctranslate2", "--output-dir", str(folder)]) == 0
+    assert main(["export", BENCHMARK_PRESET, "--format", "ctranslate2", "--output-dir", str(folder)]) == 0
     return folder
 
 
-def test_the_exported_shipped_model_translates_and_scores_as_ours(shipped_ct2, tmp_path, tokenizer, monkeypatch):
+def test_the_exported_shipped_model_translates_and_scores_as_ours(shipped_ct2, tmp_path, shipped_tokenizer,
+                                                                  monkeypatch):
     from keras_transformer import Translator
     from keras_transformer.cli import main
 
-    folder = shipped_ct2
+    folder, tokenizer = shipped_ct2, shipped_tokenizer
     settings = json.loads((folder / "keras_transformer.json").read_text())
-    assert (settings["beam_size"], settings["alpha"], settings["preset"]) == (4, 0.6, PRESET)
+    assert (settings["beam_size"], settings["alpha"], settings["preset"]) == (4, 0.6, BENCHMARK_PRESET)
     assert settings["length_penalty"] == round(closest_length_penalty(0.6), 2)
     assert (folder / "tokenizer.model").read_bytes() == tokenizer.model_proto
     # The note's code, run as written from the folder in a Python of its own: our beam translation.
@@ -79,7 +89,7 @@ def test_the_exported_shipped_model_translates_and_scores_as_ours(shipped_ct2, t
     note = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, **PASSIVE_WAIT))
     assert note.returncode == 0, note.stderr[-2000:]
-    model = presets.load_model(PRESET)
+    model = presets.load_model(BENCHMARK_PRESET)
     assert note.stdout.strip() == Translator(model, tokenizer).translate(["Where is the station?"])[0]
     translator = ctranslate2.Translator(str(folder), intra_threads=1)
     results = translator.translate_batch(
@@ -93,30 +103,31 @@ def test_the_exported_shipped_model_translates_and_scores_as_ours(shipped_ct2, t
         # length_penalty=0: CTranslate2's score is the sum of the log-probs, EOS's included, as ours.
         assert abs(result.scores[0] - scores[i]) < 1e-3 * max(1.0, abs(scores[i]))
     # The outputs are translations, not a degenerate decode.
-    assert tokenizer.decode([[tokenizer.processor.piece_to_id(p) for p in results[0].hypotheses[0]]]) == ["Je t'aime."]
+    assert tokenizer.decode([[tokenizer.processor.piece_to_id(p) for p in results[0].hypotheses[0]]]) == [
+        "Kopiert die ausgewählte Zeile in die Zwischenablage."]
     with pytest.raises(FileExistsError, match="exists and is not an empty folder"):
-        main(["export", PRESET, "--format", "ctranslate2", "--output-dir", str(folder)])
+        main(["export", BENCHMARK_PRESET, "--format", "ctranslate2", "--output-dir", str(folder)])
     with pytest.raises(ValueError, match=r"--buckets, --jit-compile apply to a SavedModel.*Received: --format "
                                          r"ctranslate2, --buckets, --jit-compile$"):
-        main(["export", PRESET, "--format", "ctranslate2", "--output-dir", str(tmp_path / "other"), "--buckets",
+        main(["export", BENCHMARK_PRESET, "--format", "ctranslate2", "--output-dir", str(tmp_path / "other"), "--buckets",
               "16", "--jit-compile"])
     assert not (tmp_path / "other").exists()
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if not installed: one error naming the extra
     with pytest.raises(ImportError, match=r'pip install -e "\.\[ctranslate2\]" in the keras-transformer checkout'):
-        main(["export", PRESET, "--format", "ctranslate2", "--output-dir", str(tmp_path / "other")])
+        main(["export", BENCHMARK_PRESET, "--format", "ctranslate2", "--output-dir", str(tmp_path / "other")])
 
 
-def test_int8_export_stores_int8_weights_that_still_translate(shipped_ct2, tmp_path, tokenizer):
+def test_int8_export_stores_int8_weights_that_still_translate(shipped_ct2, tmp_path, shipped_tokenizer):
     """Against the float32 export of the same model (`shipped_ct2`)."""
     from keras_transformer.cli import main
 
-    int8 = tmp_path / "int8"
-    assert main(["export", PRESET, "--format", "ctranslate2", "--quantize", "int8", "--output-dir", str(int8)]) == 0
+    tokenizer, int8 = shipped_tokenizer, tmp_path / "int8"
+    assert main(["export", BENCHMARK_PRESET, "--format", "ctranslate2", "--quantize", "int8", "--output-dir", str(int8)]) == 0
     assert json.loads((int8 / "keras_transformer.json").read_text())["quantization"] == "int8"
     assert (int8 / "model.bin").stat().st_size < 0.4 * (shipped_ct2 / "model.bin").stat().st_size
     translator = ctranslate2.Translator(str(int8), intra_threads=1)
-    result = translator.translate_batch(ctranslate2_source_tokens(tokenizer, ["I love you."]))
-    assert tokenizer.processor.decode_pieces(result[0].hypotheses[0]) == "Je t'aime."
+    result = translator.translate_batch(ctranslate2_source_tokens(tokenizer, SENTENCES[:1]))
+    assert tokenizer.processor.decode_pieces(result[0].hypotheses[0]) == "Kopiert die ausgewählte Zeile in die Zwischenablage."
 
 
 def test_closest_length_penalty_grows_as_ours_at_the_typical_length():
@@ -228,15 +239,12 @@ def check_figures(report, results, stdout, limit):
 
 # The JAX engine in bfloat16, the SavedModel (the copying model's export,
 # tests/export/copying.py), CTranslate2 float32 and int8 at their defaults,
-# and float32 doing our work.
+# and float32 doing our work. The engines' model is BENCHMARK_PRESET, on the
+# short English sources of PRESET's corpus (`--corpus`). Its German against
+# the corpus's French references scores a low BLEU, which the checks
+# recompute, and by which CTranslate2's length penalty is chosen all the same.
 ENGINES = ["translator-jax-bfloat16", "savedmodel", "ctranslate2-float32", "ctranslate2-int8",
            "ctranslate2-float32-matched"]
-# The engines' model: the smallest shipped preset (2 layers of 128 units:
-# the least for the JAX engine to build and compile), on the short English
-# sources of PRESET's corpus (`--corpus`). Its German against the corpus's
-# French references scores a low BLEU, which the checks recompute, and by
-# which CTranslate2's length penalty is chosen all the same.
-BENCHMARK_PRESET = "libreoffice_en_de"
 
 
 @pytest.fixture(scope="module")
@@ -437,7 +445,7 @@ def test_no_bleu_leaves_bleu_and_chrf_out_and_keeps_the_outputs(shipped_ct2, tmp
     """`--no-bleu` (a machine without sacrebleu): the outputs kept to score elsewhere.
     CTranslate2 int8 on the shipped model's export (`--ct2-model`), the cheapest engine,
     on a batch of two sentences."""
-    report, results, _ = run_benchmark(tmp_path, ["ctranslate2-int8"], limit=2, batch_size=2,
-                                       extra=["--no-bleu", "--ct2-model", str(shipped_ct2)])
+    report, results, _ = run_benchmark(tmp_path, ["ctranslate2-int8"], limit=2, batch_size=2, extra=[
+        "--no-bleu", "--ct2-model", str(shipped_ct2), "--preset", BENCHMARK_PRESET, "--corpus", PRESET])
     assert len(report["outputs"]["ctranslate2-int8"]) == 2 and results["ctranslate2-int8"]["sentences"] == 2
     assert "bleu" not in results["ctranslate2-int8"] and "chrf" not in results["ctranslate2-int8"]

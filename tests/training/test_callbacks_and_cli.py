@@ -496,7 +496,7 @@ The frobnicator is broken.\tLe frobnicateur est cassé.
 @pytest.mark.portable
 @pytest.mark.slow
 def test_fine_tuning_a_preset_from_the_command_line_teaches_it_a_new_word(tmp_path):
-    """Four pairs with a word the preset never saw, 5 steps: the run's
+    """Four pairs with a word the preset never saw, 3 steps: the run's
     preset uses the word, and still knows French."""
     from keras_transformer import Translator
     from keras_transformer.data import SubwordTokenizer
@@ -506,7 +506,7 @@ def test_fine_tuning_a_preset_from_the_command_line_teaches_it_a_new_word(tmp_pa
     assert "frobnicateur" not in before[0]
     assert main([
         "train", "--from-preset", "tatoeba_en_fr", "--train-file", str(tmp_path / "pairs.tsv"),
-        "--output-dir", str(tmp_path / "run"), "--train-steps", "5", "--checkpoint-every", "5", "--warmup-steps", "5",
+        "--output-dir", str(tmp_path / "run"), "--train-steps", "3", "--checkpoint-every", "3", "--warmup-steps", "3",
         "--learning-rate-scale", "0.01", "--tokens-per-batch", "1024", "--tokens-per-step", "1024",
         "--jit-compile", "off", "--fit-verbose", "0", "--no-tensorboard",
     ]) == 0

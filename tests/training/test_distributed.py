@@ -1,16 +1,20 @@
-"""Kill and resume, end to end: `train()` on JAX and the `train` command on
-TensorFlow, killed with SIGKILL at two steps and in the middle of a
-checkpoint, and out of disk, each resumed run ending with the checkpoints
-and weights of an uninterrupted run, to the bit; and `train()` across two
-worker processes, killed and resumed, ending where one device does.
+"""Kill and resume, end to end: the `train` command on TensorFlow, killed
+with SIGKILL at a step and in the middle of a checkpoint, and out of disk;
+`train()` on JAX without TensorFlow, killed in the middle of a checkpoint;
+each resumed run ending with the checkpoints and weights of an
+uninterrupted run, to the bit. And `train()` across two worker processes,
+killed and resumed, ending where one device does.
 
-Each case starts fresh Python processes (`run_training.py` for `train()`,
-`faults.py` for the command), because logical devices, `XLA_FLAGS` and
-`TF_CONFIG` are fixed when TensorFlow/JAX start, and a process is what
-SIGKILL ends. The one-device or uninterrupted run each is compared with is
-the test's own process's, and so is the command's last resume.
+A killed run is a fresh Python process (`run_training.py` for `train()`,
+`faults.py` for the command), because a process is what SIGKILL ends, and
+logical devices, `XLA_FLAGS` and `TF_CONFIG` are fixed when TensorFlow/JAX
+start. The one-device or uninterrupted run each is compared with is the
+test's own process's, and so are the resumed runs that no SIGKILL ends.
 """
 
+import argparse
+import contextlib
+import errno
 import json
 import os
 import re
@@ -25,7 +29,7 @@ import pytest
 from keras_transformer.cli import main
 from keras_transformer.locks import LockedError
 from keras_transformer.training import list_checkpoints
-from tests.training import processes, run_training
+from tests.training import faults, processes, run_training
 
 tensorflow_only = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="tf.distribute and the command run on the TensorFlow backend"
@@ -34,7 +38,7 @@ tensorflow_only = pytest.mark.skipif(
 pytestmark = pytest.mark.slow  # training processes
 
 # One step per epoch, so the history holds the loss of every step.
-STEPS = ("--steps", 4, "--checkpoint-every", 1, "--pad", 0)
+STEPS = ("--steps", 3, "--checkpoint-every", 1, "--pad", 0)
 
 
 @tensorflow_only
@@ -45,10 +49,10 @@ def test_train_on_two_worker_processes_killed_and_resumed_matches_one_device(tmp
     # the uninterrupted one to the bit is the command's test below (and the
     # JAX one's); here the killed and resumed job trains as one device does.
     steps = (*STEPS, "--batch-size", 16)
-    # Killed at the end of step 3 (each worker ends itself there), while the
+    # Killed at the end of step 2 (each worker ends itself there), while the
     # one-device run goes on in this process (the TensorFlow pass's).
     with processes.held_ports(2) as ports:
-        killed = [processes.start(tmp_path / "workers", *steps, "--kill-at-step", 3,
+        killed = [processes.start(tmp_path / "workers", *steps, "--kill-at-step", 2,
                                   env=processes.worker_env(ports, i)) for i in range(2)]
         try:
             run_training.main([str(tmp_path / "single"), *map(str, steps), "--strategy", "one-device"])
@@ -57,22 +61,22 @@ def test_train_on_two_worker_processes_killed_and_resumed_matches_one_device(tmp
         finally:
             processes.stop(*killed)
     # Only the chief writes checkpoints; there is one per epoch.
-    assert sorted(os.listdir(tmp_path / "workers" / "checkpoints"))[-1] == "ckpt-0000000002.weights.h5"
+    assert sorted(os.listdir(tmp_path / "workers" / "checkpoints"))[-1] == "ckpt-0000000001.weights.h5"
     with processes.held_ports(2) as ports:
         resumed = processes.run_all(
             *[processes.start(tmp_path / "workers", *steps, env=processes.worker_env(ports, i)) for i in range(2)]
         )
     assert "multi-worker (2 replica(s), worker:1)" in resumed[1]
-    assert all("ckpt-0000000002.weights.h5: step 2, skipping 2 consumed batches" in out for out in resumed)
+    assert all("ckpt-0000000001.weights.h5: step 1, skipping 1 consumed batches" in out for out in resumed)
     (weights, losses), (single_weights, single_losses) = (
         processes.results(tmp_path / "workers", "worker0"),
         processes.results(tmp_path / "single"),
     )
-    # Steps 3 and 4, trained again from step 2's weights, optimizer and data position.
-    np.testing.assert_allclose(losses, single_losses[2:], rtol=2e-3)
+    # Steps 2 and 3, trained again from step 1's weights, optimizer and data position.
+    np.testing.assert_allclose(losses, single_losses[1:], rtol=2e-3)
     flat, single_flat = (np.concatenate([w.ravel() for w in ws]) for ws in (weights, single_weights))
     assert np.linalg.norm(flat - single_flat) < 2e-3 * np.linalg.norm(single_flat)
-    assert sorted(os.listdir(tmp_path / "workers" / "checkpoints"))[-1] == "ckpt-0000000004.weights.h5"
+    assert sorted(os.listdir(tmp_path / "workers" / "checkpoints"))[-1] == "ckpt-0000000003.weights.h5"
 
 
 # The `train` command: a checkpoint every 2 steps of 2 batches of 16, the
@@ -87,19 +91,14 @@ COMMAND = ["train", "--corpus", "synthetic-reverse", "--architecture", "tiny", "
 def test_the_command_killed_twice_and_out_of_disk_resumes_to_the_uninterrupted_runs_checkpoints(tmp_path, capsys):
     """One run, rerun after each fault: a second run into its directory
     refused while it runs, then SIGKILL at step 3; resumed from step 2 past
-    two more checkpoints (the one it resumed from pruned), until the next
-    does not fit; resumed again and killed while writing that one; then to
-    the end. Its checkpoints and last weights are the uninterrupted run's,
-    to the bit."""
+    two more checkpoints (the one it resumed from pruned) and killed while
+    writing the next; resumed again, in this process, until that one does
+    not fit (the process's file size limit); then to the end. Its
+    checkpoints and last weights are the uninterrupted run's, to the bit."""
     run = [*COMMAND, "--output-dir", str(tmp_path / "run")]
     same = ("--intra-op-threads", intra_op_threads())  # and no graph rewrites, as this process
     env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
     started = []
-
-    def rerun(*faults, expect):
-        started.append(processes.start_script("faults.py", *same, *faults, "--", *run, env=env))
-        return processes.finish(started[-1], expect=expect)
-
     try:
         first = processes.start_script("faults.py", *same, "--stall-at-step", 3, "--", *run, env=env)
         started.append(first)
@@ -112,65 +111,88 @@ def test_the_command_killed_twice_and_out_of_disk_resumes_to_the_uninterrupted_r
         processes.finish(first, expect=-signal.SIGKILL)
         assert checkpoint_files(tmp_path / "run") == ["ckpt-0000000002.json", "ckpt-0000000002.weights.h5"]
         assert os.path.exists(tmp_path / "run" / "train.lock")  # the killed run's, held by no process
-        out = rerun("--file-size-limit-at-step", 7, expect=1)
+        started.append(processes.start_script("faults.py", *same, "--kill-writing-step", 8, "--", *run, env=env))
+        out = processes.finish(started[-1], expect=-signal.SIGKILL)
         assert "ckpt-0000000002.weights.h5: step 2, skipping 4 consumed batches" in out
-        assert re.search(r"^keras-transformer train: error: \[Errno 27\] File too large for checkpoint "
-                         r".*ckpt-0000000008.weights.h5: .* file size limit", out, re.M), out
-        assert steps_of(tmp_path / "run") == [4, 6] and not temporary_files(tmp_path / "run")
-        out = rerun("--kill-writing-step", 8, expect=-signal.SIGKILL)
-        assert "ckpt-0000000006.weights.h5: step 6, skipping 12 consumed batches" in out
         assert steps_of(tmp_path / "run") == [4, 6] and len(temporary_files(tmp_path / "run")) == 1
-        capsys.readouterr()
-        assert main(run) == 0  # what is resumed is the run's directory: in this process, as the uninterrupted run
-        assert "ckpt-0000000006.weights.h5: step 6, skipping 12 consumed batches" in capsys.readouterr().out
     finally:
         processes.stop(*started)
+    half_written = temporary_files(tmp_path / "run")
+    capsys.readouterr()
+    with faults_in_this_process("--file-size-limit-at-step", 7, batches_per_step=2):
+        with pytest.raises(OSError, match=r"^\[Errno 27\] File too large for checkpoint "
+                                          r".*ckpt-0000000008.weights.h5: .* file size limit") as error:
+            main(run)
+    assert "ckpt-0000000006.weights.h5: step 6, skipping 12 consumed batches" in capsys.readouterr().out
+    assert error.value.errno == errno.EFBIG
+    assert steps_of(tmp_path / "run") == [4, 6] and temporary_files(tmp_path / "run") == half_written
+    assert main(run) == 0  # what is resumed is the run's directory: in this process, as the uninterrupted run
+    assert "ckpt-0000000006.weights.h5: step 6, skipping 12 consumed batches" in capsys.readouterr().out
     assert steps_of(tmp_path / "run") == steps_of(tmp_path / "whole") == [10, 12]
     assert not temporary_files(tmp_path / "run") and not os.path.exists(tmp_path / "run" / "train.lock")
     assert_same_checkpoints(tmp_path / "run", tmp_path / "whole", [10, 12])
     assert_same_arrays(tmp_path / "run" / "model.weights.h5", tmp_path / "whole" / "model.weights.h5")
 
 
+@contextlib.contextmanager
+def faults_in_this_process(*options, batches_per_step):
+    """`faults.py`'s `options` (those that end no process) among the
+    callbacks of every `fit` in the block; the process's file size limit
+    and SIGXFSZ handler put back after it."""
+    import resource
+
+    parser = argparse.ArgumentParser()
+    faults.add_arguments(parser)
+    args = parser.parse_args([str(option) for option in options])
+    limit, handler = resource.getrlimit(resource.RLIMIT_FSIZE), signal.getsignal(signal.SIGXFSZ)
+    fit = keras.Model.fit
+
+    def fit_with_faults(model, *fit_args, callbacks=None, **kwargs):
+        return fit(model, *fit_args, callbacks=[*(callbacks or []), faults.Faults(args, batches_per_step)], **kwargs)
+
+    keras.Model.fit = fit_with_faults
+    try:
+        yield
+    finally:
+        keras.Model.fit = fit
+        resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+        signal.signal(signal.SIGXFSZ, handler)
+
+
 @pytest.mark.backend
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="JAX training processes: run in the JAX pass")
-def test_train_on_jax_killed_twice_resumes_to_the_uninterrupted_runs_weights(tmp_path):
+def test_train_on_jax_killed_resumes_to_the_uninterrupted_runs_weights(tmp_path, capsys):
     """`train()` on JAX, where TensorFlow cannot be imported: the batches
     come from a `pass -> NumPy batches` function, and a resumed run skips
-    the consumed ones of that stream. Killed at step 3; resumed past two
-    more checkpoints than it keeps and killed while writing the next;
-    resumed to the end. The uninterrupted run is this process's, with the
-    same `train()` input (which neither `train()` nor Keras' JAX trainer
-    reads with TensorFlow, importable here)."""
-    args = ("--steps", 12, "--checkpoint-every", 2, "--keep", 2, "--dropout", 0.1, "--accumulation", 2)
-    run = (tmp_path / "run", *args, "--without-tensorflow")
-    env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}  # so the processes compile as this one
-    started = []
-
-    def rerun(*faults, expect=0):
-        started.append(processes.start(*run, *faults, backend="jax", env=env))
-        return processes.finish(started[-1], expect=expect)
-
+    the consumed ones of that stream, with dropout's RNG state and
+    accumulated steps restored. Killed while writing its third checkpoint;
+    resumed, in this process, to the end. The uninterrupted run is this
+    process's too, with the same `train()` input (which neither `train()`
+    nor Keras' JAX trainer reads with TensorFlow, importable here). That
+    a resumed run survives the pruning of the checkpoint it resumed from,
+    and a kill at a step, are the command's test above."""
+    args = ("--steps", 8, "--checkpoint-every", 2, "--keep", 2, "--dropout", 0.1, "--accumulation", 2)
+    env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}  # so the process compiles as this one
+    killed = processes.start(tmp_path / "run", *args, "--without-tensorflow", "--kill-writing-step", 6,
+                             backend="jax", env=env)
     try:
-        started.append(processes.start(*run, "--kill-at-step", 3, backend="jax", env=env))
-        run_training.main([str(tmp_path / "whole"), *map(str, args), "--numpy-passes"])
-        processes.finish(started[-1], expect=-signal.SIGKILL)
-        assert steps_of(tmp_path / "run") == [2]
-        out = rerun("--kill-writing-step", 8, expect=-signal.SIGKILL)
-        assert "ckpt-0000000002.weights.h5: step 2, skipping 4 consumed batches" in out
-        assert steps_of(tmp_path / "run") == [4, 6] and len(temporary_files(tmp_path / "run")) == 1
-        out = rerun()
-        assert "ckpt-0000000006.weights.h5: step 6, skipping 12 consumed batches" in out
+        run_training.main([str(tmp_path / "whole"), *map(str, args), "--numpy-passes"])  # meanwhile
+        processes.finish(killed, expect=-signal.SIGKILL)
     finally:
-        processes.stop(*started)
+        processes.stop(killed)
+    assert steps_of(tmp_path / "run") == [2, 4] and len(temporary_files(tmp_path / "run")) == 1
+    capsys.readouterr()
+    run_training.main([str(tmp_path / "run"), *map(str, args), "--numpy-passes"])
+    assert "ckpt-0000000004.weights.h5: step 4, skipping 8 consumed batches" in capsys.readouterr().out
     (whole_weights, whole_losses), (weights, losses) = (
         processes.results(tmp_path / "whole"),
         processes.results(tmp_path / "run"),
     )
-    np.testing.assert_array_equal(losses, whole_losses[-3:])  # the epochs after step 6
+    np.testing.assert_array_equal(losses, whole_losses[-2:])  # the epochs after step 4
     for x, y in zip(weights, whole_weights):
         np.testing.assert_array_equal(x, y)
-    assert steps_of(tmp_path / "run") == [10, 12] and not temporary_files(tmp_path / "run")
-    assert_same_checkpoints(tmp_path / "run", tmp_path / "whole", [10, 12])
+    assert steps_of(tmp_path / "run") == [6, 8] and not temporary_files(tmp_path / "run")
+    assert_same_checkpoints(tmp_path / "run", tmp_path / "whole", [6, 8])
 
 
 def wait_for(path, process, timeout=processes.TIMEOUT):

@@ -69,6 +69,14 @@ def near_ties(translator, sources, ours, theirs, tolerance):
     return equal, bad
 
 
+def ctranslate2_translator(path):
+    """CTranslate2's `Translator` of the model folder `path`, on one
+    thread: the test models are small, and more threads mostly wait."""
+    import ctranslate2
+
+    return ctranslate2.Translator(path, intra_threads=1)
+
+
 def ctranslate2_greedy(engine, pieces, limits, to_id):
     """CTranslate2's greedy outputs of source `pieces`, each under its
     output limit (`limits`, EOS counted, as ours): ids by `to_id`, EOS last

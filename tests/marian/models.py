@@ -12,6 +12,7 @@ CTranslate2's OPUS-MT converter reads, the vocabulary `.yml` and
 """
 
 import collections
+import functools
 import io
 import json
 import os
@@ -38,7 +39,21 @@ MARIAN_OPTIONS = {
 
 
 def pairs(split="train", count=None):
-    return datasets.load(CORPUS, split)[:count]
+    return list(_split(split)[:count])
+
+
+@functools.lru_cache(maxsize=None)
+def _split(split):
+    """The corpus's `split`, read once per process."""
+    return tuple(datasets.load(CORPUS, split))
+
+
+@functools.lru_cache(maxsize=None)
+def side_sentencepiece_model(side, vocab_size, model_type="unigram"):
+    """`sentencepiece_model` of side `side` (0: English, 1: French) of the
+    first `TRAIN_PAIRS` training pairs: trained once per process, as the
+    models of one type are the same bytes."""
+    return sentencepiece_model([p[side] for p in pairs("train", TRAIN_PAIRS)], vocab_size, model_type)
 
 
 def sentencepiece_model(texts, vocab_size, model_type="unigram"):
@@ -76,7 +91,7 @@ def write_huggingface(folder, config=None, separate_vocabs=False, model_type="un
 
     os.makedirs(folder, exist_ok=True)
     train = pairs("train", TRAIN_PAIRS)
-    protos = [sentencepiece_model([p[side] for p in train], size, model_type) for side, size in ((0, 600), (1, 700))]
+    protos = [side_sentencepiece_model(side, size, model_type) for side, size in ((0, 600), (1, 700))]
     processors = [spm.SentencePieceProcessor(model_proto=p) for p in protos]
     # The vocabulary of a part of the pairs: pieces of the SentencePiece models that it lacks are UNK.
     sample = [[processor.encode(p[side], out_type=str) for p in train[:5000]] for side, processor in

@@ -52,13 +52,17 @@ def output_limit(source_length, max_length):
 def generate(model, tokenizer, sources, **options):
     """`generate`'s ids of `sources`, each under our output limit of its
     source (`max_length` counts the decoder's start token): without the
-    start token, up to EOS (included), without PAD."""
+    start token, up to EOS (included), without PAD. Beam search runs once
+    per limit, which decides its ending; a greedy output's tokens do not
+    depend on the limit, so greedy decoding runs once, to the largest, and
+    each output is cut at its own."""
     import torch
 
     lengths = [len(ids) for ids in tokenizer(sources)["input_ids"]]
+    limits = [output_limit(length, model.config.max_position_embeddings) for length in lengths]
     groups = collections.defaultdict(list)
-    for index, length in enumerate(lengths):
-        groups[output_limit(length, model.config.max_position_embeddings)].append(index)
+    for index, limit in enumerate(limits):
+        groups[limit if options.get("num_beams", 1) > 1 else max(limits)].append(index)
     outputs = [None] * len(sources)
     pad, eos = model.config.pad_token_id, model.config.eos_token_id
     for limit, indices in groups.items():
@@ -67,7 +71,7 @@ def generate(model, tokenizer, sources, **options):
             ids = model.generate(**batch, max_length=limit + 1, do_sample=False, forced_eos_token_id=None,
                                  bad_words_ids=model.generation_config.bad_words_ids, **options)
         for index, row in zip(indices, ids.numpy().tolist()):
-            row = row[1:]
+            row = row[1:limits[index] + 1]
             outputs[index] = row[: row.index(eos) + 1] if eos in row else [i for i in row if i != pad]
     return outputs
 
@@ -129,4 +133,9 @@ def write(folder):
 
 
 if __name__ == "__main__":
+    import torch
+
+    # One thread: the test models are small, and PyTorch's second thread
+    # mostly waits for the first, the more so on cores other processes share.
+    torch.set_num_threads(1)
     write(sys.argv[1])

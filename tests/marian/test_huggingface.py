@@ -83,10 +83,12 @@ def test_encoder_output_and_logits_match_to_float32_rounding(imported):
 @pytest.fixture(scope="module")
 def greedy(imported):
     """`(translator, sources, their ids, our greedy outputs' ids)` of the
-    imported model on the test sources that `generate` decoded greedily."""
+    imported model on the test sources that `generate` decoded greedily,
+    by the decoding graph (`eager_steps=0`: traced at once, which costs
+    less than these sentences' eager steps)."""
     _, model, tokenizer = imported
     translator = Translator(model, tokenizer, beam_size=1, max_extra_length=reference.MAX_EXTRA_LENGTH,
-                            jit_compile=False)
+                            eager_steps=0)
     sources = [s for s, _ in reference.models.pairs("test", reference.GREEDY_SOURCES)]
     source_ids = [ids + [EOS_ID] for ids in tokenizer.encode(sources)]
     ours = [outputs[0][0] for outputs in translator.runner.decode(source_ids, translator.sampler)]
@@ -111,7 +113,7 @@ def test_beam_search_in_hugging_faces_mode_agrees_with_generate(imported):
     answers, _ = compare.reference()
     translator = Translator(model, tokenizer, beam_size=reference.BEAM["num_beams"],
                             alpha=reference.BEAM["length_penalty"], length_penalty="huggingface",
-                            max_extra_length=reference.MAX_EXTRA_LENGTH, jit_compile=False)
+                            max_extra_length=reference.MAX_EXTRA_LENGTH, eager_steps=0)
     sources = [s for s, _ in reference.models.pairs("test", reference.BEAM_SOURCES)]
     agreed = sum(a == b for a, b in zip(translator.translate(sources), answers["beam_texts"]))
     assert agreed >= 0.99 * len(sources), agreed
@@ -134,13 +136,11 @@ def test_ctranslate2s_transformers_converter_of_the_folder_gives_our_greedy_outp
     """CTranslate2's own converter of `transformers` models
     (`ct2-transformers-converter`), run on the same folder by
     `tests/marian/reference.py`."""
-    import ctranslate2
-
     path, _, tokenizer = imported
     translator, sources, source_ids, ours = greedy
     pieces = [tokenizer.source_id_to_piece(ids) for ids in source_ids]  # </s> last: HF's tokenizer adds it
     limits = [min(len(ids) + reference.MAX_EXTRA_LENGTH, 128) for ids in source_ids]
-    engine = ctranslate2.Translator(os.path.join(compare.folder(), "hf-ctranslate2"))
+    engine = compare.ctranslate2_translator(os.path.join(compare.folder(), "hf-ctranslate2"))
     expected = compare.ctranslate2_greedy(engine, pieces, limits,
                                           tokenizer.target_processor.piece_to_id)
     equal, bad = compare.near_ties(translator, source_ids, ours, expected, tolerance=1e-3)

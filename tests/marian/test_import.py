@@ -92,9 +92,10 @@ def test_transformer_and_tokenizer_from_preset_convert_a_source_as_it_loads(hf, 
 
 @pytest.fixture(scope="module")
 def saved(preset, tmp_path_factory):
-    """The preset exported by `keras-transformer export`."""
+    """The preset exported by `keras-transformer export`, as one loop per
+    bucket (tests/export/test_export.py exports the default two)."""
     folder = str(tmp_path_factory.mktemp("saved_models") / "opus_mt_test")
-    assert main(["export", preset, "--output-dir", folder, "--no-warmup", *QUICK_FLAGS]) == 0
+    assert main(["export", preset, "--output-dir", folder, "--no-warmup", "--parallel-loops", "1", *QUICK_FLAGS]) == 0
     return folder
 
 
@@ -107,7 +108,7 @@ def test_every_command_takes_the_imported_preset(preset, saved, tmp_path, capsys
     assert main(["score", preset, "--pairs", _tsv(tmp_path, [("I love you.", "Je t'aime.")])]) == 0
     scored = json.loads(capsys.readouterr().out.splitlines()[0])
     assert scored["tokens"][-1] == "</s>" and scored["scores"] < 0
-    assert main(["evaluate", preset, "--limit", "20", "--batch-size", "8", "--beam-size", "1"]) == 0
+    assert main(["evaluate", preset, "--limit", "4", "--beam-size", "1"]) == 0
     assert "BLEU" in capsys.readouterr().out
     assert main(["translate", saved, *SOURCES]) == 0
     assert capsys.readouterr().out.splitlines() == expected
@@ -146,8 +147,6 @@ def test_the_saved_model_reloads_with_tensorflow_alone_and_serves_over_rest_as_t
 
 @pytest.mark.slow
 def test_the_ctranslate2_export_of_the_preset_translates_as_it_greedily(preset, tmp_path):
-    import ctranslate2
-
     from keras_transformer.converters.ctranslate2 import ctranslate2_source_tokens
 
     output = str(tmp_path / "ct2")
@@ -157,7 +156,7 @@ def test_the_ctranslate2_export_of_the_preset_translates_as_it_greedily(preset, 
     sources = [s for s, _ in models.pairs("test", 50)]
     pieces = ctranslate2_source_tokens(tokenizer, sources)
     limits = [len(p) + 10 for p in pieces]
-    expected = compare.ctranslate2_greedy(ctranslate2.Translator(output), pieces, limits,
+    expected = compare.ctranslate2_greedy(compare.ctranslate2_translator(output), pieces, limits,
                                           tokenizer.target_processor.piece_to_id)
     source_ids = [ids + [3] for ids in tokenizer.encode(sources)]
     ours = [outputs[0][0] for outputs in translator.runner.decode(source_ids, translator.sampler)]

@@ -35,7 +35,6 @@ def imported(folder):
 def converted(folder, output, positions=None):
     """CTranslate2's OPUS-MT converter of `folder`, into `output`: its own,
     or with the sinusoids of layout `positions` instead of its table."""
-    import ctranslate2
     from ctranslate2.converters.opus_mt import OpusMTConverter
 
     class Converter(OpusMTConverter):
@@ -48,7 +47,7 @@ def converted(folder, output, positions=None):
             return spec
 
     Converter(folder).convert(output, force=True)
-    return ctranslate2.Translator(output)
+    return compare.ctranslate2_translator(output)
 
 
 def with_layout(model, layout):
@@ -96,7 +95,7 @@ def test_ctranslate2s_opus_mt_converter_of_the_same_folder_gives_our_greedy_outp
     source_ids = [ids + [EOS_ID] for ids in tokenizer.encode(sources)]
     pieces = [tokenizer.source_id_to_piece(ids[:-1]) for ids in source_ids]  # CTranslate2 adds </s>
     translator = Translator(with_layout(model, "halves"), tokenizer, beam_size=1,
-                            max_extra_length=reference.MAX_EXTRA_LENGTH, jit_compile=False)
+                            max_extra_length=reference.MAX_EXTRA_LENGTH, eager_steps=0)
     limits = [min(len(ids) + reference.MAX_EXTRA_LENGTH, 512) for ids in source_ids]
     engine = converted(folder, str(tmp_path / "own"))
     expected = compare.ctranslate2_greedy(engine, pieces, limits, tokenizer.target_processor.piece_to_id)

@@ -5,6 +5,7 @@ order of the modules, and a garbage collection after each, beside the next."""
 
 import gc
 import os
+import random
 import shutil
 import tempfile
 import threading
@@ -12,6 +13,7 @@ import threading
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 SHARED = "KERAS_TRANSFORMER_TEST_SHARED"  # tests/shared.py
@@ -56,8 +58,8 @@ def pytest_unconfigure(config):
 # tables measure them on 2 CPU cores; the other modules run after them, in
 # their own order. A module's cost includes the shared artifacts it is
 # first to ask for (tests/shared.py): the XLA export's module makes the
-# permuting model and its exports before the modules that read them start,
-# while the other worker runs modules that need none.
+# permuting model (and its XLA export) before the modules that read it
+# start, while the other worker runs modules that need none.
 HEAVIEST_FIRST = {
     "tensorflow": (
         "tests/export/test_xla_export.py",
@@ -150,9 +152,27 @@ def _no_graph_rewrites_in_test_processes():
         graph_rewrites(False)
 
 
-@pytest.fixture(autouse=True)
-def _seed_and_policy():
+@pytest.fixture(autouse=True, scope="module")
+def _seed_each_module():
+    """Every seed, TensorFlow's and Keras' own generator's included, before
+    each module. `tf.random.set_seed` also drops every kernel and graph
+    function that TensorFlow has made ready to run, so a module's shared
+    Translator, SavedModel or traced search is made ready once for all its
+    tests, not again for each."""
     keras.utils.set_random_seed(1234)
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_policy(_seed_each_module):
+    """Before each test, the seeds of the generators that Keras draws the
+    seeds of unseeded layers and initializers from: Python's, NumPy's and,
+    on PyTorch, PyTorch's."""
+    random.seed(1234)
+    np.random.seed(1234)
+    if keras.backend.backend() == "torch":
+        import torch
+
+        torch.manual_seed(1234)
     keras.config.set_dtype_policy("float32")
     yield
     keras.config.set_dtype_policy("float32")

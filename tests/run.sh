@@ -11,8 +11,8 @@
 # on TensorFlow.
 # The TensorFlow and JAX passes run on two pytest-xdist workers, a test file
 # at a time (--dist loadfile: a module's fixtures are made once), the
-# heaviest files first (tests/conftest.py). Skipped tests are listed with their reasons, and the
-# 25 slowest tests of each pass are printed.
+# heaviest files first (tests/conftest.py). Skipped tests are listed with
+# their reasons, and the 25 slowest tests of each pass are printed.
 # Python writes the bytecode of the modules it imports (the README's install,
 # uv, compiles none of the installed files), once, for every later process,
 # even where the environment says not to. XLA compiles without LLVM's
@@ -20,9 +20,9 @@
 # emitters, which compile faster: the tests' models are tiny, so
 # compiling, not running, is what XLA costs them (each JAX op a test runs
 # eagerly is compiled once, and every jitted or XLA search). Extra
-# arguments go to pytest, e.g. `bash tests/run.sh -x` or `bash tests/run.sh -n 0` (one process); a
-# `-m EXPR` among them narrows each pass's own selection (pytest keeps only
-# the last -m it is given).
+# arguments go to pytest, e.g. `bash tests/run.sh -x` or
+# `bash tests/run.sh -n 0` (one process); a `-m EXPR` among them narrows
+# each pass's own selection (pytest keeps only the last -m it is given).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arguments=() only=""

@@ -1,8 +1,12 @@
 """Shared checks: gradients on the active backend, equal rows of outputs,
-and TensorFlow's graph rewrites. (What every layer must pass:
-tests/layers/checks.py.)"""
+TensorFlow's graph rewrites, and the shipped presets' models loaded once.
+(What every layer must pass: tests/layers/checks.py.)"""
+
+import contextlib
+import os
 
 import keras
+import pytest
 
 
 def backend_gradients(f, *args):
@@ -50,3 +54,36 @@ def graph_rewrites(enabled):
     options = tf.config.optimizer.get_experimental_options()
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": not enabled})
     return options
+
+
+@contextlib.contextmanager
+def shipped_models_loaded_once():
+    """Within it, `presets.load_model` (which `Translator.from_preset`,
+    `Translator.load` and `Transformer.from_preset` call) loads each shipped
+    preset's model once: for code that only reads the models it loads, such
+    as the documents' examples and the commands they show. Folders are
+    loaded each time, as they may change."""
+    from keras_transformer.models import presets
+
+    load, loaded = presets.load_model, {}
+
+    def load_once(preset, load_weights=True, dtype=None):
+        if preset not in presets.list_presets() or os.path.exists(preset):
+            return load(preset, load_weights=load_weights, dtype=dtype)
+        key = (preset, load_weights, dtype)
+        if key not in loaded:
+            loaded[key] = load(preset, load_weights=load_weights, dtype=dtype)
+        return loaded[key]
+
+    presets.load_model = load_once
+    try:
+        yield
+    finally:
+        presets.load_model = load
+
+
+@pytest.fixture(scope="module")
+def shipped_models():
+    """`shipped_models_loaded_once` for a module's tests."""
+    with shipped_models_loaded_once():
+        yield

@@ -29,6 +29,7 @@ import tokenize
 
 import pytest
 
+from tests.helpers import shipped_models  # noqa: F401 - each shipped preset's model loaded once
 from tests.test_readme_commands import DOCUMENTS, ROOT, fence_info
 
 SHOWN = re.compile(r"#\s*->\s?(.*)$")
@@ -145,32 +146,10 @@ def run_document(doc):
 WITH_PYTHON = [doc for doc in DOCUMENTS if python_blocks(doc)]
 
 
-@pytest.fixture(scope="module")
-def shipped_models_loaded_once():
-    """`presets.load_model` of a shipped preset, which `Translator.from_preset`
-    and `Transformer.from_preset` call, loads each preset's model once for
-    every document: the README, the guides and the model cards load the
-    same three. The documents only read the models they load."""
-    from keras_transformer.models import presets
-
-    load, loaded = presets.load_model, {}
-
-    def load_once(preset, load_weights=True, dtype=None):
-        if preset not in presets.list_presets() or os.path.exists(preset):
-            return load(preset, load_weights=load_weights, dtype=dtype)
-        key = (preset, load_weights, dtype)
-        if key not in loaded:
-            loaded[key] = load(preset, load_weights=load_weights, dtype=dtype)
-        return loaded[key]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(presets, "load_model", load_once)
-        yield
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("doc", WITH_PYTHON)
-def test_python_blocks_run(doc, tmp_path, monkeypatch, shipped_models_loaded_once):
+@pytest.mark.usefixtures("shipped_models")
+def test_python_blocks_run(doc, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run_document(doc)
 

@@ -15,7 +15,7 @@ import pytest
 from keras_transformer import Translator
 from keras_transformer.cli import main
 from keras_transformer.translation.translator import prediction
-from tests.helpers import assert_rows_close
+from tests.helpers import assert_rows_close, shipped_models  # noqa: F401 - a fixture
 
 
 @pytest.fixture(scope="module")
@@ -120,26 +120,24 @@ def expected_output(translator, argv):
     return [prediction(h, **outputs) for h in translator.hypotheses(texts, sampler=sampler, **outputs)]
 
 
+@pytest.mark.usefixtures("shipped_models")
 def test_the_decoding_guides_examples_run_as_written_and_return_what_python_does(tmp_path, monkeypatch, capsys):
     # Each command of its bash blocks, whose output is the Python API's and,
     # where the guide shows it, that output (its Python blocks and the values
     # they show run in tests/test_docs_code.py). The preset's Keras model is
     # read once: each command builds its own `Translator` on it, as
     # `Translator.load` of the preset does in a process of its own.
-    import functools
     import re
     import shlex
     import subprocess
 
     from keras_transformer.cli import parse_arguments
-    from keras_transformer.models import presets
     from tests.test_readme_commands import check_translate, document_commands
 
     guide = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "decoding.md"), encoding="utf-8").read()
     shown = [c for c in document_commands("docs/decoding.md")
              if c.run and c.argv[1:2] == ["translate"] and (c.comment or c.shown)]
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(presets, "load_model", functools.cache(presets.load_model))
     translator = Translator.load("tatoeba_en_fr")
     commands = checked = 0
     for block in re.findall(r"```bash\n(.*?)```", guide, re.S):

@@ -109,8 +109,8 @@ def test_the_exported_shipped_model_translates_and_scores_as_ours(shipped_ct2, t
         main(["export", BENCHMARK_PRESET, "--format", "ctranslate2", "--output-dir", str(folder)])
     with pytest.raises(ValueError, match=r"--buckets, --jit-compile apply to a SavedModel.*Received: --format "
                                          r"ctranslate2, --buckets, --jit-compile$"):
-        main(["export", BENCHMARK_PRESET, "--format", "ctranslate2", "--output-dir", str(tmp_path / "other"), "--buckets",
-              "16", "--jit-compile"])
+        main(["export", BENCHMARK_PRESET, "--format", "ctranslate2", "--output-dir", str(tmp_path / "other"),
+              "--buckets", "16", "--jit-compile"])
     assert not (tmp_path / "other").exists()
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if not installed: one error naming the extra
     with pytest.raises(ImportError, match=r'pip install -e "\.\[ctranslate2\]" in the keras-transformer checkout'):
@@ -122,12 +122,14 @@ def test_int8_export_stores_int8_weights_that_still_translate(shipped_ct2, tmp_p
     from keras_transformer.cli import main
 
     tokenizer, int8 = shipped_tokenizer, tmp_path / "int8"
-    assert main(["export", BENCHMARK_PRESET, "--format", "ctranslate2", "--quantize", "int8", "--output-dir", str(int8)]) == 0
+    assert main(["export", BENCHMARK_PRESET, "--format", "ctranslate2", "--quantize", "int8",
+                 "--output-dir", str(int8)]) == 0
     assert json.loads((int8 / "keras_transformer.json").read_text())["quantization"] == "int8"
     assert (int8 / "model.bin").stat().st_size < 0.4 * (shipped_ct2 / "model.bin").stat().st_size
     translator = ctranslate2.Translator(str(int8), intra_threads=1)
     result = translator.translate_batch(ctranslate2_source_tokens(tokenizer, SENTENCES[:1]))
-    assert tokenizer.processor.decode_pieces(result[0].hypotheses[0]) == "Kopiert die ausgewählte Zeile in die Zwischenablage."
+    assert (tokenizer.processor.decode_pieces(result[0].hypotheses[0])
+            == "Kopiert die ausgewählte Zeile in die Zwischenablage.")
 
 
 def test_closest_length_penalty_grows_as_ours_at_the_typical_length():

@@ -23,6 +23,7 @@ graph: the runs are compared with its own bit for bit.
 """
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -83,6 +84,22 @@ class Faults(keras.callbacks.Callback):
             resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
 
+@contextlib.contextmanager
+def in_every_fit(args, batches_per_step):
+    """`Faults(args, batches_per_step)` among the callbacks of every
+    `keras.Model.fit` in the block."""
+    fit = keras.Model.fit
+
+    def fit_with_faults(model, *fit_args, callbacks=None, **kwargs):
+        return fit(model, *fit_args, callbacks=[*(callbacks or []), Faults(args, batches_per_step)], **kwargs)
+
+    keras.Model.fit = fit_with_faults
+    try:
+        yield
+    finally:
+        keras.Model.fit = fit
+
+
 def same_as_the_test_process(intra_op_threads):
     """TensorFlow's settings of the pytest process, whose runs these are compared with."""
     if keras.backend.backend() == "tensorflow":
@@ -106,16 +123,12 @@ def main():
     accumulation = 1
     if "--gradient-accumulation-steps" in command:
         accumulation = int(command[command.index("--gradient-accumulation-steps") + 1])
-    fit = keras.Model.fit
-
-    def fit_with_faults(model, *fit_args, callbacks=None, **kwargs):
-        return fit(model, *fit_args, callbacks=[*(callbacks or []), Faults(args, accumulation)], **kwargs)
-
-    keras.Model.fit = fit_with_faults
     from keras_transformer.cli import main as command_line
 
     sys.argv = ["keras-transformer", *command]
-    sys.exit(command_line())
+    with in_every_fit(args, accumulation):
+        status = command_line()
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -145,16 +145,10 @@ def faults_in_this_process(*options, batches_per_step):
     faults.add_arguments(parser)
     args = parser.parse_args([str(option) for option in options])
     limit, handler = resource.getrlimit(resource.RLIMIT_FSIZE), signal.getsignal(signal.SIGXFSZ)
-    fit = keras.Model.fit
-
-    def fit_with_faults(model, *fit_args, callbacks=None, **kwargs):
-        return fit(model, *fit_args, callbacks=[*(callbacks or []), faults.Faults(args, batches_per_step)], **kwargs)
-
-    keras.Model.fit = fit_with_faults
     try:
-        yield
+        with faults.in_every_fit(args, batches_per_step):
+            yield
     finally:
-        keras.Model.fit = fit
         resource.setrlimit(resource.RLIMIT_FSIZE, limit)
         signal.signal(signal.SIGXFSZ, handler)
 

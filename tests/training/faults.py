@@ -1,6 +1,6 @@
 """Faults at a chosen optimizer step of a training process, for the kill-and-resume tests.
 
-    python tests/training/faults.py [--kill-at-step K] [--kill-writing-step K] [--stall-at-step K] \
+    python tests/training/faults.py [--kill-writing-step K] [--stall-at-step K] \
         [--file-size-limit-at-step K] [--intra-op-threads N] -- train --corpus synthetic-reverse ...
 
 runs the `keras-transformer` command line (`keras_transformer.cli.main`,
@@ -9,10 +9,10 @@ with `Faults` among its callbacks; `run_training.py` gives `train()` the
 same callback. Steps are the run's optimizer steps, counted from 0 however
 often the run was resumed:
 
-- `--kill-at-step K`: SIGKILL at the end of step K;
 - `--kill-writing-step K`: SIGKILL in the middle of writing the checkpoint
   of step K (its weights file half written under its temporary name);
-- `--stall-at-step K`: wait at the end of step K until killed;
+- `--stall-at-step K`: wait at the end of step K until killed, or sent
+  SIGUSR1 (then go on);
 - `--file-size-limit-at-step K`: from the end of step K on, no file may
   grow past `FILE_SIZE_LIMIT` (`RLIMIT_FSIZE`; writes past it fail with `EFBIG`, as
   on a full disk, rather than SIGXFSZ ending the process), so the next
@@ -38,7 +38,6 @@ FILE_SIZE_LIMIT = 1 << 20
 
 
 def add_arguments(parser):
-    parser.add_argument("--kill-at-step", type=int, default=0)
     parser.add_argument("--kill-writing-step", type=int, default=0)
     parser.add_argument("--stall-at-step", type=int, default=0)
     parser.add_argument("--file-size-limit-at-step", type=int, default=0)
@@ -52,10 +51,13 @@ class Faults(keras.callbacks.Callback):
         self.args = args
         self.batches_per_step = batches_per_step
         self.step = self.batches = 0
+        self.stalled = bool(args.stall_at_step)
 
     def on_train_begin(self, logs=None):  # after the run's checkpoint is restored
         self.step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
         self.batches = self.step * self.batches_per_step
+        if self.stalled:
+            signal.signal(signal.SIGUSR1, lambda *_: setattr(self, "stalled", False))
         if self.args.kill_writing_step:
             faults = self
             save_weights = keras.Model.save_weights
@@ -73,10 +75,8 @@ class Faults(keras.callbacks.Callback):
         if self.batches % self.batches_per_step:
             return
         self.step = self.batches // self.batches_per_step
-        if self.step == self.args.kill_at_step:
-            os.kill(os.getpid(), signal.SIGKILL)
-        while self.step == self.args.stall_at_step:
-            time.sleep(1)
+        while self.step == self.args.stall_at_step and self.stalled:
+            time.sleep(0.1)
         if self.step == self.args.file_size_limit_at_step:
             import resource
 

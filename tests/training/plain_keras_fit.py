@@ -1,6 +1,7 @@
 """Plain Keras on one device or under a distribution strategy, as a user writes it.
 
-    python tests/training/plain_keras_fit.py OUT_DIR --strategy mirrored [--run numpy,ours] [--run dataset,stock]
+    python tests/training/plain_keras_fit.py OUT_DIR --strategy mirrored [--run numpy,ours] [--run dataset,stock] \
+        [--replica-batches TOKENIZER_DIR]
 
 For each `--run INPUT,LOSS` (default: numpy,ours), builds the tiny
 Transformer in the strategy's scope, compiles it with the paper's optimizer,
@@ -10,6 +11,12 @@ and `predict` on NumPy arrays or a tf.data.Dataset (INPUT) with no helper of
 this package. Writes the per-epoch losses, the evaluation, the predictions
 and the final weights to OUT_DIR/INPUT-LOSS.npz. The runs share the process
 (and its strategy): each starts from the same seed.
+
+`--replica-batches TOKENIZER_DIR` (with `mirrored`): after the runs, makes
+the `make_dataset` batches of 300 Tatoeba pairs for the strategy's replicas
+with the tokenizer saved there, distributes them with the strategy, and
+writes the shape of each replica's source batch, and the pipeline's counts,
+to OUT_DIR/replica-batches.json (test_plain_keras.py's pipeline test).
 
 Strategies: `one-device`, `mirrored` (two logical CPUs) and `data-parallel`
 (JAX, two host devices: `XLA_FLAGS=--xla_force_host_platform_device_count=2`).
@@ -88,12 +95,15 @@ def main(argv=None):
     parser.add_argument("--strategy", default="one-device",
                         choices=["one-device", "mirrored", "data-parallel"])
     parser.add_argument("--run", type=run_kind, action="append", dest="runs")
+    parser.add_argument("--replica-batches", metavar="TOKENIZER_DIR")
     args = parser.parse_args(argv)
 
     scope, replicas = strategy_scope(args.strategy)  # before any other TensorFlow op
     os.makedirs(args.output_dir, exist_ok=True)
     for data, loss in args.runs or [("numpy", "ours")]:
         fit(os.path.join(args.output_dir, f"{data}-{loss}.npz"), scope, replicas, data, loss)
+    if args.replica_batches:
+        replica_batches(os.path.join(args.output_dir, "replica-batches.json"), args.replica_batches, scope)
 
 
 def fit(output, scope, replicas, data, loss):
@@ -131,6 +141,27 @@ def fit(output, scope, replicas, data, loss):
         predictions=np.asarray(predictions),
         weights=np.concatenate([np.ravel(w) for w in model.get_weights()]),
     )
+
+
+def replica_batches(output, tokenizer_dir, scope):
+    """The shapes of each replica's part of the pipeline's batches, as the
+    strategy of `scope` distributes them, and the pipeline's counts."""
+    import json
+
+    import tensorflow as tf
+
+    from keras_transformer import datasets
+    from keras_transformer.data import SubwordTokenizer, make_dataset
+
+    with scope():
+        strategy = tf.distribute.get_strategy()
+    tokenizer = SubwordTokenizer.load(tokenizer_dir)
+    dataset, report = make_dataset(datasets.load("tatoeba_en_fr", "test")[:300], tokenizer, 512, 32,
+                                   num_replicas=strategy.num_replicas_in_sync, log=None)
+    shapes = [[list(part.shape) for part in strategy.experimental_local_results(source)]
+              for (source, _), _ in strategy.experimental_distribute_dataset(dataset)]
+    with open(output, "w") as f:
+        json.dump({"shapes": shapes, "kept": report.kept, "remainder_per_pass": report.remainder_per_pass}, f)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """A training process for the multi-device, multi-worker and kill tests.
 
     python tests/training/run_training.py OUTPUT_DIR --steps 6 \
-        [--logical-cpus 2 --strategy mirrored] [--kill-at-step 3] [--dropout 0.1] \
-        [--without-tensorflow | --numpy-passes] [--intra-op-threads 1]
+        [--logical-cpus 2 --strategy mirrored] [--kill-writing-step 3] [--dropout 0.1] \
+        [--without-tensorflow | --numpy-passes] [--intra-op-threads 1] [--results-dir DIR]
 
 Trains the tiny model on the copy task with `keras_transformer.training.train`
-and writes the final weights to `OUTPUT_DIR/<task>-weights.npz` and the loss
-per epoch to `OUTPUT_DIR/<task>-losses.npy`. `--kill-at-step k` sends
-SIGKILL to this process at the end of step k, and `--kill-writing-step k`
-while it writes the checkpoint of step k (`faults.py`). `--without-tensorflow` runs
+and writes the final weights to `<task>-weights.npz` and the loss per epoch
+to `<task>-losses.npy` in `--results-dir` (default: OUTPUT_DIR).
+`--kill-writing-step k` sends SIGKILL to this process while it writes the
+checkpoint of step k (`faults.py`). `--without-tensorflow` runs
 as on a machine without TensorFlow (JAX, PyTorch): importing it fails, and
 `train()` gets a `pass -> NumPy batches` function instead of the arrays
 (`--numpy-passes` alone: that function, with TensorFlow importable).
@@ -37,11 +37,11 @@ def main(argv=None):
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--pad", type=int, default=1)
     parser.add_argument("--tag", default="")
+    parser.add_argument("--results-dir", default=None)
     parser.add_argument("--without-tensorflow", action="store_true")
     parser.add_argument("--numpy-passes", action="store_true")
     parser.add_argument("--intra-op-threads", type=int, default=None)
     # The faults' options, parsed before anything imports Keras (and TensorFlow).
-    parser.add_argument("--kill-at-step", type=int, default=0)
     parser.add_argument("--kill-writing-step", type=int, default=0)
     parser.add_argument("--stall-at-step", type=int, default=0)
     parser.add_argument("--file-size-limit-at-step", type=int, default=0)
@@ -90,11 +90,10 @@ def main(argv=None):
         callbacks=[Faults(args, args.accumulation or 1)],
     )
     tag = args.tag or distributed.task.replace(":", "")
-    np.savez(
-        os.path.join(args.output_dir, f"{tag}-weights.npz"),
-        *[np.asarray(w) for w in model.get_weights()],
-    )
-    np.save(os.path.join(args.output_dir, f"{tag}-losses.npy"), np.asarray(model.history.history["loss"]))
+    results = args.results_dir or args.output_dir
+    os.makedirs(results, exist_ok=True)
+    np.savez(os.path.join(results, f"{tag}-weights.npz"), *[np.asarray(w) for w in model.get_weights()])
+    np.save(os.path.join(results, f"{tag}-losses.npy"), np.asarray(model.history.history["loss"]))
 
 
 class NoTensorFlow:

@@ -1,15 +1,16 @@
 """Kill and resume, end to end: the `train` command on TensorFlow, killed
-with SIGKILL at a step and in the middle of a checkpoint, and out of disk;
-`train()` on JAX without TensorFlow, killed in the middle of a checkpoint;
-each resumed run ending with the checkpoints and weights of an
-uninterrupted run, to the bit. And `train()` across two worker processes,
-killed and resumed, ending where one device does.
+with SIGKILL in the middle of a checkpoint, and out of disk; `train()` on
+JAX without TensorFlow, killed in the middle of a checkpoint; each resumed
+run ending with the checkpoints and weights of an uninterrupted run, to the
+bit. And `train()` across two worker processes, resuming a run's
+checkpoint, ending where one device does.
 
 A killed run is a fresh Python process (`run_training.py` for `train()`,
 `faults.py` for the command), because a process is what SIGKILL ends, and
-logical devices, `XLA_FLAGS` and `TF_CONFIG` are fixed when TensorFlow/JAX
-start. The one-device or uninterrupted run each is compared with is the
-test's own process's, and so are the resumed runs that no SIGKILL ends.
+so are the workers, because logical devices, `XLA_FLAGS` and `TF_CONFIG`
+are fixed when TensorFlow/JAX start. The one-device or uninterrupted run
+each is compared with is the test's own process's, and so are the resumed
+runs that no SIGKILL ends.
 """
 
 import argparse
@@ -18,6 +19,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import signal
 import time
 
@@ -42,41 +44,62 @@ STEPS = ("--steps", 3, "--checkpoint-every", 1, "--pad", 0)
 
 
 @tensorflow_only
-def test_train_on_two_worker_processes_killed_and_resumed_matches_one_device(tmp_path):
+def test_train_on_two_worker_processes_resumes_the_one_device_runs_checkpoint_and_matches_it(tmp_path):
     # The strategies themselves are plain Keras (test_plain_keras.py); this is
-    # what train() adds: one run directory, written by the chief only, which
-    # both workers resume from when the job is killed. That a resumed run is
-    # the uninterrupted one to the bit is the command's test below (and the
-    # JAX one's); here the killed and resumed job trains as one device does.
+    # what train() adds: a run directory written by the chief only, which
+    # both workers resume from, skipping the consumed batches. train()'s
+    # checkpoints are the same files whatever the strategy, so the job
+    # resumes the one-device run's directory as it stood after step 1. That
+    # a killed run resumes to the uninterrupted one to the bit is the
+    # command's test below (and the JAX one's).
     steps = (*STEPS, "--batch-size", 16)
-    # Killed at the end of step 2 (each worker ends itself there), while the
-    # one-device run goes on in this process (the TensorFlow pass's).
+    run_training.main([str(tmp_path / "single"), *map(str, steps), "--strategy", "one-device"])
+    # The chief resumes the run directory; the non-chief a copy of it (as a
+    # worker on another machine sees it), where anything it wrote would show.
+    for name in ("chief", "other"):
+        copy_at_step(tmp_path / "single", tmp_path / name, 1)
+    before = snapshot(tmp_path / "other")
     with processes.held_ports(2) as ports:
-        killed = [processes.start(tmp_path / "workers", *steps, "--kill-at-step", 2,
-                                  env=processes.worker_env(ports, i)) for i in range(2)]
-        try:
-            run_training.main([str(tmp_path / "single"), *map(str, steps), "--strategy", "one-device"])
-            for worker in killed:
-                processes.finish(worker, expect=-signal.SIGKILL)
-        finally:
-            processes.stop(*killed)
-    # Only the chief writes checkpoints; there is one per epoch.
-    assert sorted(os.listdir(tmp_path / "workers" / "checkpoints"))[-1] == "ckpt-0000000001.weights.h5"
-    with processes.held_ports(2) as ports:
-        resumed = processes.run_all(
-            *[processes.start(tmp_path / "workers", *steps, env=processes.worker_env(ports, i)) for i in range(2)]
-        )
+        resumed = processes.run_all(*[
+            processes.start(tmp_path / run, *steps, "--results-dir", tmp_path / "results",
+                            env=processes.worker_env(ports, i))
+            for i, run in enumerate(("chief", "other"))
+        ])
     assert "multi-worker (2 replica(s), worker:1)" in resumed[1]
     assert all("ckpt-0000000001.weights.h5: step 1, skipping 1 consumed batches" in out for out in resumed)
+    assert snapshot(tmp_path / "other") == before  # the non-chief wrote nothing
+    assert sorted(os.listdir(tmp_path / "chief")) == ["checkpoints", "run.json"]
+    assert checkpoint_files(tmp_path / "chief") == checkpoint_files(tmp_path / "single")  # one per step
     (weights, losses), (single_weights, single_losses) = (
-        processes.results(tmp_path / "workers", "worker0"),
+        processes.results(tmp_path / "results", "worker0"),
         processes.results(tmp_path / "single"),
     )
-    # Steps 2 and 3, trained again from step 1's weights, optimizer and data position.
+    # Steps 2 and 3, trained from step 1's weights, optimizer and data position.
     np.testing.assert_allclose(losses, single_losses[1:], rtol=2e-3)
     flat, single_flat = (np.concatenate([w.ravel() for w in ws]) for ws in (weights, single_weights))
     assert np.linalg.norm(flat - single_flat) < 2e-3 * np.linalg.norm(single_flat)
-    assert sorted(os.listdir(tmp_path / "workers" / "checkpoints"))[-1] == "ckpt-0000000003.weights.h5"
+
+
+def copy_at_step(run_dir, copy, step):
+    """`run_dir` as it stood after step `step`: its files but the later
+    checkpoints and the results of `run_training.py`."""
+    def later(directory, names):
+        return [n for n in names if n.endswith((".npz", ".npy"))
+                or n.startswith("ckpt-") and int(n[5:15]) > step]
+
+    shutil.copytree(run_dir, copy, ignore=later)
+
+
+def snapshot(directory):
+    """Every file and folder under `directory`: its modification time, and a file's bytes."""
+    tree = {}
+    for folder, _, files in os.walk(directory):
+        tree[folder] = os.stat(folder).st_mtime_ns
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                tree[path] = (os.stat(path).st_mtime_ns, f.read())
+    return tree
 
 
 # The `train` command: a checkpoint every 2 steps of 2 batches of 16, the
@@ -88,35 +111,30 @@ COMMAND = ["train", "--corpus", "synthetic-reverse", "--architecture", "tiny", "
 
 
 @tensorflow_only
-def test_the_command_killed_twice_and_out_of_disk_resumes_to_the_uninterrupted_runs_checkpoints(tmp_path, capsys):
-    """One run, rerun after each fault: a second run into its directory
-    refused while it runs, then SIGKILL at step 3; resumed from step 2 past
-    two more checkpoints (the one it resumed from pruned) and killed while
-    writing the next; resumed again, in this process, until that one does
-    not fit (the process's file size limit); then to the end. Its
-    checkpoints and last weights are the uninterrupted run's, to the bit."""
+def test_the_command_killed_and_out_of_disk_resumes_to_the_uninterrupted_runs_checkpoints(tmp_path, capsys):
+    """One run, rerun after each fault: held at step 3 while a second run
+    into its directory is refused; then on past two more checkpoints (its
+    first, step 2's, pruned) until SIGKILL while writing the next (step
+    8's); resumed, in this process, until that one does not fit (the
+    process's file size limit); then to the end. Its checkpoints and last
+    weights are the uninterrupted run's, to the bit."""
     run = [*COMMAND, "--output-dir", str(tmp_path / "run")]
     same = ("--intra-op-threads", intra_op_threads())  # and no graph rewrites, as this process
     env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
-    started = []
+    first = processes.start_script("faults.py", *same, "--stall-at-step", 3, "--kill-writing-step", 8, "--", *run,
+                                   env=env)
     try:
-        first = processes.start_script("faults.py", *same, "--stall-at-step", 3, "--", *run, env=env)
-        started.append(first)
         assert main([*COMMAND, "--output-dir", str(tmp_path / "whole")]) == 0  # meanwhile, uninterrupted
         wait_for(tmp_path / "run" / "checkpoints" / "ckpt-0000000002.json", first)
         with pytest.raises(LockedError, match=rf"^Output directory '{re.escape(str(tmp_path / 'run'))}' is in use: "
                                               rf"process {first.pid} on .* \(keras-transformer train .*\) holds .*train.lock\. Wait"):
             main(run)  # a second run into the directory, while the first runs
-        first.send_signal(signal.SIGKILL)  # at step 3, where it waits
+        first.send_signal(signal.SIGUSR1)  # goes on from step 3, where it waits
         processes.finish(first, expect=-signal.SIGKILL)
-        assert checkpoint_files(tmp_path / "run") == ["ckpt-0000000002.json", "ckpt-0000000002.weights.h5"]
-        assert os.path.exists(tmp_path / "run" / "train.lock")  # the killed run's, held by no process
-        started.append(processes.start_script("faults.py", *same, "--kill-writing-step", 8, "--", *run, env=env))
-        out = processes.finish(started[-1], expect=-signal.SIGKILL)
-        assert "ckpt-0000000002.weights.h5: step 2, skipping 4 consumed batches" in out
-        assert steps_of(tmp_path / "run") == [4, 6] and len(temporary_files(tmp_path / "run")) == 1
     finally:
-        processes.stop(*started)
+        processes.stop(first)
+    assert steps_of(tmp_path / "run") == [4, 6] and len(temporary_files(tmp_path / "run")) == 1
+    assert os.path.exists(tmp_path / "run" / "train.lock")  # the killed run's, held by no process
     half_written = temporary_files(tmp_path / "run")
     capsys.readouterr()
     with faults_in_this_process("--file-size-limit-at-step", 7, batches_per_step=2):
@@ -159,34 +177,34 @@ def test_train_on_jax_killed_resumes_to_the_uninterrupted_runs_weights(tmp_path,
     """`train()` on JAX, where TensorFlow cannot be imported: the batches
     come from a `pass -> NumPy batches` function, and a resumed run skips
     the consumed ones of that stream, with dropout's RNG state and
-    accumulated steps restored. Killed while writing its third checkpoint;
+    accumulated steps restored. Killed while writing its second checkpoint;
     resumed, in this process, to the end. The uninterrupted run is this
     process's too, with the same `train()` input (which neither `train()`
     nor Keras' JAX trainer reads with TensorFlow, importable here). That
     a resumed run survives the pruning of the checkpoint it resumed from,
-    and a kill at a step, are the command's test above."""
-    args = ("--steps", 8, "--checkpoint-every", 2, "--keep", 2, "--dropout", 0.1, "--accumulation", 2)
+    and a run's lock, are the command's test above."""
+    args = ("--steps", 6, "--checkpoint-every", 2, "--keep", 2, "--dropout", 0.1, "--accumulation", 2)
     env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}  # so the process compiles as this one
-    killed = processes.start(tmp_path / "run", *args, "--without-tensorflow", "--kill-writing-step", 6,
+    killed = processes.start(tmp_path / "run", *args, "--without-tensorflow", "--kill-writing-step", 4,
                              backend="jax", env=env)
     try:
         run_training.main([str(tmp_path / "whole"), *map(str, args), "--numpy-passes"])  # meanwhile
         processes.finish(killed, expect=-signal.SIGKILL)
     finally:
         processes.stop(killed)
-    assert steps_of(tmp_path / "run") == [2, 4] and len(temporary_files(tmp_path / "run")) == 1
+    assert steps_of(tmp_path / "run") == [2] and len(temporary_files(tmp_path / "run")) == 1
     capsys.readouterr()
     run_training.main([str(tmp_path / "run"), *map(str, args), "--numpy-passes"])
-    assert "ckpt-0000000004.weights.h5: step 4, skipping 8 consumed batches" in capsys.readouterr().out
+    assert "ckpt-0000000002.weights.h5: step 2, skipping 4 consumed batches" in capsys.readouterr().out
     (whole_weights, whole_losses), (weights, losses) = (
         processes.results(tmp_path / "whole"),
         processes.results(tmp_path / "run"),
     )
-    np.testing.assert_array_equal(losses, whole_losses[-2:])  # the epochs after step 4
+    np.testing.assert_array_equal(losses, whole_losses[-2:])  # the epochs after step 2
     for x, y in zip(weights, whole_weights):
         np.testing.assert_array_equal(x, y)
-    assert steps_of(tmp_path / "run") == [6, 8] and not temporary_files(tmp_path / "run")
-    assert_same_checkpoints(tmp_path / "run", tmp_path / "whole", [6, 8])
+    assert steps_of(tmp_path / "run") == [4, 6] and not temporary_files(tmp_path / "run")
+    assert_same_checkpoints(tmp_path / "run", tmp_path / "whole", [4, 6])
 
 
 def wait_for(path, process, timeout=processes.TIMEOUT):

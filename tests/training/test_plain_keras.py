@@ -2,6 +2,8 @@
 
 Multi-worker training is tests/training/test_distributed.py's, through
 `train()`, which runs Keras' own `fit` under MultiWorkerMirroredStrategy.
+The mirrored process also distributes the data pipeline's batches
+(`make_dataset(num_replicas=2)`): what each replica gets is checked here too.
 
 Each case runs `plain_keras_fit.py` in a fresh process (logical devices and
 `XLA_FLAGS` are fixed when TensorFlow or JAX starts) and compares it with the
@@ -10,6 +12,7 @@ batches: the losses of every epoch, the evaluation, the predictions and the
 trained weights.
 """
 
+import json
 import os
 
 import keras
@@ -67,16 +70,46 @@ def one_device_runs(folder, runs=RUNS):
     plain_keras_fit.main([str(folder), *run_options(runs)])
 
 
-@tensorflow_only
-def test_mirrored_strategy_over_two_cpus_matches_one_device(tmp_path):
-    mirrored = run(tmp_path / "mirrored", "--strategy", "mirrored")
+@pytest.fixture(scope="module")
+def mirrored(tmp_path_factory):
+    """The folder of a `mirrored` process's runs, of the one-device runs
+    (`single/`) and of the tokenizer that the process's pipeline batches
+    use (`tokenizer/`). One process with two logical CPUs serves both tests
+    below."""
+    from keras_transformer import datasets
+    from keras_transformer.data import SubwordTokenizer
+
+    folder = tmp_path_factory.mktemp("mirrored")
+    pairs = datasets.load("tatoeba_en_fr", "test")[:300]
+    SubwordTokenizer.train([s for pair in pairs for s in pair], vocab_size=500).save(folder / "tokenizer")
+    process = run(folder / "mirrored", "--strategy", "mirrored", "--replica-batches", folder / "tokenizer")
     try:
-        one_device_runs(tmp_path / "single")
-        processes.run_all(mirrored)
+        one_device_runs(folder / "single")
+        processes.run_all(process)
     finally:
-        processes.stop(mirrored)
+        processes.stop(process)
+    return folder
+
+
+@tensorflow_only
+def test_mirrored_strategy_over_two_cpus_matches_one_device(mirrored):
     for data, loss in RUNS:
-        assert_same_run(tmp_path / "mirrored" / f"{data}-{loss}.npz", tmp_path / "single" / f"{data}-{loss}.npz")
+        assert_same_run(mirrored / "mirrored" / f"{data}-{loss}.npz", mirrored / "single" / f"{data}-{loss}.npz")
+
+
+@tensorflow_only
+def test_mirrored_strategy_gets_per_replica_batches(mirrored):
+    # make_dataset(num_replicas=2) under MirroredStrategy: every batch splits
+    # into two equal halves within the token budget, and the rows of a pass
+    # are those kept but the counted remainder.
+    with open(mirrored / "mirrored" / "replica-batches.json") as f:
+        batches = json.load(f)
+    assert len(batches["shapes"]) > 3
+    for parts in batches["shapes"]:
+        assert len(parts) == 2 and parts[0] == parts[1], parts
+        assert parts[0][0] * 2 * parts[0][1] <= 512
+    rows = sum(2 * parts[0][0] for parts in batches["shapes"])
+    assert rows + batches["remainder_per_pass"] == batches["kept"] > 0
 
 
 @pytest.mark.backend

@@ -45,6 +45,16 @@ def exported():
     return Translator(model, tokenizer, max_extra_length=EXPORT_MAX_EXTRA_LENGTH), predict, folder, held_out
 
 
+@pytest.fixture(scope="module")
+def eager(exported):
+    """The same translator, decoding eagerly (`jit_compile=False`): for a
+    test of a few sentences, cheaper than the graph that each of its
+    decoding options (n-best, sampler, steering) would trace."""
+    translator = exported[0]
+    return Translator(translator.model, translator.tokenizer, max_extra_length=EXPORT_MAX_EXTRA_LENGTH,
+                      jit_compile=False)
+
+
 def test_the_signatures_return_what_the_translator_does(exported):
     translator, predict, _, held_out = exported
     texts = held_out[:20] + ["", " ".join(held_out[:30])]  # blank, and long enough to split into windows
@@ -90,10 +100,11 @@ def test_a_sentence_translates_alike_alone_and_in_a_shuffled_batch(exported, run
         assert_rows_close(alone, [dict(zip(shuffled, body["predictions"]))[s] for s in alone_texts])
 
 
-def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(exported, tmp_path, capsys):
+def test_the_command_line_on_a_saved_model_returns_the_translators_outputs(exported, eager, tmp_path, capsys):
     # The commands translate with the translator the folder was exported
     # from (`Translator.from_saved_model`), whatever signatures it has.
-    translator, predict, folder, held_out = exported
+    _, predict, folder, held_out = exported
+    translator = eager
     texts = held_out[:5]
     # More best translations than the export's 3, with alignments, each
     # starting with `word` and holding the other word, in one command.
@@ -163,8 +174,9 @@ def test_rest_instances_with_and_without_the_new_fields(exported, run_server):
     assert status == 200 and len(body["outputs"]["nbest_translations"]) == 2
 
 
-def test_rest_format_carries_markup_and_placeholders_as_the_translator_does(exported, run_server):
-    translator, predict, _, held_out = exported
+def test_rest_format_carries_markup_and_placeholders_as_the_translator_does(exported, eager, run_server):
+    _, predict, _, held_out = exported
+    translator = eager
     server = run_server(create_app(predict, "permuting", limits=LIMITS))
     words = held_out[0].split()
     page = "<p>" + " ".join(f"<b>{w}</b>" if i == 1 else w for i, w in enumerate(words)) + "</p>\n<p>" + held_out[1]

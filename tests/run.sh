@@ -46,13 +46,6 @@ OPTIONS=(-q -rs -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loa
 # by whichever process asks first.
 export KERAS_TRANSFORMER_TEST_SHARED=$(mktemp -d)
 trap 'rm -rf "$KERAS_TRANSFORMER_TEST_SHARED"' EXIT
-# JAX's persistent compilation cache there too, for every program however
-# quickly it compiled: each JAX op that a test runs eagerly is a program of
-# its own, and the two workers of the JAX pass and the JAX processes that
-# tests start compile many of the same ones. Which programs run, and what
-# they return, is the same with or without it.
-export JAX_COMPILATION_CACHE_DIR=$KERAS_TRANSFORMER_TEST_SHARED/jax-cache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
-  JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
 # The model's own tests with the lowest Keras that setup.py allows (the
 # newest is the one installed), on TensorFlow: the model (whose tests build,
 # train, save, load and quantize it with every layer inside), its losses and

@@ -322,14 +322,13 @@ def join_columns_graph(strings, owners, count, columns):
     with a space per column, in TensorFlow ops: `(count, columns)`."""
     import tensorflow as tf  # the graph face
 
-    joined = []
-    for column in range(columns):
-        piece = strings[:, column]
-        kept = tf.strings.length(piece) > 0
-        grouped = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(piece, kept), tf.boolean_mask(owners, kept),
-                                                    nrows=count)
-        joined.append(tf.strings.reduce_join(grouped, axis=1, separator=" "))
-    return tf.stack(joined, axis=1)
+    # Every column at once: string (piece, column) goes to text owner * columns + column, in piece order.
+    flat = tf.reshape(strings, [-1])  # (pieces * columns,)
+    segments = tf.reshape(owners[:, None] * columns + tf.range(columns)[None, :], [-1])
+    kept = tf.strings.length(flat) > 0
+    joined = tf.strings.unsorted_segment_join(tf.boolean_mask(flat, kept), tf.boolean_mask(segments, kept),
+                                              count * columns, separator=" ")
+    return tf.reshape(joined, [count, columns])
 
 
 class TranslationPreprocessor:
@@ -498,14 +497,15 @@ class TranslationPreprocessor:
         # Each text's gap after it: the next gap of its input, "" after its last.
         found = tf.math.bincount(frames.owners, minlength=frames.count, maxlength=frames.count)  # (n,)
         last = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(tf.minimum(found, 1))], ""),
-                                                tf.cast(tf.minimum(found, 1), tf.int64))
+                                                tf.cast(tf.minimum(found, 1), tf.int64), validate=False)
         after = tf.concat([frames.gaps, last], axis=1).flat_values  # (texts,)
-        columns = []
-        for column in range(translations.shape[1]):
-            parts = tf.RaggedTensor.from_value_rowids(translations[:, column] + after, frames.owners, nrows=frames.count)
-            joined = frames.leads + tf.strings.reduce_join(parts, axis=1) + frames.trails
-            columns.append(tf.where(found > 0, joined, ""))
-        return tf.stack(columns, axis=1)
+        # Every column at once: text t's column c goes to input owners[t] * columns + c, in text order.
+        columns = translations.shape[1]
+        segments = tf.reshape(frames.owners[:, None] * columns + tf.range(columns)[None, :], [-1])
+        parts = tf.reshape(translations + after[:, None], [-1])  # (texts * columns,)
+        joined = tf.reshape(tf.strings.unsorted_segment_join(parts, segments, frames.count * columns),
+                            [frames.count, columns])
+        return tf.where(found[:, None] > 0, frames.leads[:, None] + joined + frames.trails[:, None], "")
 
     def pieces_graph(self, inputs, op=None):
         """`pieces` in TensorFlow ops: `inputs` `(batch,)` string to a ragged
@@ -545,7 +545,7 @@ class TranslationPreprocessor:
         rows = tf.cast(ids.value_rowids(), tf.int32)
         position = tf.range(tf.size(ids.flat_values)) - tf.gather(tf.cast(ids.row_starts(), tf.int32), rows)
         windows = tf.RaggedTensor.from_value_rowids(
-            ids.flat_values, tf.gather(first, rows) + position // self.room, nrows=tf.reduce_sum(count)
+            ids.flat_values, tf.gather(first, rows) + position // self.room, nrows=tf.reduce_sum(count), validate=False
         )
         return windows, tf.repeat(owners, count)
 

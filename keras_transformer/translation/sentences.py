@@ -219,7 +219,7 @@ def segment_graph(strings):
 
     def pick(mask):
         return tf.RaggedTensor.from_value_rowids(tf.boolean_mask(parts.flat_values, mask), tf.boolean_mask(rows, mask),
-                                                 nrows=count)
+                                                 nrows=count, validate=False)
 
     sentences = pick(kept & (position % 2 == 0))
     sentences = sentences.with_flat_values(_restore_graph(sentences.flat_values))

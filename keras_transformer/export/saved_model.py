@@ -94,8 +94,23 @@ SIGNATURE_INPUTS = {
 PARALLEL_LOOPS = 2
 
 
+def graph_search(translator, sampler, jit_compile=False, parallel_loops=1, steered=False, model=None):
+    """The graph function `source [, prefix, constraints] -> (ids, scores)`
+    that decodes one bucket's pieces with `sampler`, traced for any width
+    (`build_translate_fn`). Signatures that decode alike (serving_default
+    and details) call one: the SavedModel holds, loads and optimizes its
+    search once."""
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
+
+    search = functools.partial(translator.runner.search(sampler, static_shapes=jit_compile), model or translator.model)
+    decode = graph_decoder(search, jit_compile, parallel_loops, sampler.get_config().get("num_return", 1))
+    ids = tf.TensorSpec([None, None], tf.int32)
+    specs = [ids, ids, tf.TensorSpec([None, None, None], tf.int32)] if steered else [ids]
+    return tf.function(decode, input_signature=specs, autograph=False)
+
+
 def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,
-                       steered=False, model=None):
+                       steered=False, model=None, decode=None):
     """The graph function `inputs [batch] string -> dict of outputs`: the
     preprocessor's pieces, decoded by `sampler` (its `n_best` hypotheses),
     joined; with `details`, also each hypothesis's confidence and word
@@ -110,16 +125,14 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     copy in the graph serves every bucket, traced once at export and
     optimized once when a sentence first needs it. `model` is what the
     search decodes with (default: the translator's model; the export's
-    `FrozenModel` of it).
+    `FrozenModel` of it). `decode`: that search's `graph_search`, where
+    another signature shares it.
     """
     import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     preprocessor = translator.preprocessor
-    search = functools.partial(translator.runner.search(sampler, static_shapes=jit_compile), model or translator.model)
-    decode = graph_decoder(search, jit_compile, parallel_loops, sampler.get_config().get("num_return", 1))
-    ids = tf.TensorSpec([None, None], tf.int32)
-    specs = [ids, ids, tf.TensorSpec([None, None, None], tf.int32)] if steered else [ids]
-    decode = tf.function(decode, input_signature=specs, autograph=False)
+    if decode is None:
+        decode = graph_search(translator, sampler, jit_compile, parallel_loops, steered, model)
     kinds = piece_kinds(translator.tokenizer) if details else None
 
     def decode_bucket(ids, width, steering=None):
@@ -456,9 +469,10 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
                              length_penalty=translator.length_penalty)
     options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops,
                    model=frozen(translator.model))
-    functions = {"serving_default": build_translate_fn(translator, op, search, **options)}
+    beam = graph_search(translator, search, jit_compile, parallel_loops, model=options["model"])
+    functions = {"serving_default": build_translate_fn(translator, op, search, decode=beam, **options)}
     if "details" in signatures:
-        functions["details"] = build_translate_fn(translator, op, search, details=True, **options)
+        functions["details"] = build_translate_fn(translator, op, search, details=True, decode=beam, **options)
     if "sample" in signatures:
         def sample(inputs, seed, temperature, top_k, top_p):
             sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha,

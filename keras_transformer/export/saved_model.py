@@ -109,8 +109,25 @@ def graph_search(translator, sampler, jit_compile=False, parallel_loops=1, steer
     return tf.function(decode, input_signature=specs, autograph=False)
 
 
+def graph_pieces(translator, op):
+    """The graph function `inputs [batch] string -> (texts, Frames, pieces'
+    ids (pieces, None), each piece's text (pieces,))`: the preprocessor's
+    sentences and pieces (`build_translate_fn`), which every translating
+    signature calls: the SavedModel holds and loads them once."""
+    import tensorflow as tf  # not on the import path under JAX or PyTorch
+
+    preprocessor = translator.preprocessor
+
+    def pieces(inputs):
+        texts, frames = preprocessor.texts_graph(inputs)  # each input's sentences (`split_sentences`)
+        ids, pieces_of = preprocessor.pieces_graph(texts, op)
+        return texts, frames, ids, pieces_of
+
+    return tf.function(pieces, input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+
+
 def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,
-                       steered=False, model=None, decode=None):
+                       steered=False, model=None, decode=None, pieces=None):
     """The graph function `inputs [batch] string -> dict of outputs`: the
     preprocessor's pieces, decoded by `sampler` (its `n_best` hypotheses),
     joined; with `details`, also each hypothesis's confidence and word
@@ -125,14 +142,16 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     copy in the graph serves every bucket, traced once at export and
     optimized once when a sentence first needs it. `model` is what the
     search decodes with (default: the translator's model; the export's
-    `FrozenModel` of it). `decode`: that search's `graph_search`, where
-    another signature shares it.
+    `FrozenModel` of it). `decode` and `pieces`: that search's
+    `graph_search` and the `graph_pieces`, where other signatures share them.
     """
     import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     preprocessor = translator.preprocessor
     if decode is None:
         decode = graph_search(translator, sampler, jit_compile, parallel_loops, steered, model)
+    if pieces is None:
+        pieces = graph_pieces(translator, op)
     kinds = piece_kinds(translator.tokenizer) if details else None
 
     def decode_bucket(ids, width, steering=None):
@@ -172,8 +191,7 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         return outputs
 
     def translate(inputs, target_prefix=None, constraints=None):
-        texts, frames = preprocessor.texts_graph(inputs)  # each input's sentences (`split_sentences`)
-        ids, pieces_of = preprocessor.pieces_graph(texts, op)  # (pieces, None), each piece's text (pieces,)
+        texts, frames, ids, pieces_of = pieces(inputs)  # (pieces, None), each piece's text (pieces,)
         owners = tf.gather(frames.owners, pieces_of)  # each piece's input
         steering = None
         if steered:
@@ -468,7 +486,7 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
                              continues_word=translator.continues_word, stop=translator.stop,
                              length_penalty=translator.length_penalty)
     options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops,
-                   model=frozen(translator.model))
+                   model=frozen(translator.model), pieces=graph_pieces(translator, op))
     beam = graph_search(translator, search, jit_compile, parallel_loops, model=options["model"])
     functions = {"serving_default": build_translate_fn(translator, op, search, decode=beam, **options)}
     if "details" in signatures:
@@ -478,7 +496,7 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
             sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha,
                                                  length_penalty=translator.length_penalty)
             return build_translate_fn(translator, op, sampler, jit_compile=jit_compile, parallel_loops=parallel_loops,
-                                      details=True, model=options["model"])(inputs)
+                                      details=True, model=options["model"], pieces=options["pieces"])(inputs)
 
         functions["sample"] = sample
     if "score" in signatures:

@@ -307,10 +307,13 @@ def graph_decoder(search, jit_compile, parallel_loops, num_return=1):
 
     if jit_compile:
         compiled = tf.function(search, jit_compile=True, autograph=False)
-        return lambda source, prefix=None, constraints=None: _rows_to_a_power_of_two(
-            compiled, source, **_given(prefix, constraints))
-    return lambda source, prefix=None, constraints=None: _parallel_search(
-        search, source, parallel_loops, num_return, **_given(prefix, constraints))
+
+        def search_bucket(source, prefix=None, constraints=None):
+            return _rows_to_a_power_of_two(compiled, source, **_given(prefix, constraints))
+    else:
+        def search_bucket(source, prefix=None, constraints=None):
+            return _parallel_search(search, source, parallel_loops, num_return, **_given(prefix, constraints))
+    return search_bucket
 
 
 def _given(prefix, constraints):

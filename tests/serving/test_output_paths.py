@@ -55,6 +55,21 @@ def eager(exported):
                       jit_compile=False)
 
 
+def test_the_signatures_hold_each_search_and_the_preprocessor_once(exported):
+    """The five signatures call one preprocessor function (sentences and
+    pieces) and three searches, not one of each a signature: serving_default
+    and details decode alike, with one beam search; sample and steer, each
+    with its own."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(exported[2], "1", "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    names = [f.signature.name for f in saved_model.meta_graphs[0].graph_def.library.function]
+    assert sum(re.fullmatch(r"__inference_pieces_\d+", name) is not None for name in names) == 1, names
+    assert sum(re.fullmatch(r"__inference_search_bucket_\d+", name) is not None for name in names) == 3, names
+
+
 def test_the_signatures_return_what_the_translator_does(exported):
     translator, predict, _, held_out = exported
     texts = held_out[:20] + ["", " ".join(held_out[:30])]  # blank, and long enough to split into windows

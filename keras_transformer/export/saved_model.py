@@ -127,7 +127,7 @@ def graph_pieces(translator, op):
 
 
 def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,
-                       steered=False, model=None, decode=None, pieces=None):
+                       steered=False, model=None, decode=None, pieces=None, piece_details=None):
     """The graph function `inputs [batch] string -> dict of outputs`: the
     preprocessor's pieces, decoded by `sampler` (its `n_best` hypotheses),
     joined; with `details`, also each hypothesis's confidence and word
@@ -142,8 +142,9 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     copy in the graph serves every bucket, traced once at export and
     optimized once when a sentence first needs it. `model` is what the
     search decodes with (default: the translator's model; the export's
-    `FrozenModel` of it). `decode` and `pieces`: that search's
-    `graph_search` and the `graph_pieces`, where other signatures share them.
+    `FrozenModel` of it). `decode`, `pieces` and `piece_details`: that
+    search's `graph_search`, the `graph_pieces` and the
+    `graph_piece_details`, where other signatures share them.
     """
     import tensorflow as tf  # not on the import path under JAX or PyTorch
 
@@ -152,7 +153,8 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         decode = graph_search(translator, sampler, jit_compile, parallel_loops, steered, model)
     if pieces is None:
         pieces = graph_pieces(translator, op)
-    kinds = piece_kinds(translator.tokenizer) if details else None
+    if details and piece_details is None:
+        piece_details = graph_piece_details(translator)
 
     def decode_bucket(ids, width, steering=None):
         source = ids.to_tensor(default_value=PAD_ID, shape=[None, width])  # (rows, width)
@@ -167,7 +169,8 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
         text = tf.reshape(preprocessor.detokenize_graph(flat, op), [-1, n_best])  # (rows, n_best)
         outputs = (text, tf.cast(scores, tf.float32))
         if details:
-            outputs += _piece_details(translator, tf.repeat(source, n_best, axis=0), flat, kinds, n_best)
+            found = piece_details(tf.repeat(source, n_best, axis=0), flat)  # each (rows * n_best, ...)
+            outputs += tuple(tf.reshape(x, tf.concat([[-1, n_best], tf.shape(x)[1:]], 0)) for x in found)
         return outputs
 
     def steer(ids, owners, inputs, target_prefix, constraints):
@@ -270,19 +273,25 @@ def frozen(model):
     return FrozenModel(model, tf.Variable(table, trainable=False, name="output_projection_table"))
 
 
-def _piece_details(translator, source, ids, kinds, n_best):
-    """Each hypothesis's length (its tokens, EOS included) and word links
-    (`keras_transformer.translation.alignment.word_links`) over a bucket's pieces;
-    `source` `(rows * n_best, width)` and `ids` `(rows * n_best, length)`.
-    Returns `(lengths, links, source words, inside a word, target words)`,
-    each `(rows, n_best, ...)`."""
+def graph_piece_details(translator):
+    """The graph function `(source, ids) -> (lengths, links, source words,
+    inside a word, target words)`: each hypothesis's length (its tokens,
+    EOS included) and word links
+    (`keras_transformer.translation.alignment.word_links`), for `source`
+    `(hypotheses, width)` and `ids` `(hypotheses, length)`, each output
+    `(hypotheses, ...)`. Every signature with details calls it: the
+    SavedModel holds and loads its forced decoding once."""
     import tensorflow as tf  # not on the import path under JAX or PyTorch
 
-    lengths = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
-    _, attention = force_decode(translator.model, source, ids, ALIGNMENT_LAYER)
-    links, source_count, inside, target_count = word_links(attention, source, ids, kinds)
-    return tuple(tf.reshape(x, tf.concat([[-1, n_best], tf.shape(x)[1:]], 0))
-                 for x in (lengths, links, source_count, inside, target_count))
+    kinds = piece_kinds(translator.tokenizer)
+
+    def piece_details(source, ids):
+        lengths = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
+        _, attention = force_decode(translator.model, source, ids, ALIGNMENT_LAYER)
+        return (lengths, *word_links(attention, source, ids, kinds))
+
+    ids = tf.TensorSpec([None, None], tf.int32)
+    return tf.function(piece_details, input_signature=[ids, ids], autograph=False)
 
 
 def build_score_fn(translator, op):
@@ -487,6 +496,8 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
                              length_penalty=translator.length_penalty)
     options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops,
                    model=frozen(translator.model), pieces=graph_pieces(translator, op))
+    if {"details", "sample", "steer"} & set(signatures):
+        options["piece_details"] = graph_piece_details(translator)
     beam = graph_search(translator, search, jit_compile, parallel_loops, model=options["model"])
     functions = {"serving_default": build_translate_fn(translator, op, search, decode=beam, **options)}
     if "details" in signatures:
@@ -496,7 +507,8 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
             sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha,
                                                  length_penalty=translator.length_penalty)
             return build_translate_fn(translator, op, sampler, jit_compile=jit_compile, parallel_loops=parallel_loops,
-                                      details=True, model=options["model"], pieces=options["pieces"])(inputs)
+                                      details=True, model=options["model"], pieces=options["pieces"],
+                                      piece_details=options["piece_details"])(inputs)
 
         functions["sample"] = sample
     if "score" in signatures:

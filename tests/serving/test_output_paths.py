@@ -57,9 +57,10 @@ def eager(exported):
 
 def test_the_signatures_hold_each_search_and_the_preprocessor_once(exported):
     """The five signatures call one preprocessor function (sentences and
-    pieces) and three searches, not one of each a signature: serving_default
-    and details decode alike, with one beam search; sample and steer, each
-    with its own."""
+    pieces), three searches and one forced decoding for word links, not one
+    of each a signature: serving_default and details decode alike, with one
+    beam search; sample and steer, each with its own; details, sample and
+    steer link words alike."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
@@ -68,6 +69,7 @@ def test_the_signatures_hold_each_search_and_the_preprocessor_once(exported):
     names = [f.signature.name for f in saved_model.meta_graphs[0].graph_def.library.function]
     assert sum(re.fullmatch(r"__inference_pieces_\d+", name) is not None for name in names) == 1, names
     assert sum(re.fullmatch(r"__inference_search_bucket_\d+", name) is not None for name in names) == 3, names
+    assert sum(re.fullmatch(r"__inference_piece_details_\d+", name) is not None for name in names) == 1, names
 
 
 def test_the_signatures_return_what_the_translator_does(exported):

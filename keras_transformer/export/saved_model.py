@@ -126,8 +126,8 @@ def graph_pieces(translator, op):
     return tf.function(pieces, input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
 
 
-def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, parallel_loops=1, details=False,
-                       steered=False, model=None, decode=None, pieces=None, piece_details=None):
+def build_translate_fn(translator, op, sampler, pieces, piece_details, n_best=1, jit_compile=False, parallel_loops=1,
+                       details=False, steered=False, model=None, decode=None):
     """The graph function `inputs [batch] string -> dict of outputs`: the
     preprocessor's pieces, decoded by `sampler` (its `n_best` hypotheses),
     joined; with `details`, also each hypothesis's confidence and word
@@ -142,19 +142,15 @@ def build_translate_fn(translator, op, sampler, n_best=1, jit_compile=False, par
     copy in the graph serves every bucket, traced once at export and
     optimized once when a sentence first needs it. `model` is what the
     search decodes with (default: the translator's model; the export's
-    `FrozenModel` of it). `decode`, `pieces` and `piece_details`: that
-    search's `graph_search`, the `graph_pieces` and the
-    `graph_piece_details`, where other signatures share them.
+    `FrozenModel` of it). `pieces` and `piece_details`: the
+    `graph_pieces` and `graph_piece_details` that every signature calls;
+    `decode`: the search's `graph_search`, where another signature shares it.
     """
     import tensorflow as tf  # not on the import path under JAX or PyTorch
 
     preprocessor = translator.preprocessor
     if decode is None:
         decode = graph_search(translator, sampler, jit_compile, parallel_loops, steered, model)
-    if pieces is None:
-        pieces = graph_pieces(translator, op)
-    if details and piece_details is None:
-        piece_details = graph_piece_details(translator)
 
     def decode_bucket(ids, width, steering=None):
         source = ids.to_tensor(default_value=PAD_ID, shape=[None, width])  # (rows, width)
@@ -283,9 +279,8 @@ def graph_piece_details(translator):
     SavedModel holds and loads its forced decoding once."""
     import tensorflow as tf  # not on the import path under JAX or PyTorch
 
-    kinds = piece_kinds(translator.tokenizer)
-
     def piece_details(source, ids):
+        kinds = piece_kinds(translator.tokenizer)  # when traced: not for an export without details
         lengths = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
         _, attention = force_decode(translator.model, source, ids, ALIGNMENT_LAYER)
         return (lengths, *word_links(attention, source, ids, kinds))
@@ -494,27 +489,27 @@ def _write_graph(translator, path, n_best, jit_compile, parallel_loops, signatur
         search = BeamSampler(translator.beam_size, translator.alpha, num_return=n_best,
                              continues_word=translator.continues_word, stop=translator.stop,
                              length_penalty=translator.length_penalty)
-    options = dict(n_best=n_best, jit_compile=jit_compile, parallel_loops=parallel_loops,
-                   model=frozen(translator.model), pieces=graph_pieces(translator, op))
-    if {"details", "sample", "steer"} & set(signatures):
-        options["piece_details"] = graph_piece_details(translator)
-    beam = graph_search(translator, search, jit_compile, parallel_loops, model=options["model"])
-    functions = {"serving_default": build_translate_fn(translator, op, search, decode=beam, **options)}
+    # The graph functions every signature calls (each traced when first called).
+    model = frozen(translator.model)
+    graph = dict(pieces=graph_pieces(translator, op), piece_details=graph_piece_details(translator),
+                 jit_compile=jit_compile, parallel_loops=parallel_loops, model=model)
+    beam = graph_search(translator, search, jit_compile, parallel_loops, model=model)
+    functions = {"serving_default": build_translate_fn(translator, op, search, n_best=n_best, decode=beam, **graph)}
     if "details" in signatures:
-        functions["details"] = build_translate_fn(translator, op, search, details=True, decode=beam, **options)
+        functions["details"] = build_translate_fn(translator, op, search, n_best=n_best, details=True, decode=beam,
+                                                  **graph)
     if "sample" in signatures:
         def sample(inputs, seed, temperature, top_k, top_p):
             sampler = RandomSampler.from_tensors(top_k, top_p, temperature, seed, alpha=translator.alpha,
                                                  length_penalty=translator.length_penalty)
-            return build_translate_fn(translator, op, sampler, jit_compile=jit_compile, parallel_loops=parallel_loops,
-                                      details=True, model=options["model"], pieces=options["pieces"],
-                                      piece_details=options["piece_details"])(inputs)
+            return build_translate_fn(translator, op, sampler, details=True, **graph)(inputs)
 
         functions["sample"] = sample
     if "score" in signatures:
         functions["score"] = build_score_fn(translator, op)
     if "steer" in signatures:
-        functions["steer"] = build_translate_fn(translator, op, search, details=True, steered=True, **options)
+        functions["steer"] = build_translate_fn(translator, op, search, n_best=n_best, details=True, steered=True,
+                                                **graph)
     specs = {name: [tf.TensorSpec([None] * rank, dtype, name=input_name)
                     for input_name, (dtype, rank) in SIGNATURE_INPUTS[name].items()] for name in functions}
     # Each traced once, here. Not `keras.export.ExportArchive`: it traces its
